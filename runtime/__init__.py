@@ -1,0 +1,1 @@
+"""foldline: runtime."""

@@ -1,0 +1,376 @@
+"""The request compiler: the one place a request is assembled (pure).
+
+:func:`compile_request` turns a branch's system text, tool set and view into a
+:class:`Request`: the stable segment (tools, then system) and then the
+messages, with every tool call followed by its result. It reads no clock, does
+no I/O and keeps no state beyond a bounded memo of rendered blocks, so the same
+inputs always give the same bytes.
+
+The layout is already the cache-stable one:
+
+- tools render once, from the branch's tool set, in the ``tools`` field;
+- the system text is its own block in the ``system`` field, never folded into a
+  user message;
+- an instruction renders the same bytes whether it is the current turn or
+  history; a round's tool results open the user message that follows the
+  assistant message carrying their calls.
+
+A request is held as canonical JSON *pieces* whose concatenation is exactly the
+payload sent (:meth:`Request.payload_text`); measurement counts the pieces one
+by one (each cached by content), so a request costs O(what is new).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Protocol
+
+import attrs
+
+from runtime.canonical import canonical_json, sha256_hex
+from runtime.errors import FoldlineError
+from runtime.messages import (
+    AssistantResponse,
+    Instruction,
+    Message,
+    Note,
+    SystemMessage,
+    TextPart,
+    ToolCall,
+    ToolResult,
+)
+
+RECIPE_VERSION = 1
+"""Version of the rendering rules; recorded with every request (for replay)."""
+
+Intent = Literal["continuing", "final", "side"]
+Location = tuple[Any, ...]
+
+
+class CompileError(FoldlineError):
+    """The view cannot be rendered as a valid request (e.g. an orphaned call or result)."""
+
+
+class MarkLike(Protocol):
+    """A cache mark: where it goes and its lifetime ("5m" or "1h")."""
+
+    location: Location
+    ttl: str
+
+
+@attrs.frozen
+class ToolSpec:
+    """A tool as the model sees it: name, description, JSON schema of its input."""
+
+    name: str
+    description: str
+    input_schema_json: str = attrs.field(default='{"properties":{},"type":"object"}')
+
+    @classmethod
+    def create(cls, name: str, description: str, input_schema: Mapping[str, Any]) -> ToolSpec:
+        return cls(name, description, canonical_json(dict(input_schema)))
+
+    def render(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": json.loads(self.input_schema_json),
+        }
+
+    def piece(self) -> str:
+        return canonical_json(self.render())
+
+
+@attrs.frozen
+class RequestSettings:
+    """What an operation decides about a request besides its content."""
+
+    model: str
+    max_tokens: int = 1024
+    intent: Intent = "continuing"
+    tool_choice_json: str | None = None
+
+
+@attrs.frozen
+class Block:
+    """One rendered content block: its canonical JSON and the message it came from."""
+
+    json: str
+    kind: str
+    source_id: str | None
+
+
+@attrs.frozen
+class RenderedMessage:
+    role: Literal["user", "assistant"]
+    blocks: tuple[Block, ...]
+    source_ids: tuple[str, ...]
+
+
+def _with_cache_control(block_json: str, ttl: str) -> str:
+    value = json.loads(block_json)
+    value["cache_control"] = {"type": "ephemeral"} if ttl == "5m" else {"type": "ephemeral", "ttl": "1h"}
+    return canonical_json(value)
+
+
+_CONTENT_OPEN = '{"content":['
+_ROLE_CLOSE = {"user": '],"role":"user"}', "assistant": '],"role":"assistant"}'}
+
+
+@attrs.frozen
+class Request:
+    """A compiled request: stable segment, messages, settings and cache marks.
+
+    ``marks`` are placed by the cache placement step (empty when caching is
+    off); they change only the ``cache_control`` fields of the marked blocks.
+    """
+
+    settings: RequestSettings
+    tools: tuple[ToolSpec, ...]
+    system: str | None
+    messages: tuple[RenderedMessage, ...]
+    marks: tuple[Any, ...] = ()
+    recipe_version: int = RECIPE_VERSION
+
+    def with_marks(self, marks: Sequence[MarkLike]) -> Request:
+        return attrs.evolve(self, marks=tuple(marks))
+
+    # -- pieces ---------------------------------------------------------------
+
+    def _mark_map(self) -> dict[Location, str]:
+        return {tuple(m.location): m.ttl for m in self.marks}
+
+    def pieces(self) -> tuple[tuple[str, str], ...]:
+        """The payload as labelled canonical JSON pieces, in order.
+
+        Labels are message ids for message blocks, ``"tools"``, ``"system"``
+        or ``"envelope"`` otherwise. ``"".join`` of the texts is exactly
+        :meth:`payload_text`.
+        """
+        marks = self._mark_map()
+        out: list[tuple[str, str]] = []
+        s = self.settings
+        out.append(("envelope", '{"max_tokens":' + str(s.max_tokens) + ',"messages":['))
+        for mi, msg in enumerate(self.messages):
+            out.append(("envelope", _CONTENT_OPEN if mi == 0 else "," + _CONTENT_OPEN))
+            for bi, block in enumerate(msg.blocks):
+                text = block.json
+                ttl = marks.get(("messages", mi, bi))
+                if ttl is not None:
+                    text = _with_cache_control(text, ttl)
+                if bi:
+                    out.append(("envelope", ","))
+                out.append((block.source_id or "envelope", text))
+            out.append(("envelope", _ROLE_CLOSE[msg.role]))
+        out.append(("envelope", '],"model":' + canonical_json(s.model)))
+        if self.system is not None:
+            text = canonical_json({"type": "text", "text": self.system})
+            ttl = marks.get(("system", 0))
+            if ttl is not None:
+                text = _with_cache_control(text, ttl)
+            out.append(("envelope", ',"system":['))
+            out.append(("system", text))
+            out.append(("envelope", "]"))
+        if s.tool_choice_json is not None:
+            out.append(("envelope", ',"tool_choice":' + s.tool_choice_json))
+        if self.tools:
+            out.append(("envelope", ',"tools":['))
+            for ti, tool in enumerate(self.tools):
+                text = tool.piece()
+                ttl = marks.get(("tools", ti))
+                if ttl is not None:
+                    text = _with_cache_control(text, ttl)
+                if ti:
+                    out.append(("envelope", ","))
+                out.append(("tools", text))
+            out.append(("envelope", "]"))
+        out.append(("envelope", "}"))
+        return tuple(out)
+
+    def payload_text(self) -> str:
+        """The canonical JSON text of the Anthropic payload (sorted keys, no whitespace)."""
+        return "".join(text for _, text in self.pieces())
+
+    def payload_bytes(self) -> bytes:
+        return self.payload_text().encode("utf-8")
+
+    def payload(self) -> dict[str, Any]:
+        """The Anthropic Messages payload as a fresh dict."""
+        return json.loads(self.payload_text())
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 of the payload as sent (marks included)."""
+        return sha256_hex(self.payload_bytes())
+
+    def message_digests(self) -> tuple[str, ...]:
+        """SHA-256 of each rendered message without marks (for prefix checks)."""
+        return tuple(
+            sha256_hex(msg.role + "\x00" + "\x1e".join(b.json for b in msg.blocks)) for msg in self.messages
+        )
+
+
+# -- rendering ------------------------------------------------------------------
+
+
+class _BlockMemo:
+    """A bounded memo of rendered blocks by message identity and content."""
+
+    def __init__(self, max_entries: int = 200_000) -> None:
+        self._max = max_entries
+        self._entries: OrderedDict[tuple[str, str], tuple[Block, ...]] = OrderedDict()
+
+    def get(self, message: Message) -> tuple[Block, ...] | None:
+        key = (message.id, message.sha256)
+        blocks = self._entries.get(key)
+        if blocks is not None:
+            self._entries.move_to_end(key)
+        return blocks
+
+    def put(self, message: Message, blocks: tuple[Block, ...]) -> None:
+        self._entries[(message.id, message.sha256)] = blocks
+        if len(self._entries) > self._max:
+            self._entries.popitem(last=False)
+
+
+_memo = _BlockMemo()
+
+
+def _text_block(text: str, source_id: str) -> Block:
+    return Block(canonical_json({"type": "text", "text": text}), "text", source_id)
+
+
+def _tool_use_block(call: ToolCall, source_id: str) -> Block:
+    text = (
+        '{"id":' + canonical_json(call.call_id) + ',"input":' + call.arguments_json
+        + ',"name":' + canonical_json(call.name) + ',"type":"tool_use"}'
+    )
+    return Block(text, "tool_use", source_id)
+
+
+def _tool_result_block(result: ToolResult) -> Block:
+    value: dict[str, Any] = {"type": "tool_result", "tool_use_id": result.call_id, "content": result.output}
+    if result.is_error:
+        value["is_error"] = True
+    return Block(canonical_json(value), "tool_result", result.id)
+
+
+def render_blocks(message: Message) -> tuple[Block, ...]:
+    """The content blocks one message renders to (memoized; same message, same blocks)."""
+    cached = _memo.get(message)
+    if cached is not None:
+        return cached
+    if isinstance(message, Instruction):
+        blocks: tuple[Block, ...] = (_text_block(message.rendered_text(), message.id),)
+    elif isinstance(message, Note):
+        blocks = (_text_block(message.text, message.id),)
+    elif isinstance(message, AssistantResponse):
+        parts: list[Block] = []
+        for part in message.parts:
+            if isinstance(part, TextPart):
+                if part.text.strip():
+                    parts.append(_text_block(part.text, message.id))
+            else:
+                parts.append(_tool_use_block(part, message.id))
+        blocks = tuple(parts)
+    elif isinstance(message, ToolResult):
+        blocks = (_tool_result_block(message),)
+    else:
+        raise CompileError(f"a {type(message).__name__} cannot be rendered as a conversation message")
+    _memo.put(message, blocks)
+    return blocks
+
+
+def compile_request(
+    *,
+    system: str | SystemMessage | None,
+    tools: Sequence[ToolSpec],
+    view: Sequence[Message],
+    settings: RequestSettings,
+) -> Request:
+    """Compile a view into a request. Pure and deterministic.
+
+    Every assistant tool call is followed, at the head of the next user
+    message, by its result (in call order); a call without a result in the
+    view, a result without its call before it, or two results for one call
+    raise :class:`CompileError`: no request ever carries an orphan.
+    """
+    system_text = system.text if isinstance(system, SystemMessage) else system
+    results: dict[str, ToolResult] = {}
+    for message in view:
+        if isinstance(message, ToolResult):
+            if message.call_id in results:
+                raise CompileError(f"two results for tool call {message.call_id!r} in the view")
+            results[message.call_id] = message
+
+    out: list[RenderedMessage] = []
+    blocks: list[Block] = []
+    sources: list[str] = []
+    role: str | None = None
+    placed: set[str] = set()
+
+    def flush() -> None:
+        nonlocal blocks, sources, role
+        if blocks and role is not None:
+            out.append(RenderedMessage(role, tuple(blocks), tuple(sources)))  # type: ignore[arg-type]
+        blocks, sources, role = [], [], None
+
+    def add(to_role: str, new_blocks: Sequence[Block], source: str) -> None:
+        nonlocal role
+        if not new_blocks:
+            return
+        if role != to_role:
+            flush()
+            role = to_role
+        blocks.extend(new_blocks)
+        sources.append(source)
+
+    for message in view:
+        if isinstance(message, SystemMessage):
+            raise CompileError("a system message belongs in the stable segment, not in the view")
+        if isinstance(message, ToolResult):
+            if message.call_id not in placed:
+                raise CompileError(
+                    f"orphaned tool result {message.call_id!r} ({message.name}): its call is not in the view before it"
+                )
+            continue
+        if isinstance(message, AssistantResponse):
+            add("assistant", render_blocks(message), message.id)
+            calls = message.tool_calls
+            if calls:
+                flush()
+                for call in calls:
+                    result = results.get(call.call_id)
+                    if result is None:
+                        raise CompileError(
+                            f"orphaned tool call {call.call_id!r} ({call.name}): no result in the view"
+                        )
+                    placed.add(call.call_id)
+                    add("user", render_blocks(result), result.id)
+            continue
+        add("user", render_blocks(message), message.id)
+    flush()
+    return Request(settings=settings, tools=tuple(tools), system=system_text, messages=tuple(out))
+
+
+def check_pairing(payload: Mapping[str, Any]) -> None:
+    """Raise :class:`CompileError` unless every tool_use is answered by a tool_result
+    in the next message and every tool_result answers a tool_use of the previous one."""
+    messages = payload.get("messages", [])
+    for i, msg in enumerate(messages):
+        uses = [b["id"] for b in msg["content"] if b.get("type") == "tool_use"]
+        results = [b["tool_use_id"] for b in msg["content"] if b.get("type") == "tool_result"]
+        if results:
+            prev = messages[i - 1] if i else {"content": []}
+            prev_uses = {b["id"] for b in prev["content"] if b.get("type") == "tool_use"}
+            stray = [r for r in results if r not in prev_uses]
+            if stray:
+                raise CompileError(f"message {i}: tool_result for {stray} answers no tool_use of message {i - 1}")
+        if uses:
+            nxt = messages[i + 1]["content"] if i + 1 < len(messages) else []
+            answered = {b.get("tool_use_id") for b in nxt if b.get("type") == "tool_result"}
+            missing = [u for u in uses if u not in answered]
+            if missing:
+                raise CompileError(f"message {i}: tool_use {missing} has no tool_result in message {i + 1}")

@@ -1,0 +1,248 @@
+"""Frozen message values: what a branch's record holds.
+
+Every message is immutable, carries an ``id`` (unique, assigned once, never
+rendered to a provider) and a ``sha256`` of its canonical JSON content (the
+content without the id, so equal content has equal digests and a store can keep
+it once). Clones share message objects; nothing here is ever copied to be
+changed.
+
+Kinds:
+
+- :class:`SystemMessage`: the system text; the compiler lifts it into the
+  stable segment.
+- :class:`Instruction`: a user turn (the task, or a later message). It renders
+  the same bytes whether it is current or history.
+- :class:`AssistantResponse`: one model response: text blocks and tool calls in
+  the order the model produced them.
+- :class:`ToolResult`: the output of one tool call (call id, function,
+  arguments, output). A clipped copy is a ``ToolResult`` whose ``clipped_from``
+  names the original.
+- :class:`Note`: a fold note standing in the view for messages it replaced.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Mapping
+from typing import Any, Literal, Union
+
+import attrs
+
+from runtime.canonical import canonical_json, sha256_hex
+
+
+def new_message_id() -> str:
+    """A fresh message id: 16 random hex digits (ids carry no content)."""
+    return secrets.token_hex(8)
+
+
+def _set_digest(instance: Any) -> None:
+    object.__setattr__(instance, "sha256", sha256_hex(canonical_json(instance.content())))
+
+
+@attrs.frozen
+class ToolCall:
+    """One tool call the model made: provider call id, function, arguments.
+
+    ``arguments_json`` is the canonical JSON of the argument mapping, so the
+    call renders the same bytes however the arguments were ordered.
+    """
+
+    call_id: str
+    name: str
+    arguments_json: str = "{}"
+
+    @classmethod
+    def create(cls, call_id: str, name: str, arguments: Mapping[str, Any] | None = None) -> ToolCall:
+        return cls(call_id=call_id, name=name, arguments_json=canonical_json(dict(arguments or {})))
+
+    @property
+    def arguments(self) -> dict[str, Any]:
+        """A fresh dict of the arguments (mutating it changes nothing here)."""
+        return json.loads(self.arguments_json)
+
+    def content(self) -> dict[str, Any]:
+        return {"type": "tool_call", "call_id": self.call_id, "name": self.name, "arguments": self.arguments_json}
+
+
+@attrs.frozen
+class TextPart:
+    """A text block of an assistant response."""
+
+    text: str
+
+    def content(self) -> dict[str, Any]:
+        return {"type": "text", "text": self.text}
+
+
+@attrs.frozen
+class SystemMessage:
+    text: str
+    id: str = attrs.field(factory=new_message_id, kw_only=True)
+    sha256: str = attrs.field(init=False, eq=False, repr=False)
+    kind: Literal["system"] = attrs.field(default="system", init=False)
+
+    def __attrs_post_init__(self) -> None:
+        _set_digest(self)
+
+    def content(self) -> dict[str, Any]:
+        return {"kind": "system", "text": self.text}
+
+
+@attrs.frozen
+class Instruction:
+    """A user turn. ``notice`` is the one-line size notice appended at 80%.
+
+    The notice is decided when the turn is appended and then frozen with it:
+    it is never rewritten on a later request.
+    """
+
+    text: str
+    notice: str | None = None
+    id: str = attrs.field(factory=new_message_id, kw_only=True)
+    sha256: str = attrs.field(init=False, eq=False, repr=False)
+    kind: Literal["instruction"] = attrs.field(default="instruction", init=False)
+
+    def __attrs_post_init__(self) -> None:
+        _set_digest(self)
+
+    def content(self) -> dict[str, Any]:
+        return {"kind": "instruction", "text": self.text, "notice": self.notice}
+
+    def rendered_text(self) -> str:
+        """The exact text sent for this turn, current or history alike."""
+        if self.notice is None:
+            return self.text
+        return f"{self.text}\n\n{self.notice}"
+
+
+@attrs.frozen
+class AssistantResponse:
+    """One model response: its blocks in order, and why it stopped."""
+
+    parts: tuple[TextPart | ToolCall, ...]
+    stop_reason: str | None = None
+    id: str = attrs.field(factory=new_message_id, kw_only=True)
+    sha256: str = attrs.field(init=False, eq=False, repr=False)
+    kind: Literal["assistant"] = attrs.field(default="assistant", init=False)
+
+    def __attrs_post_init__(self) -> None:
+        _set_digest(self)
+
+    def content(self) -> dict[str, Any]:
+        return {
+            "kind": "assistant",
+            "parts": [p.content() for p in self.parts],
+            "stop_reason": self.stop_reason,
+        }
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        return tuple(p for p in self.parts if isinstance(p, ToolCall))
+
+    @property
+    def text(self) -> str:
+        """All text blocks joined by blank lines (the answer, when no calls)."""
+        return "\n\n".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+
+@attrs.frozen
+class ClipInfo:
+    """Provenance of a clipped copy: what of the original it keeps.
+
+    ``head`` and ``tail`` are counts of the original's characters kept at each
+    end; the characters ``[head, total - tail)`` are omitted and returned by
+    ``read_result``.
+    """
+
+    original_index: int
+    total: int
+    head: int
+    tail: int
+
+
+@attrs.frozen
+class ToolResult:
+    """The output of one tool call.
+
+    ``output_format`` is ``"text"`` for a string output and ``"json"`` when
+    the tool returned a structured value (then ``output`` is its canonical JSON).
+    A clipped copy sets ``clipped_from`` to the original's id (always the
+    original, never another copy) and ``clip`` to what it keeps.
+    """
+
+    call_id: str
+    name: str
+    arguments_json: str
+    output: str
+    is_error: bool = False
+    output_format: Literal["text", "json"] = "text"
+    clipped_from: str | None = None
+    clip: ClipInfo | None = None
+    id: str = attrs.field(factory=new_message_id, kw_only=True)
+    sha256: str = attrs.field(init=False, eq=False, repr=False)
+    kind: Literal["tool_result"] = attrs.field(default="tool_result", init=False)
+
+    def __attrs_post_init__(self) -> None:
+        _set_digest(self)
+
+    @classmethod
+    def for_call(cls, call: ToolCall, output: Any, *, is_error: bool = False) -> ToolResult:
+        """Build the result of ``call`` from a tool's return value."""
+        if isinstance(output, str):
+            return cls(call.call_id, call.name, call.arguments_json, output, is_error)
+        return cls(call.call_id, call.name, call.arguments_json, canonical_json(output), is_error, "json")
+
+    def content(self) -> dict[str, Any]:
+        return {
+            "kind": "tool_result",
+            "call_id": self.call_id,
+            "name": self.name,
+            "arguments": self.arguments_json,
+            "output": self.output,
+            "output_format": self.output_format,
+            "is_error": self.is_error,
+            "clipped_from": self.clipped_from,
+            "clip": attrs.asdict(self.clip) if self.clip else None,
+        }
+
+
+@attrs.frozen
+class Note:
+    """A fold note: text standing in the view for the messages it replaced.
+
+    ``replaced`` lists the ids it stands for, ``first_index`` the full-record
+    index of the first of them (where a restore puts them back), ``stage`` the
+    fold stage that wrote it.
+    """
+
+    text: str
+    replaced: tuple[str, ...]
+    first_index: int
+    stage: str
+    id: str = attrs.field(factory=new_message_id, kw_only=True)
+    sha256: str = attrs.field(init=False, eq=False, repr=False)
+    kind: Literal["note"] = attrs.field(default="note", init=False)
+
+    def __attrs_post_init__(self) -> None:
+        _set_digest(self)
+
+    def content(self) -> dict[str, Any]:
+        return {
+            "kind": "note",
+            "text": self.text,
+            "replaced": list(self.replaced),
+            "first_index": self.first_index,
+            "stage": self.stage,
+        }
+
+
+Message = Union[SystemMessage, Instruction, AssistantResponse, ToolResult, Note]
+
+ROLE_OF_KIND: Mapping[str, str] = {
+    "instruction": "user",
+    "tool_result": "user",
+    "note": "user",
+    "assistant": "assistant",
+}
