@@ -46,6 +46,8 @@ class ContextState:
     refusal: BaseException | None = None
     protected_round: Any = None
     pending_marks: tuple[Any, ...] = ()
+    last_request_digests: tuple[str, ...] = ()
+    rewrite_cause: str | None = None
 
 
 @attrs.define(eq=False)
@@ -140,14 +142,16 @@ class Branch:
 
     # -- structure ------------------------------------------------------------------
 
-    def clone(self, *, branch_id: str | None = None) -> Branch:
+    def clone(self, *, branch_id: str | None = None, upto: int | None = None) -> Branch:
         """A branch starting from this one's view. O(view length); no message copied.
 
-        The clone keeps the scale, the protected-round decision and the
-        delivered marks of the messages it sees; it gets no refusal and an
-        empty cache ledger (cache evidence does not transfer).
+        ``upto`` keeps only the view's first ``upto`` messages (the flow uses it
+        to leave out a round whose calls have no results yet). The clone keeps
+        the scale, the protected-round decision and the delivered marks of the
+        messages it sees; it gets no refusal and an empty cache ledger (cache
+        evidence does not transfer).
         """
-        view = list(self._view)
+        view = self._view[:upto] if upto is not None else list(self._view)
         seen = set(view)
         state = ContextState(
             scale=self._state.scale,

@@ -22,6 +22,7 @@ by one (each cached by content), so a request costs O(what is new).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -67,6 +68,11 @@ class ToolSpec:
     name: str
     description: str
     input_schema_json: str = attrs.field(default='{"properties":{},"type":"object"}')
+    _piece: str = attrs.field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        # Rendered once: the same string object every request, so counting it is a cache hit.
+        object.__setattr__(self, "_piece", canonical_json(self.render()))
 
     @classmethod
     def create(cls, name: str, description: str, input_schema: Mapping[str, Any]) -> ToolSpec:
@@ -80,7 +86,7 @@ class ToolSpec:
         }
 
     def piece(self) -> str:
-        return canonical_json(self.render())
+        return self._piece
 
 
 @attrs.frozen
@@ -113,6 +119,11 @@ def _with_cache_control(block_json: str, ttl: str) -> str:
     value = json.loads(block_json)
     value["cache_control"] = {"type": "ephemeral"} if ttl == "5m" else {"type": "ephemeral", "ttl": "1h"}
     return canonical_json(value)
+
+
+@functools.lru_cache(maxsize=64)
+def _system_piece(system: str) -> str:
+    return canonical_json({"type": "text", "text": system})
 
 
 _CONTENT_OPEN = '{"content":['
@@ -166,7 +177,7 @@ class Request:
             out.append(("envelope", _ROLE_CLOSE[msg.role]))
         out.append(("envelope", '],"model":' + canonical_json(s.model)))
         if self.system is not None:
-            text = canonical_json({"type": "text", "text": self.system})
+            text = _system_piece(self.system)
             ttl = marks.get(("system", 0))
             if ttl is not None:
                 text = _with_cache_control(text, ttl)

@@ -1,0 +1,112 @@
+"""tail_skip: no end-of-turn mark on a request a fold is expected to follow.
+
+The host fold estimates each request before it is sent and folds when the
+estimate reaches the fold line ``L = context_fold_at x ceiling``. Let ``e`` be
+the fold's estimate of this request as it will be sent (after a fold that
+landed, its estimate after the fold). The next request folds when the round
+grows by at least the gap ``L - e``, and a fold rewrites the view, so the entry
+this request would write at the end of its turn goes unread. The request is
+*selected* (it places no turn mark) when::
+
+    0 < L - e <= margin x ceiling
+
+A request at or past the line (``e >= L``) keeps its mark: its fold landed
+nothing, or not enough, and nothing says the next request's fold lands where
+this one's did not. A margin of 0 selects nothing. The default margin, 0.045,
+is the measured 0.217 quantile of a round's growth as a share of the ceiling
+(seed 001, Amendment 4).
+
+The comparison is exact in decimal: each number is taken at its shortest
+decimal form, so an estimate exactly at ``L - margin x ceiling`` is selected
+whatever the binary rounding of the product.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+import attrs
+
+from runtime.cache.errors import CacheInputError
+
+DEFAULT_TAIL_MARGIN = 0.045
+
+
+@attrs.frozen
+class TailSkipRecord:
+    """What a selected request records under prompt_cache: e, L and m (in the fold's scaled tokens)."""
+
+    estimate: float
+    fold_line: float
+    margin: float
+
+    def to_dict(self) -> dict[str, float]:
+        return {"estimate": self.estimate, "fold_line": self.fold_line, "margin": self.margin}
+
+
+@attrs.frozen
+class TailSkip:
+    """The tail_skip decision for one request. Build it with :meth:`decide`."""
+
+    selected: bool
+    estimate: float
+    fold_line: float
+    margin: float
+    ceiling: int
+
+    @classmethod
+    def decide(
+        cls,
+        *,
+        estimate: float,
+        ceiling: int,
+        context_fold_at: float,
+        margin: float = DEFAULT_TAIL_MARGIN,
+    ) -> TailSkip:
+        """Decide whether the request whose fold estimate is ``estimate`` skips its turn mark.
+
+        Raises :class:`CacheInputError` when ``ceiling`` is not a positive
+        integer, ``context_fold_at`` is not in (0, 1], ``margin`` is not in
+        ``0 <= margin < context_fold_at``, or ``estimate`` is negative; none
+        may be a boolean or non-finite.
+        """
+        if isinstance(ceiling, bool) or not isinstance(ceiling, int) or ceiling <= 0:
+            raise CacheInputError(f"tail_skip ceiling: {ceiling!r} is not a positive integer")
+        at = _exact("context_fold_at", context_fold_at)
+        if not 0 < at <= 1:
+            raise CacheInputError(f"tail_skip context_fold_at: {context_fold_at!r} is not in (0, 1]")
+        m = _exact("margin", margin)
+        if not 0 <= m < at:
+            raise CacheInputError(
+                f"tail_skip margin: {margin!r} is outside 0 <= margin < context_fold_at ({context_fold_at!r})"
+            )
+        e = _exact("estimate", estimate)
+        if e < 0:
+            raise CacheInputError(f"tail_skip estimate: {estimate!r} is negative; expected a token estimate >= 0")
+        line = at * ceiling
+        gap = line - e
+        selected = 0 < gap <= m * ceiling
+        return cls(
+            selected=selected,
+            estimate=float(estimate),
+            fold_line=float(line),
+            margin=float(margin),
+            ceiling=ceiling,
+        )
+
+    @property
+    def record(self) -> TailSkipRecord | None:
+        """The record a selected request carries; None when not selected."""
+        if not self.selected:
+            return None
+        return TailSkipRecord(estimate=self.estimate, fold_line=self.fold_line, margin=self.margin)
+
+
+def _exact(name: str, value: Any) -> Fraction:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise CacheInputError(f"tail_skip {name}: {value!r} is not a number")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise CacheInputError(f"tail_skip {name}: {value!r} is not finite")
+    return Fraction(repr(value)) if isinstance(value, float) else Fraction(value)

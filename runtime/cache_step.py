@@ -1,0 +1,61 @@
+"""The cache step of the send path: place marks before, record evidence after.
+
+Thin glue between the engine and the pure placement core in
+:mod:`runtime.cache`: it turns a compiled request into a placement (only when
+both gates are on: the provider caches by prefix and the profile sets
+``prompt_caching``) and, once the response is complete, writes what it proved
+into the branch's ledger.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+from runtime.cache import CacheLedger, Placement, ReadVerdict, TailSkip, evaluate_read, place_marks
+from runtime.cache.blocks import Location
+from runtime.compiler import Request
+from runtime.env import RunEnv
+from runtime.usage import Usage
+
+
+@attrs.frozen
+class CachePlan:
+    placement: Placement
+    ledger: CacheLedger
+
+
+def plan_cache(
+    request: Request,
+    ledger: CacheLedger | None,
+    *,
+    now: float,
+    env: RunEnv,
+    anchors: Sequence[Location] = (),
+    tail_skip: TailSkip | None = None,
+    previous: Placement | None = None,
+) -> CachePlan:
+    """Choose the marks for ``request`` from the branch's ledger (None: no evidence yet)."""
+    ledger = ledger if ledger is not None else CacheLedger.empty()
+    placement = place_marks(
+        request.payload(),
+        ledger=ledger,
+        intent=request.settings.intent,
+        anchors=anchors,
+        now=now,
+        route=env.route,
+        process_id=env.process_id,
+        tail_skip=tail_skip,
+        previous=previous.certified if previous is not None else None,
+    )
+    return CachePlan(placement, ledger)
+
+
+def record_cache_outcome(plan: CachePlan, usage: Usage, *, attempt_start: float, env: RunEnv) -> CacheLedger:
+    """The branch's ledger after the planned request completed with ``usage``."""
+    return plan.ledger.after_response(plan.placement, usage, attempt_start, env.route, env.process_id)
+
+
+def read_verdict(plan: CachePlan, usage: Usage) -> ReadVerdict:
+    return evaluate_read(plan.placement, usage)

@@ -1,0 +1,133 @@
+"""The ``foldline`` command line.
+
+- ``foldline run SCENARIO [--provider scripted|simulated|anthropic]
+  [--signals FILE.jsonl] [--report FILE.json]``: run a scenario file, show
+  progress on stderr, print the report on stdout. Exit 0 when every node
+  succeeded, 1 when the run finished with failed nodes, 2 on bad input.
+- ``foldline sim [--port N]``: serve the simulated Anthropic server.
+- ``foldline bench [--micro] [--json FILE]``: the benchmarks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+import anyio
+
+from runtime.errors import ConfigError, FoldlineError
+from runtime.logs import configure_logging
+from signals.envelope import Event
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="foldline", description="Run multi-agent flows under an input ceiling.")
+    parser.add_argument("--log-level", default="warning", help="debug, info, warning (default) or error")
+    parser.add_argument("--log-format", default="console", choices=("console", "json"))
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run a scenario file")
+    run.add_argument("scenario", help="path to a scenario TOML file")
+    run.add_argument("--provider", choices=("scripted", "simulated", "anthropic"), help="override the scenario's provider")
+    run.add_argument("--signals", metavar="FILE.jsonl", help="write every event, one JSON object per line")
+    run.add_argument("--report", metavar="FILE.json", help="write the report as JSON")
+    run.add_argument("--quiet", action="store_true", help="no progress lines")
+
+    sim = sub.add_parser("sim", help="serve the simulated Anthropic server")
+    sim.add_argument("--host", default="127.0.0.1")
+    sim.add_argument("--port", type=int, default=8765)
+    sim.add_argument("--token-factor", type=float, default=1.15)
+    return parser
+
+
+def _progress_printer(stream: TextIO):
+    def show(event: Event) -> None:
+        node = event.node_id or "-"
+        data = event.data
+        line = None
+        if event.type == "NodeStarted":
+            line = f"[{node}] started ({data['operation']})"
+        elif event.type == "NodeFinished":
+            line = f"[{node}] finished after {data['rounds']} round(s)"
+        elif event.type == "NodeFailed":
+            line = f"[{node}] FAILED: {data['error_type']}: {data['message']}"
+        elif event.type == "NodeSkipped":
+            line = f"[{node}] skipped: {data['reason']}"
+        elif event.type == "ChildSpawned":
+            line = f"[{node}] spawned {data['child']} (inherits {data['inherit']}, {data['view_length']} messages)"
+        elif event.type == "ContextDecision" and data["action"] in ("notice", "refuse", "fold"):
+            line = f"[{node}] {data['action']}: {data['reason']}"
+        elif event.type == "ResponseReceived":
+            u = data["usage"]
+            line = (
+                f"[{node}] response: in {u['input_tokens']} read {u['cache_read_input_tokens']} "
+                f"write {u['cache_write_5m_tokens'] + u['cache_write_1h_tokens']} out {u['output_tokens']}"
+            )
+        if line is not None:
+            print(line, file=stream, flush=True)
+
+    return show
+
+
+def _cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from runtime.report import format_report
+    from runtime.scenario import load_scenario
+    from runtime.scenario_run import run_scenario
+    from runtime.tools import BUILTIN_TOOLS
+
+    try:
+        scenario = load_scenario(args.scenario, tool_names=BUILTIN_TOOLS.names())
+    except ConfigError as exc:
+        print(f"foldline: {exc}", file=err)
+        return EXIT_BAD_INPUT
+    progress = None if args.quiet else _progress_printer(err)
+    try:
+        run = anyio.run(
+            lambda: run_scenario(scenario, provider_kind=args.provider, signals_path=args.signals, progress=progress)
+        )
+    except ConfigError as exc:
+        print(f"foldline: {args.scenario}: {exc}", file=err)
+        return EXIT_BAD_INPUT
+    report = run.report
+    print(format_report(report), file=out)
+    if args.report:
+        Path(args.report).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return EXIT_OK if report["status"] == "ok" else EXIT_FAILED
+
+
+def _cmd_sim(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    import time
+
+    from runtime.policies import PolicyRegistry
+    from runtime.sim.server import SimConfig, serve_forever
+
+    print(f"foldline sim: serving the simulated Anthropic API on http://{args.host}:{args.port}", file=err)
+    config = SimConfig(token_factor=args.token_factor, host=args.host, port=args.port)
+    anyio.run(lambda: serve_forever(args.host, args.port, config, PolicyRegistry(), time.time))
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    args = _parser().parse_args(argv)
+    configure_logging(level=args.log_level, fmt=args.log_format, stream=err)
+    try:
+        if args.command == "run":
+            return _cmd_run(args, out, err)
+        if args.command == "sim":
+            return _cmd_sim(args, out, err)
+    except FoldlineError as exc:
+        print(f"foldline: {exc}", file=err)
+        return EXIT_FAILED
+    raise AssertionError(f"unhandled command {args.command}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

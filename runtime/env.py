@@ -1,0 +1,36 @@
+"""The run environment: what every node of one run shares.
+
+A :class:`RunEnv` is built once per run by :class:`runtime.runtime.Runtime`
+and handed to the engine; it holds the signal bus, the provider, the pricing
+table, the token counter, the tool registry, the injected clock and the ids
+that scope events and cache evidence. It is configuration, never mutated
+after construction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+
+from runtime.config import ModelConfig
+from runtime.measure import TokenCounter
+from runtime.pricing import PricingTable
+from runtime.providers.base import Provider
+from runtime.tools import ToolRegistry
+from signals.bus import SignalBus
+
+
+@attrs.frozen
+class RunEnv:
+    run_id: str
+    bus: SignalBus
+    provider: Provider
+    model: ModelConfig
+    pricing: PricingTable
+    counter: TokenCounter = attrs.field(eq=False)
+    registry: ToolRegistry
+    clock: Callable[[], float] = attrs.field(eq=False)
+    monotonic: Callable[[], float] = attrs.field(eq=False)
+    process_id: str
+    route: str = "direct"

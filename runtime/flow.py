@@ -1,0 +1,268 @@
+"""Flows: graphs of nodes, and the scheduler that runs them.
+
+A :class:`Flow` is a set of :class:`Node` values with dependencies. The
+scheduler starts each top-level node as soon as its dependencies finish, up to
+``concurrency`` nodes at once. A running node may spawn children (nodes
+declared with ``spawned_by``) up to ``spawn_limit`` per run; a dependent child
+(``inherit="view"``) starts from a clone of its emitter's *view* as the model
+last saw it (an incomplete round, whose calls have no results yet, is left
+out), then runs its own setup (system text, tools, profile), and its requests
+are measured under its own ceiling.
+
+Supervision: every node runs under a supervisor that catches ``Exception``
+(never ``BaseException``: cancellation passes through), records the failure
+as a ``NodeFailed`` event and lets the flow go on. Dependents of a failed or
+skipped node are skipped with a reason. All tasks live in one task group that
+the flow owns, so no task outlives its flow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Literal
+
+import anyio
+import attrs
+import structlog
+
+from actors.branch import Branch
+from runtime.config import Profile
+from runtime.engine import Operation, OperationResult, run_operation
+from runtime.env import RunEnv
+from runtime.errors import ConfigError, FoldlineError
+from runtime.messages import AssistantResponse, ToolResult
+from signals.events import ChildSpawned, NodeFailed, NodeFinished, NodeSkipped, NodeStarted
+
+log = structlog.get_logger("foldline.flow")
+
+Status = Literal["ok", "failed", "skipped"]
+
+
+class SpawnRefused(FoldlineError):
+    """A spawn request the flow cannot honour (unknown child, limit reached, already spawned)."""
+
+
+@attrs.frozen
+class Node:
+    """One agent operation on a branch, with its place in the graph.
+
+    ``branch``: run on this branch (a caller's own); ``None`` gives the node a
+    fresh branch, or, for a child with ``inherit="view"``, a clone of its
+    emitter's view.
+    """
+
+    id: str
+    operation: Operation
+    profile: Profile = attrs.field(factory=Profile)
+    depends_on: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    branch: Branch | None = attrs.field(default=None, eq=False)
+    spawned_by: str | None = None
+    inherit: Literal["view", "none"] = "view"
+
+
+@attrs.frozen
+class NodeOutcome:
+    id: str
+    status: Status
+    reason: str | None = None
+    result: OperationResult | None = None
+    branch_id: str | None = None
+    error: BaseException | None = attrs.field(default=None, eq=False)
+
+
+@attrs.frozen
+class FlowResult:
+    outcomes: Mapping[str, NodeOutcome]
+    branches: Mapping[str, Branch] = attrs.field(factory=dict, eq=False)
+
+    @property
+    def status(self) -> Literal["ok", "failed"]:
+        return "ok" if all(o.status == "ok" for o in self.outcomes.values()) else "failed"
+
+    def __getitem__(self, node_id: str) -> NodeOutcome:
+        return self.outcomes[node_id]
+
+
+def _check_graph(nodes: Iterable[Node]) -> dict[str, Node]:
+    by_id: dict[str, Node] = {}
+    for node in nodes:
+        if node.id in by_id:
+            raise ConfigError(f"flow: duplicate node id {node.id!r}")
+        by_id[node.id] = node
+    for node in by_id.values():
+        for dep in node.depends_on:
+            if dep not in by_id:
+                raise ConfigError(f"flow: node {node.id!r} depends on missing node {dep!r}")
+        if node.spawned_by is not None:
+            if node.spawned_by not in by_id:
+                raise ConfigError(f"flow: node {node.id!r} is spawned by missing node {node.spawned_by!r}")
+            if node.depends_on:
+                raise ConfigError(f"flow: child node {node.id!r} cannot have depends_on (it starts when spawned)")
+    state: dict[str, int] = {}
+
+    def visit(nid: str, path: list[str]) -> None:
+        if state.get(nid) == 2:
+            return
+        if state.get(nid) == 1:
+            cycle = path[path.index(nid):] + [nid]
+            raise ConfigError(f"flow: dependency cycle {' -> '.join(cycle)}")
+        state[nid] = 1
+        for dep in by_id[nid].depends_on:
+            visit(dep, path + [nid])
+        state[nid] = 2
+
+    for nid in by_id:
+        visit(nid, [])
+    return by_id
+
+
+@attrs.frozen
+class Flow:
+    nodes: tuple[Node, ...] = attrs.field(converter=tuple)
+    concurrency: int = 4
+    spawn_limit: int = 16
+
+    def __attrs_post_init__(self) -> None:
+        _check_graph(self.nodes)
+        if self.concurrency < 1:
+            raise ConfigError(f"flow: concurrency must be >= 1, got {self.concurrency}")
+        if self.spawn_limit < 0:
+            raise ConfigError(f"flow: spawn_limit must be >= 0, got {self.spawn_limit}")
+
+
+def _completed_view_length(branch: Branch) -> int:
+    """Length of the emitter's view without a trailing incomplete round."""
+    view = branch.view()
+    answered = {m.call_id for m in view if isinstance(m, ToolResult)}
+    for i in range(len(view) - 1, -1, -1):
+        message = view[i]
+        if isinstance(message, AssistantResponse):
+            if any(c.call_id not in answered for c in message.tool_calls):
+                return i
+            break
+    return len(view)
+
+
+BranchFactory = Callable[[Node], Branch]
+
+
+@attrs.define(eq=False)
+class _Scheduler:
+    flow: Flow
+    env: RunEnv
+    new_branch: BranchFactory
+    nodes: dict[str, Node] = attrs.field(init=False)
+    outcomes: dict[str, NodeOutcome] = attrs.field(factory=dict)
+    done: dict[str, anyio.Event] = attrs.field(factory=dict)
+    branches: dict[str, Branch] = attrs.field(factory=dict)
+    spawned: set[str] = attrs.field(factory=set)
+    limiter: anyio.CapacityLimiter = attrs.field(init=False)
+    tg: anyio.abc.TaskGroup | None = None
+
+    def __attrs_post_init__(self) -> None:
+        self.nodes = {n.id: n for n in self.flow.nodes}
+        self.done = {nid: anyio.Event() for nid in self.nodes}
+        self.limiter = anyio.CapacityLimiter(self.flow.concurrency)
+
+    async def publish(self, event: object, node_id: str, branch_id: str | None = None) -> None:
+        await self.env.bus.publish(event, node_id=node_id, branch_id=branch_id)
+
+    async def finish(self, outcome: NodeOutcome) -> None:
+        self.outcomes[outcome.id] = outcome
+        self.done[outcome.id].set()
+        await self._skip_unspawned_children(outcome.id)
+
+    async def _skip_unspawned_children(self, emitter: str) -> None:
+        for node in self.nodes.values():
+            if node.spawned_by == emitter and node.id not in self.spawned and node.id not in self.outcomes:
+                reason = f"never spawned: emitter {emitter!r} finished without spawning it"
+                await self.publish(NodeSkipped(reason=reason), node.id)
+                await self.finish(NodeOutcome(node.id, "skipped", reason))
+
+    async def run(self) -> FlowResult:
+        async with anyio.create_task_group() as tg:
+            self.tg = tg
+            for node in self.nodes.values():
+                if node.spawned_by is None:
+                    tg.start_soon(self.run_top_level, node)
+        return FlowResult(dict(self.outcomes), dict(self.branches))
+
+    async def run_top_level(self, node: Node) -> None:
+        for dep in node.depends_on:
+            await self.done[dep].wait()
+        blocked = [d for d in node.depends_on if self.outcomes[d].status != "ok"]
+        if blocked:
+            dep = blocked[0]
+            reason = f"dependency {dep!r} {self.outcomes[dep].status}"
+            await self.publish(NodeSkipped(reason=reason), node.id)
+            await self.finish(NodeOutcome(node.id, "skipped", reason))
+            return
+        await self.supervise(node, node.branch or self.new_branch(node))
+
+    async def supervise(self, node: Node, branch: Branch) -> None:
+        """Run one node; a failure is recorded as its own, never raised into the flow."""
+        self.branches[node.id] = branch
+        async with self.limiter:
+            await self.publish(
+                NodeStarted(operation=node.operation.kind, parent=node.spawned_by), node.id, branch.id
+            )
+            log.info("node started", node=node.id, branch=branch.id, operation=node.operation.kind)
+            try:
+                result = await run_operation(
+                    branch,
+                    node.operation,
+                    env=self.env,
+                    profile=node.profile,
+                    node_id=node.id,
+                    spawn=self._spawner(node),
+                )
+            except Exception as exc:
+                message = str(exc) or type(exc).__name__
+                await self.publish(NodeFailed(error_type=type(exc).__name__, message=message), node.id, branch.id)
+                log.info("node failed", node=node.id, error=type(exc).__name__, message=message)
+                await self.finish(NodeOutcome(node.id, "failed", message, None, branch.id, exc))
+                return
+        await self.publish(NodeFinished(rounds=result.rounds, answer_chars=len(result.answer)), node.id, branch.id)
+        log.info("node finished", node=node.id, rounds=result.rounds, requests=result.requests)
+        await self.finish(NodeOutcome(node.id, "ok", None, result, branch.id))
+
+    def _spawner(self, emitter: Node) -> Callable[[str], anyio.abc.Awaitable[str]] | None:
+        async def spawn(child_id: str) -> str:
+            return await self.spawn(emitter, child_id)
+
+        return spawn
+
+    async def spawn(self, emitter: Node, child_id: str) -> str:
+        child = self.nodes.get(child_id)
+        if child is None or child.spawned_by != emitter.id:
+            mine = sorted(n.id for n in self.nodes.values() if n.spawned_by == emitter.id)
+            raise SpawnRefused(
+                f"node {emitter.id!r} cannot spawn {child_id!r}: its declared children are {mine or 'none'}"
+            )
+        if child_id in self.spawned:
+            raise SpawnRefused(f"child {child_id!r} was already spawned")
+        if len(self.spawned) >= self.flow.spawn_limit:
+            raise SpawnRefused(f"spawn limit reached ({self.flow.spawn_limit} children per run)")
+        self.spawned.add(child_id)
+        emitter_branch = self.branches[emitter.id]
+        if child.branch is not None:
+            branch = child.branch
+        elif child.inherit == "view":
+            branch = emitter_branch.clone(upto=_completed_view_length(emitter_branch))
+            setup = self.new_branch(child)
+            branch.configure(system=setup.system.text if setup.system else None, tools=setup.tools)
+        else:
+            branch = self.new_branch(child)
+        await self.publish(
+            ChildSpawned(child=child_id, inherit=child.inherit, view_length=len(branch.view_ids())),
+            emitter.id,
+            emitter_branch.id,
+        )
+        assert self.tg is not None
+        self.tg.start_soon(self.supervise, child, branch)
+        return f"spawned child node {child_id!r}"
+
+
+async def run_flow(flow: Flow, env: RunEnv, new_branch: BranchFactory) -> FlowResult:
+    """Run a flow to completion; returns every node's outcome."""
+    return await _Scheduler(flow, env, new_branch).run()

@@ -1,0 +1,77 @@
+"""Opening the provider a scenario names.
+
+``scripted`` answers in process; ``simulated`` starts the simulated Anthropic
+server on loopback and talks to it with the official SDK; ``anthropic`` talks
+to the real API with the key from the environment variable the scenario names.
+Every provider is closed when the context exits.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+from runtime.config import ProviderSpec
+from runtime.errors import ConfigError
+from runtime.policies import PolicyRegistry
+from runtime.providers.anthropic import AnthropicProvider
+from runtime.providers.base import Provider
+from runtime.providers.scripted import ScriptedProvider
+
+
+def sim_config_for(spec: ProviderSpec, *, api_key: str) -> object:
+    from runtime.sim.server import SimConfig
+
+    return SimConfig(
+        token_factor=spec.token_factor,
+        latency_s=spec.latency_s,
+        lookback_collapse=spec.lookback_collapse,
+        faults=spec.faults,
+        api_keys=frozenset({api_key}),
+    )
+
+
+@asynccontextmanager
+async def open_provider(
+    spec: ProviderSpec, policies: PolicyRegistry, *, clock: Callable[[], float]
+) -> AsyncIterator[Provider]:
+    """Yield a ready provider for ``spec``; close it (and any server) on exit."""
+    if spec.kind == "scripted":
+        yield ScriptedProvider(
+            policies,
+            clock=clock,
+            token_factor=spec.token_factor,
+            lookback_collapse=spec.lookback_collapse,
+        )
+        return
+    if spec.kind == "simulated":
+        from runtime.sim.server import serve_simulator
+
+        key = "sim-" + secrets.token_hex(16)
+        async with serve_simulator(sim_config_for(spec, api_key=key), policies, clock) as sim:
+            provider = AnthropicProvider.create(
+                api_key=key, base_url=sim.base_url, name="simulated", max_retries=spec.max_retries
+            )
+            try:
+                yield provider
+            finally:
+                await provider.aclose()
+        return
+    if spec.kind == "anthropic":
+        key = os.environ.get(spec.api_key_env, "")
+        if not key:
+            raise ConfigError(
+                f"provider.api_key_env: the environment variable {spec.api_key_env} is not set "
+                "(the anthropic provider needs an API key)"
+            )
+        provider = AnthropicProvider.create(
+            api_key=key, base_url=spec.base_url, name="anthropic", max_retries=spec.max_retries
+        )
+        try:
+            yield provider
+        finally:
+            await provider.aclose()
+        return
+    raise ConfigError(f"provider.kind: {spec.kind!r} is not one of scripted, simulated, anthropic")

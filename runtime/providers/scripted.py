@@ -1,0 +1,81 @@
+"""The in-process scripted provider: the fast provider for unit tests.
+
+It answers from per-node scripts (a :class:`~runtime.policies.PolicyRegistry`)
+and reports usage exactly as the simulated Anthropic server does (its token
+count, its caching rules, the same cache engine), because it *is* the
+simulator's request handler called in process: no socket, no HTTP client, no
+retries. A request the simulator would refuse (a 400, an exhausted script) is
+a :class:`~runtime.providers.base.ProviderError` here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import anyio
+import attrs
+
+from runtime.compiler import Request
+from runtime.policies import PolicyRegistry
+from runtime.providers.base import BeforeAttempt, ProviderError, ProviderReply
+from runtime.sim.app import SimApp
+from runtime.sim.config import SimConfig
+from runtime.sim.http import HttpRequest
+from runtime.usage import Usage
+
+_KEY = "scripted-in-process"
+
+
+@attrs.define(eq=False)
+class ScriptedProvider:
+    """Scripts answer; the simulator's rules count and cache. See the module docstring."""
+
+    _app: SimApp
+    name: str = "scripted"
+    caches_by_prefix: bool = True
+
+    def __init__(
+        self,
+        policies: PolicyRegistry,
+        *,
+        clock: Callable[[], float],
+        token_factor: float = 1.15,
+        lookback_collapse: bool = True,
+        latency_s: float = 0.0,
+    ) -> None:
+        config = SimConfig(token_factor=token_factor, lookback_collapse=lookback_collapse, latency_s=latency_s)
+        self.__attrs_init__(SimApp(config=config, policies=policies, clock=clock, sleep=anyio.sleep))
+
+    @property
+    def app(self) -> SimApp:
+        """The simulator state behind this provider (cache entries, request log)."""
+        return self._app
+
+    async def send(self, request: Request, *, node_id: str | None, before_attempt: BeforeAttempt) -> ProviderReply:
+        await before_attempt(1)
+        headers = {"x-api-key": _KEY, "content-type": "application/json"}
+        if node_id:
+            headers["x-foldline-node"] = node_id
+        response = await self._app.handle(HttpRequest("POST", "/v1/messages", headers, request.payload_bytes()))
+        if response is None:
+            raise ProviderError("the scripted provider dropped the request", error_type="connection_error")
+        body = json.loads(response.body)
+        if response.status != 200:
+            error = body.get("error", {})
+            raise ProviderError(
+                f"HTTP {response.status} {error.get('type')}: {error.get('message')}",
+                status=response.status,
+                error_type=error.get("type"),
+            )
+        return ProviderReply(
+            content=tuple(body["content"]),
+            stop_reason=body.get("stop_reason"),
+            usage=Usage.from_anthropic(body["usage"]),
+            model=body["model"],
+            attempts=1,
+            response_id=body.get("id"),
+        )
+
+    async def aclose(self) -> None:
+        """Nothing to release: no connection is held."""

@@ -1,0 +1,195 @@
+"""The run report, rebuilt from the signal stream.
+
+:class:`ReportBuilder` consumes the events of a run (live, as a bus handler,
+or replayed from a JSONL file) and folds them into the counters the report
+shows. Because the report is computed only from events, replaying a run's
+events rebuilds every counter in its report.
+
+The JSON form (:meth:`Report.to_json`) is a contract users script against:
+keys are added, never renamed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+
+from runtime.pricing import PricingTable
+from runtime.usage import Usage
+from signals.envelope import Event
+
+
+@attrs.define(eq=False)
+class ReportBuilder:
+    """Accumulates a run's counters from its events (an identity object)."""
+
+    pricing: PricingTable
+    default_model: str
+    run_id: str | None = None
+    scenario: str | None = None
+    status: str | None = None
+    nodes: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    requests: int = 0
+    attempts: int = 0
+    usage: Usage = attrs.field(factory=Usage)
+    cost_bit: float = 0.0
+    cost_usd: float | None = 0.0
+    output_priced: bool = True
+    peak_request_tokens: int = 0
+    notices: int = 0
+    refusals: int = 0
+    folds: int = 0
+    fold_commits: int = 0
+    tokens_freed: int = 0
+    rewrites_explained: int = 0
+    rewrites_unexplained: int = 0
+    decisions: int = 0
+    bytes_unrecoverable: int = 0
+    _request_models: dict[str, str] = attrs.field(factory=dict)
+
+    def feed(self, event: Event) -> None:
+        """Fold one event into the counters. Unknown event types are ignored."""
+        handler = getattr(self, "_on_" + event.type, None)
+        if self.run_id is None:
+            self.run_id = event.run_id
+        if handler is not None:
+            handler(event, event.data)
+
+    def feed_all(self, events: Iterable[Event]) -> ReportBuilder:
+        for event in events:
+            self.feed(event)
+        return self
+
+    # -- handlers ---------------------------------------------------------------------
+
+    def _on_RunStarted(self, event: Event, data: Mapping[str, Any]) -> None:
+        self.scenario = data.get("scenario")
+        for node in data.get("nodes", []):
+            self.nodes.setdefault(node, {"status": "pending", "reason": None})
+
+    def _on_RunFinished(self, event: Event, data: Mapping[str, Any]) -> None:
+        self.status = data.get("status")
+        self.bytes_unrecoverable = int(data.get("bytes_unrecoverable", 0))
+
+    def _node(self, event: Event) -> dict[str, Any]:
+        assert event.node_id is not None
+        return self.nodes.setdefault(event.node_id, {"status": "pending", "reason": None})
+
+    def _on_NodeStarted(self, event: Event, data: Mapping[str, Any]) -> None:
+        self._node(event)["status"] = "running"
+
+    def _on_NodeFinished(self, event: Event, data: Mapping[str, Any]) -> None:
+        self._node(event).update(status="ok", reason=None)
+
+    def _on_NodeFailed(self, event: Event, data: Mapping[str, Any]) -> None:
+        self._node(event).update(status="failed", reason=f"{data.get('error_type')}: {data.get('message')}")
+
+    def _on_NodeSkipped(self, event: Event, data: Mapping[str, Any]) -> None:
+        self._node(event).update(status="skipped", reason=data.get("reason"))
+
+    def _on_ContextDecision(self, event: Event, data: Mapping[str, Any]) -> None:
+        self.decisions += 1
+        action = data.get("action")
+        if action == "notice":
+            self.notices += 1
+        elif action == "refuse":
+            self.refusals += 1
+        elif action == "fold":
+            self.folds += 1
+        if data.get("sent"):
+            self.peak_request_tokens = max(self.peak_request_tokens, int(data.get("estimate_after") or 0))
+
+    def _on_RequestSent(self, event: Event, data: Mapping[str, Any]) -> None:
+        self.attempts += 1
+        if event.request_id is not None and data.get("model"):
+            self._request_models[event.request_id] = data["model"]
+
+    def _on_ResponseReceived(self, event: Event, data: Mapping[str, Any]) -> None:
+        self.requests += 1
+        usage = Usage(**{k: int(v) for k, v in data["usage"].items() if k in Usage.__annotations__})
+        self.usage = self.usage + usage
+        model = self._request_models.get(event.request_id or "", self.default_model)
+        cost = self.pricing.cost(usage, model)
+        self.cost_bit += cost.bit
+        self.output_priced = self.output_priced and cost.output_priced
+        if cost.usd is None or self.cost_usd is None:
+            self.cost_usd = None
+        else:
+            self.cost_usd += cost.usd
+
+    def _on_FoldCommitted(self, event: Event, data: Mapping[str, Any]) -> None:
+        self.fold_commits += 1
+        self.tokens_freed += int(data.get("tokens_freed") or 0)
+
+    def _on_CacheRewrite(self, event: Event, data: Mapping[str, Any]) -> None:
+        if data.get("cause"):
+            self.rewrites_explained += 1
+        else:
+            self.rewrites_unexplained += 1
+
+    # -- output -----------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        u = self.usage
+        all_input = u.total_input
+        return {
+            "run_id": self.run_id,
+            "scenario": self.scenario,
+            "status": self.status,
+            "nodes": {k: dict(v) for k, v in self.nodes.items()},
+            "requests": self.requests,
+            "attempts": self.attempts,
+            "usage": {
+                "input_tokens": u.input_tokens,
+                "cache_read_input_tokens": u.cache_read_input_tokens,
+                "cache_write_5m_tokens": u.cache_write_5m_tokens,
+                "cache_write_1h_tokens": u.cache_write_1h_tokens,
+                "output_tokens": u.output_tokens,
+            },
+            "cached_share": round(u.cache_read_input_tokens / all_input, 6) if all_input else 0.0,
+            "cost": {
+                "bit": round(self.cost_bit, 3),
+                "usd": round(self.cost_usd, 6) if self.cost_usd is not None else None,
+                "output_priced": self.output_priced,
+            },
+            "peak_request_tokens": self.peak_request_tokens,
+            "decisions": self.decisions,
+            "notices": self.notices,
+            "refusals": self.refusals,
+            "folds": self.folds,
+            "fold_commits": self.fold_commits,
+            "tokens_freed": self.tokens_freed,
+            "rewrites": {"explained": self.rewrites_explained, "unexplained": self.rewrites_unexplained},
+            "bytes_unrecoverable": self.bytes_unrecoverable,
+        }
+
+
+def format_report(report: Mapping[str, Any]) -> str:
+    """The human-readable report printed at the end of ``foldline run``."""
+    u = report["usage"]
+    cost = report["cost"]
+    usd = f"${cost['usd']:.6f}" if cost["usd"] is not None else "unknown (prices not in the table)"
+    lines = [
+        f"run {report['run_id']}: {report['status']}",
+        "nodes:",
+    ]
+    width = max((len(n) for n in report["nodes"]), default=4)
+    for node, info in report["nodes"].items():
+        reason = f"  ({info['reason']})" if info.get("reason") else ""
+        lines.append(f"  {node:<{width}}  {info['status']}{reason}")
+    lines += [
+        f"requests: {report['requests']} ({report['attempts']} attempts)",
+        f"input: fresh {u['input_tokens']:,} | cache read {u['cache_read_input_tokens']:,} | "
+        f"cache write 5m {u['cache_write_5m_tokens']:,} 1h {u['cache_write_1h_tokens']:,} | output {u['output_tokens']:,}",
+        f"cached share: {report['cached_share']:.3f}",
+        f"cost: {cost['bit']:,.1f} base-input-token units"
+        + ("" if cost["output_priced"] else " (output not priced)")
+        + f"; {usd}",
+        f"peak request: {report['peak_request_tokens']:,} tokens",
+        f"notices: {report['notices']}  refusals: {report['refusals']}  folds: {report['folds']}  "
+        f"rewrites: {report['rewrites']['explained']} explained, {report['rewrites']['unexplained']} unexplained",
+        f"bytes unrecoverable: {report['bytes_unrecoverable']}",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,161 @@
+"""The Runtime: the entry point for running flows in code.
+
+::
+
+    async with Runtime(provider=provider, model="claude-haiku-5-5") as rt:
+        async with rt.signals.subscribe(policy="drop_oldest") as events:
+            ...
+        result = await rt.run(flow)
+        print(rt.report()["status"])
+
+A runtime owns one run: its signal bus (and the JSONL sink when asked), the
+provider it was given, the pricing table, the token counter and the tool
+registry. It builds each node's branch from the node's profile, runs the flow
+under supervision, audits that every message any view let go of is still
+recoverable byte for byte, and keeps a report rebuilt from the events.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import anyio
+import attrs
+import structlog
+
+from actors.branch import Branch
+from runtime.canonical import canonical_json, sha256_hex
+from runtime.config import ModelConfig
+from runtime.env import RunEnv
+from runtime.flow import Flow, FlowResult, Node, run_flow
+from runtime.measure import TokenCounter
+from runtime.pricing import PricingTable
+from runtime.providers.base import Provider
+from runtime.report import ReportBuilder
+from runtime.tools import BUILTIN_TOOLS, ToolRegistry
+from signals.bus import SignalBus
+from signals.envelope import Event
+from signals.events import RunFinished, RunStarted
+from signals.sinks import JsonlSink
+
+log = structlog.get_logger("foldline.runtime")
+
+
+def audit_recoverability(branches: list[Branch]) -> int:
+    """Bytes of record messages whose stored content no longer matches its SHA-256.
+
+    Every original a view let go of must still be in its branch's record with
+    its digest intact; anything that fails the check counts as unrecoverable.
+    """
+    bad = 0
+    for branch in branches:
+        for message in branch.record_messages():
+            text = canonical_json(message.content())
+            if sha256_hex(text) != message.sha256:
+                bad += len(text.encode("utf-8"))
+    return bad
+
+
+@attrs.define(eq=False)
+class Runtime:
+    """One run of flows against one provider. Use as an async context manager."""
+
+    provider: Provider
+    model: ModelConfig = attrs.field(
+        default="claude-haiku-5-5",
+        converter=lambda m: ModelConfig(name=m) if isinstance(m, str) else m,
+    )
+    pricing: PricingTable = attrs.field(factory=PricingTable.load_default)
+    registry: ToolRegistry = BUILTIN_TOOLS
+    clock: Callable[[], float] = time.time
+    monotonic: Callable[[], float] = time.monotonic
+    run_id: str = attrs.field(factory=lambda: "run-" + secrets.token_hex(6))
+    signals_path: str | Path | None = None
+    scenario: str | None = None
+    _stack: AsyncExitStack | None = attrs.field(default=None, init=False)
+    _bus: SignalBus | None = attrs.field(default=None, init=False)
+    _report: ReportBuilder | None = attrs.field(default=None, init=False)
+    _report_done: anyio.Event | None = attrs.field(default=None, init=False)
+    _counter: TokenCounter = attrs.field(factory=TokenCounter, init=False)
+
+    async def __aenter__(self) -> Runtime:
+        stack = AsyncExitStack()
+        await stack.__aenter__()
+        try:
+            self._bus = await stack.enter_async_context(SignalBus(self.run_id, self.clock))
+            if self.signals_path is not None:
+                JsonlSink(self.signals_path).attach(self._bus)
+            self._report = ReportBuilder(self.pricing, self.model.name)
+            self._report_done = anyio.Event()
+            self._bus.add_handler(self._feed_report, policy="block", maxsize=4096, name="report")
+        except BaseException:
+            await stack.aclose()
+            raise
+        self._stack = stack
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
+        assert self._stack is not None
+        return await self._stack.__aexit__(*exc_info)
+
+    def _feed_report(self, event: Event) -> None:
+        assert self._report is not None and self._report_done is not None
+        self._report.feed(event)
+        if event.type == "RunFinished":
+            self._report_done.set()
+
+    @property
+    def signals(self) -> SignalBus:
+        """The run's signal bus: ``async with rt.signals.subscribe(...) as events``."""
+        if self._bus is None:
+            raise RuntimeError("the runtime is not open: use `async with Runtime(...) as rt`")
+        return self._bus
+
+    def env(self) -> RunEnv:
+        return RunEnv(
+            run_id=self.run_id,
+            bus=self.signals,
+            provider=self.provider,
+            model=self.model,
+            pricing=self.pricing,
+            counter=self._counter,
+            registry=self.registry,
+            clock=self.clock,
+            monotonic=self.monotonic,
+            process_id=self.run_id,
+        )
+
+    def new_branch(self, node: Node) -> Branch:
+        """A fresh branch set up from a node's profile (system text and tools)."""
+        profile = node.profile
+        return Branch.create(system=profile.system, tools=self.registry.specs(profile.tools))
+
+    async def run(self, flow: Flow) -> FlowResult:
+        """Run a flow to completion and publish its start and finish."""
+        bus = self.signals
+        await bus.publish(
+            RunStarted(scenario=self.scenario, provider=self.provider.name, nodes=[n.id for n in flow.nodes])
+        )
+        result = await run_flow(flow, self.env(), self.new_branch)
+        lost = audit_recoverability(list(result.branches.values()))
+        await bus.publish(
+            RunFinished(
+                status=result.status,
+                nodes={nid: o.status for nid, o in result.outcomes.items()},
+                bytes_unrecoverable=lost,
+            )
+        )
+        assert self._report_done is not None
+        await self._report_done.wait()
+        return result
+
+    def report(self) -> dict[str, Any]:
+        """The run's report (the DESIGN.md section 11 contract) as a JSON-able dict."""
+        if self._report is None:
+            raise RuntimeError("the runtime has not been opened")
+        return self._report.to_json()

@@ -1,0 +1,182 @@
+"""The scenario file loader: TOML in, a frozen :class:`~runtime.config.Scenario` out.
+
+A scenario file is TOML with ``schema = "foldline.scenario/v1"`` and the
+top-level keys ``schema``, ``name`` (default: the file's stem),
+``description`` (default: empty), ``[run]``, ``[provider]``,
+``[profiles.NAME]`` and ``[[nodes]]``. Every table goes through the same
+validators as values built in code (:mod:`runtime.config`); unknown keys are
+refused by name at every level. There is no expression language and nothing
+in a file is executed: tools are names looked up in the caller's registry.
+
+Every refusal is a :class:`ScenarioError` whose message is
+``"<file>: <key path>: <problem>"``, e.g.
+``scenarios/x.toml: nodes[2].max_input_tokens: 0 is not a positive integer, "auto" or "none"``;
+a TOML syntax error names the line and column instead of a key path.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Collection, Mapping
+from pathlib import PurePath
+from typing import Any
+
+from runtime.config import (
+    NodeSpec,
+    Profile,
+    ProviderSpec,
+    RunSettings,
+    Scenario,
+    check_array,
+    check_known_tools,
+    check_name,
+    check_text,
+    join_index,
+    join_key,
+    reject_unknown_keys,
+    render_value,
+    require_table,
+    wrong_type,
+)
+from runtime.errors import ConfigError
+
+SCHEMA = "foldline.scenario/v1"
+TOP_LEVEL_KEYS = ("schema", "name", "description", "run", "provider", "profiles", "nodes")
+
+_TOML_POSITION = re.compile(r"^(?P<problem>.*) \(at line (?P<line>\d+), column (?P<column>\d+)\)$", re.DOTALL)
+_TOML_AT_END = re.compile(r"^(?P<problem>.*) \(at end of document\)$", re.DOTALL)
+
+
+class ScenarioError(ConfigError):
+    """A scenario file was refused. ``file`` is the file as the caller named it;
+    ``detail`` is ``"<key path>: <problem>"`` (or ``"line L, column C: <problem>"``).
+    """
+
+    def __init__(self, file: str, detail: str) -> None:
+        super().__init__(f"{file}: {detail}")
+        self.file = file
+        self.detail = detail
+
+    def __reduce__(self) -> tuple[type[ScenarioError], tuple[str, str]]:
+        return type(self), (self.file, self.detail)
+
+
+def load_scenario(path: str | os.PathLike[str], *, tool_names: Collection[str]) -> Scenario:
+    """Read and validate the scenario file at ``path``.
+
+    ``tool_names`` is the tool registry's set of names; a profile naming any
+    other tool is refused. Raises :class:`ScenarioError` for a missing or
+    unreadable file, a TOML syntax error, and every invalid value.
+    """
+    label = os.fspath(path)
+    try:
+        with open(path, "rb") as file:
+            data = file.read()
+    except FileNotFoundError:
+        raise ScenarioError(label, "no such file") from None
+    except IsADirectoryError:
+        raise ScenarioError(label, "is a directory, not a scenario file") from None
+    except OSError as exc:
+        raise ScenarioError(label, f"cannot be read: {exc.strerror or exc}") from exc
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(label, f"is not UTF-8 text (byte {exc.start} cannot be decoded)") from None
+    return _build(text, label=label, path=label, tool_names=tool_names)
+
+
+def loads_scenario(text: str, *, path_label: str, tool_names: Collection[str]) -> Scenario:
+    """Validate scenario TOML given as a string; ``path_label`` names it in errors.
+
+    The scenario's ``path`` is None (there is no file); its default name is
+    the stem of ``path_label``.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"loads_scenario: text must be a str, got {type(text).__name__}")
+    return _build(text, label=path_label, path=None, tool_names=tool_names)
+
+
+def _build(text: str, *, label: str, path: str | None, tool_names: Collection[str]) -> Scenario:
+    known_tools = _tool_name_set(tool_names)
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(label, _syntax_detail(str(exc), text)) from None
+    try:
+        return _scenario_from_document(document, label=label, path=path, tool_names=known_tools)
+    except ScenarioError:
+        raise
+    except ConfigError as exc:
+        raise ScenarioError(label, str(exc)) from exc
+
+
+def _tool_name_set(tool_names: Collection[str]) -> frozenset[str]:
+    if isinstance(tool_names, (str, bytes)) or not isinstance(tool_names, Collection):
+        raise TypeError(f"tool_names must be a collection of tool names, got {tool_names!r}")
+    for name in tool_names:
+        if not isinstance(name, str):
+            raise TypeError(f"tool_names must hold strings, got {name!r}")
+    return frozenset(tool_names)
+
+
+def _syntax_detail(message: str, text: str) -> str:
+    positioned = _TOML_POSITION.match(message)
+    if positioned:
+        return f"line {positioned['line']}, column {positioned['column']}: TOML syntax error: {positioned['problem']}"
+    at_end = _TOML_AT_END.match(message)
+    if at_end:
+        last_line = text.count("\n") + 1
+        return f"line {last_line} (end of file): TOML syntax error: {at_end['problem']}"
+    return f"TOML syntax error: {message}"
+
+
+def _scenario_from_document(
+    document: Mapping[str, Any], *, label: str, path: str | None, tool_names: frozenset[str]
+) -> Scenario:
+    _check_schema(document)
+    reject_unknown_keys(document, TOP_LEVEL_KEYS, "")
+
+    default_name = PurePath(label).stem or "scenario"
+    name = check_text(document.get("name", default_name), "name", expected="a non-empty scenario name")
+    description = document.get("description", "")
+    if not isinstance(description, str):
+        raise wrong_type("description", description, "text")
+
+    run = RunSettings.from_obj(document["run"], "run") if "run" in document else RunSettings()
+    provider = ProviderSpec.from_obj(document["provider"], "provider") if "provider" in document else ProviderSpec()
+    profiles = _profiles(document.get("profiles", {}), tool_names)
+    nodes = _nodes(document.get("nodes"))
+    return Scenario(
+        path=path, name=name, description=description, run=run, provider=provider, profiles=profiles, nodes=nodes
+    )
+
+
+def _check_schema(document: Mapping[str, Any]) -> None:
+    if "schema" not in document:
+        raise ConfigError(f'schema: missing; a scenario file starts with schema = "{SCHEMA}"')
+    schema = document["schema"]
+    if schema != SCHEMA:
+        raise ConfigError(f'schema: {render_value(schema)} is not a schema this loader reads; expected "{SCHEMA}"')
+
+
+def _profiles(raw: Any, tool_names: frozenset[str]) -> dict[str, Profile]:
+    table = require_table(raw, "profiles")
+    profiles: dict[str, Profile] = {}
+    for name, obj in table.items():
+        where = join_key("profiles", name)
+        check_name(name, where, expected='a profile name made of letters, digits, "_", "." and "-"')
+        profile = Profile.from_obj(obj, where)
+        check_known_tools(profile, tool_names, where)
+        profiles[name] = profile
+    return profiles
+
+
+def _nodes(raw: Any) -> tuple[NodeSpec, ...]:
+    if raw is None:
+        raise ConfigError('nodes: missing; a scenario needs at least one [[nodes]] entry with id and instruction')
+    if isinstance(raw, Mapping):
+        raise ConfigError("nodes: a single table; write each node as an [[nodes]] entry (an array of tables)")
+    entries = check_array(raw, "nodes", expected="an array of tables ([[nodes]])")
+    return tuple(NodeSpec.from_obj(obj, join_index("nodes", i)) for i, obj in enumerate(entries))

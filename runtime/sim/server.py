@@ -1,0 +1,101 @@
+"""The simulated Anthropic server: a real HTTP server on loopback.
+
+``async with serve_simulator(config, policies, clock) as sim:`` listens on
+``config.host``/``config.port`` (an ephemeral port by default) and yields a
+:class:`SimServer` whose ``base_url`` the official SDK can be pointed at.
+:func:`serve_forever` runs it until cancelled, for ``foldline sim``.
+
+Time: ``clock()`` gives the request start times the cache rules use;
+``sleep`` (default :func:`anyio.sleep`) is what latency and slow faults wait
+on. For virtual time pass a :class:`~runtime.sim.clock.ManualClock` and its
+``sleep``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+import anyio.abc
+import attrs
+import structlog
+
+from runtime.policies import PolicyRegistry
+from runtime.sim.app import Clock, RequestRecord, SimApp, Sleep, protocol_error_response
+from runtime.sim.cache_engine import CacheEngine, CacheEntry
+from runtime.sim.config import SimConfig
+from runtime.sim.http import serve_connection
+
+__all__ = ["SimConfig", "SimServer", "serve_forever", "serve_simulator"]
+
+log = structlog.get_logger("foldline.sim")
+
+
+@attrs.define(eq=False)
+class SimServer:
+    """A running simulator: where it listens, what it served, and its cache engine."""
+
+    host: str
+    port: int
+    app: SimApp
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def requests(self) -> tuple[RequestRecord, ...]:
+        """What was served, oldest first (bounded by ``SimConfig.request_log_limit``)."""
+        return self.app.requests
+
+    @property
+    def engine(self) -> CacheEngine:
+        return self.app.engine
+
+    def cache_entries(self, api_key: str, model: str) -> tuple[CacheEntry, ...]:
+        """The cache entries of (``api_key``, ``model``), shortest prefix first."""
+        return self.app.cache_entries(api_key, model)
+
+
+@asynccontextmanager
+async def serve_simulator(
+    config: SimConfig, policies: PolicyRegistry, clock: Clock, *, sleep: Sleep | None = None
+) -> AsyncIterator[SimServer]:
+    """Serve the simulated API for the duration of the ``async with`` block."""
+    app = SimApp(config=config, policies=policies, clock=clock, sleep=sleep or anyio.sleep)
+    listener = await anyio.create_tcp_listener(local_host=config.host, local_port=config.port)
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    server = SimServer(host=config.host, port=port, app=app)
+
+    async def handle(stream: anyio.abc.SocketStream) -> None:
+        await serve_connection(stream, app.handle, protocol_error_response)
+
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, handle)
+        try:
+            yield server
+        finally:
+            tg.cancel_scope.cancel()
+
+
+async def serve_forever(
+    host: str,
+    port: int,
+    config: SimConfig,
+    policies: PolicyRegistry,
+    clock: Clock,
+    *,
+    sleep: Sleep | None = None,
+    task_status: anyio.abc.TaskStatus[SimServer] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve on ``host``:``port`` (overriding the config's) until cancelled.
+
+    Started with ``await task_group.start(serve_forever, ...)``, it reports the
+    running :class:`SimServer` once it listens.
+    """
+    config = attrs.evolve(config, host=host, port=port)
+    async with serve_simulator(config, policies, clock, sleep=sleep) as server:
+        log.info("sim.listening", base_url=server.base_url)
+        task_status.started(server)
+        await anyio.sleep_forever()

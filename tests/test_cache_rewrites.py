@@ -1,0 +1,77 @@
+"""first_divergence, stable_changed and settings_changed."""
+
+from __future__ import annotations
+
+import copy
+
+from runtime.cache.rewrites import first_divergence, settings_changed, stable_changed
+
+
+def payload(n: int = 3) -> dict:
+    return {
+        "model": "m",
+        "tools": [{"name": "a", "description": "d", "input_schema": {}}],
+        "system": [{"type": "text", "text": "sys"}],
+        "messages": [{"role": "user" if i % 2 == 0 else "assistant", "content": [{"type": "text", "text": f"m{i}"}]} for i in range(n)],
+    }
+
+
+def test_a_prefix_has_no_divergence():
+    assert first_divergence(payload(3), payload(5)) is None
+    assert first_divergence(payload(3), payload(3)) is None
+    assert first_divergence(payload(0), payload(2)) is None
+
+
+def test_the_first_changed_message_is_named():
+    nxt = payload(5)
+    nxt["messages"][1]["content"][0]["text"] = "rewritten"
+    nxt["messages"][3]["content"][0]["text"] = "rewritten too"
+    assert first_divergence(payload(4), nxt) == 1
+
+
+def test_a_changed_role_is_a_divergence():
+    nxt = payload(3)
+    nxt["messages"][2]["role"] = "assistant"
+    assert first_divergence(payload(3), nxt) == 2
+
+
+def test_a_shorter_next_request_diverges_where_it_ends():
+    assert first_divergence(payload(4), payload(2)) == 2
+
+
+def test_marks_and_string_form_are_not_rewrites():
+    prev = payload(3)
+    prev["messages"][2]["content"][0]["cache_control"] = {"type": "ephemeral"}
+    nxt = payload(4)
+    nxt["messages"][0]["content"] = "m0"
+    assert first_divergence(prev, nxt) is None
+
+
+def test_stable_changed_for_tools_system_and_tool_choice():
+    base = payload()
+    assert not stable_changed(base, payload(6))
+    for change in (
+        lambda p: p["tools"].append({"name": "b", "description": "d", "input_schema": {}}),
+        lambda p: p["system"][0].update(text="other"),
+        lambda p: p.__setitem__("tool_choice", {"type": "any"}),
+    ):
+        nxt = copy.deepcopy(base)
+        change(nxt)
+        assert stable_changed(base, nxt)
+
+
+def test_stable_changed_ignores_marks_and_string_system():
+    base = payload()
+    marked = copy.deepcopy(base)
+    marked["system"] = "sys"
+    marked["tools"][0]["cache_control"] = {"type": "ephemeral", "ttl": "1h"}
+    assert not stable_changed(base, marked)
+
+
+def test_settings_changed_for_the_certificate_seeds():
+    base = payload()
+    assert not settings_changed(base, payload(5))
+    for key, value in (("model", "n"), ("thinking", {"type": "enabled"}), ("output_config", {"effort": "low"}), ("speed", "fast")):
+        nxt = copy.deepcopy(base)
+        nxt[key] = value
+        assert settings_changed(base, nxt)
