@@ -17,9 +17,9 @@ and starts with no cache evidence.
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator, Iterable, Sequence
-from contextlib import asynccontextmanager
-from typing import Any
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any, Protocol, Union
 
 import anyio
 import attrs
@@ -38,6 +38,74 @@ class BranchBusy(RuntimeError):
 
 
 @attrs.frozen
+class MessageAdded:
+    """A message entered the record at ``index`` (and the view's end when ``in_view``)."""
+
+    index: int
+    message: Message
+    in_view: bool
+
+
+@attrs.frozen
+class ViewSet:
+    """The view became exactly ``ids``."""
+
+    ids: tuple[str, ...]
+
+
+@attrs.frozen
+class StateSet:
+    state: ContextState
+
+
+@attrs.frozen
+class LedgerSet:
+    ledger: Any
+
+
+@attrs.frozen
+class RequestRecord:
+    """What one send was built from and what came of it (for the store and replay).
+
+    The request is rebuilt from the record by compiling ``view_ids`` with the
+    system message ``system_id``, the tool definitions ``tools_json`` and the
+    settings, then applying ``marks``, under compiler recipe ``recipe_version``;
+    its SHA-256 must equal ``digest``.
+    """
+
+    request_id: str
+    node_id: str | None
+    digest: str
+    recipe_version: int
+    system_id: str | None
+    tools_json: tuple[str, ...]
+    view_ids: tuple[str, ...]
+    model: str
+    max_tokens: int
+    intent: str
+    tool_choice_json: str | None
+    marks: tuple[tuple[tuple[Any, ...], str, str], ...]
+    status: str
+    usage: Any = None
+
+
+Change = Union[MessageAdded, ViewSet, StateSet, LedgerSet, RequestRecord]
+
+
+class BranchJournal(Protocol):
+    """Where a branch reports its changes (a store). Calls must not block.
+
+    ``changes`` arrive in batches: every change of one batch belongs
+    together (a fold commit's notes, copies and new view are one batch) and a
+    durable journal writes a batch in one transaction.
+    """
+
+    def branch_created(self, branch: Branch) -> None: ...
+
+    def changed(self, branch: Branch, changes: Sequence[Change]) -> None: ...
+
+
+@attrs.frozen
 class ContextState:
     """A branch's context state: a frozen value replaced whole on each change."""
 
@@ -48,6 +116,8 @@ class ContextState:
     pending_marks: tuple[Any, ...] = ()
     last_request_digests: tuple[str, ...] = ()
     rewrite_cause: str | None = None
+    open_turn: tuple[int, int] | None = None
+    """While an operation runs: (instructions appended, requests completed); None between turns."""
 
 
 @attrs.define(eq=False)
@@ -64,6 +134,18 @@ class Branch:
     _lock: anyio.Lock = attrs.field(factory=anyio.Lock, init=False)
     _turn_serial: int = attrs.field(default=0, init=False)
     parent_id: str | None = attrs.field(default=None)
+    fork_length: int = attrs.field(default=0)
+    """For a clone: how many of the parent's record messages it shares."""
+    _journal: BranchJournal | None = attrs.field(default=None, alias="journal")
+
+    def attach_journal(self, journal: BranchJournal) -> None:
+        """Report this branch's creation and every later change to ``journal``."""
+        self._journal = journal
+        journal.branch_created(self)
+
+    @property
+    def journal(self) -> BranchJournal | None:
+        return self._journal
 
     @classmethod
     def create(
@@ -167,6 +249,7 @@ class Branch:
             state=state,
             ledger=None,
             parent_id=self._id,
+            fork_length=len(self._record),
         )
 
     def configure(self, *, system: str | None = None, tools: Sequence[ToolSpec] | None = None) -> None:
@@ -179,14 +262,20 @@ class Branch:
             raise BranchBusy(f"branch {self._id} is in a turn; configure it before or after")
         if system is not None and (self._system is None or self._system.text != system):
             message = SystemMessage(system)
-            self._record.append(message)
+            index = self._record.append(message)
             self._system = message
+            if self._journal is not None:
+                self._journal.changed(self, (MessageAdded(index, message, False),))
         if tools is not None:
             self._tools = tuple(tools)
 
     def clear_refusal(self) -> None:
         """Clear the sticky refusal (the caller decided to go on)."""
+        if self.busy:
+            raise BranchBusy(f"branch {self._id} is in a turn; clear its refusal before or after")
         self._state = attrs.evolve(self._state, refusal=None)
+        if self._journal is not None:
+            self._journal.changed(self, (StateSet(self._state),))
 
     @asynccontextmanager
     async def turn(self) -> AsyncIterator[Turn]:
@@ -207,6 +296,27 @@ class Turn:
     _branch: Branch
     _serial: int
     _closed: bool = False
+    _pending: list[Change] | None = None
+
+    def _emit(self, change: Change) -> None:
+        if self._pending is not None:
+            self._pending.append(change)
+        elif self._branch._journal is not None:
+            self._branch._journal.changed(self._branch, (change,))
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group the changes made inside into one journal batch (one transaction)."""
+        if self._pending is not None:
+            yield
+            return
+        self._pending = []
+        try:
+            yield
+        finally:
+            changes, self._pending = self._pending, None
+            if changes and self._branch._journal is not None:
+                self._branch._journal.changed(self._branch, tuple(changes))
 
     @property
     def branch(self) -> Branch:
@@ -222,11 +332,14 @@ class Turn:
         branch = self._check()
         index = branch._record.append(message)
         branch._view.append(message.id)
+        self._emit(MessageAdded(index, message, True))
         return index
 
     def add_to_record(self, message: Message) -> int:
         """Append a message to the record only (a note or copy not yet in the view)."""
-        return self._check()._record.append(message)
+        index = self._check()._record.append(message)
+        self._emit(MessageAdded(index, message, False))
+        return index
 
     def set_view(self, ids: Sequence[str]) -> None:
         """Replace the view (a fold commit or a restore). Every id must be in the record."""
@@ -235,11 +348,19 @@ class Turn:
             if branch._record.index_of(mid) is None:
                 raise KeyError(f"view id {mid} is not in branch {branch.id}'s record")
         branch._view = list(ids)
+        self._emit(ViewSet(tuple(ids)))
 
     def update_state(self, **changes: Any) -> ContextState:
         branch = self._check()
         branch._state = attrs.evolve(branch._state, **changes)
+        self._emit(StateSet(branch._state))
         return branch._state
+
+    def record_request(self, record: RequestRecord) -> None:
+        """Report a completed (or refused) send to the journal."""
+        self._check()
+        self._emit(record)
 
     def set_ledger(self, ledger: Any) -> None:
         self._check()._ledger = ledger
+        self._emit(LedgerSet(ledger))

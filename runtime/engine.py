@@ -27,7 +27,7 @@ import anyio
 import attrs
 import structlog
 
-from actors.branch import Branch, Turn
+from actors.branch import Branch, RequestRecord, Turn
 from runtime.cache_step import CachePlan, plan_cache, record_cache_outcome
 from runtime.calibration import Calibration
 from runtime.ceiling import ResolvedCeiling, decide, notice_line, resolve_ceiling
@@ -104,6 +104,10 @@ class _Driver:
     ceiling: ResolvedCeiling
     requests: int = 0
     usage: Usage = attrs.field(factory=Usage)
+    appended: int = 0
+    """Instructions of this operation appended so far (resume state)."""
+    completed: int = 0
+    """Requests of this operation completed so far (resume state)."""
 
     @property
     def branch(self) -> Branch:
@@ -152,14 +156,15 @@ class _Driver:
 
     async def append_instruction(self, text: str, intent: str) -> None:
         """Append a user turn; at or past the notice line it carries the size notice."""
-        plain = Instruction(text)
+        instruction = Instruction(text)
         if self.ceiling.ceiling is not None:
-            m = self.measure(self.compile(self.branch.view() + (plain,), intent))
-            decision = decide(m, self.ceiling, can_fold=False)
-            if decision.action == "notice":
-                self.turn.append(Instruction(text, notice=notice_line(m, self.ceiling.ceiling)))
-                return
-        self.turn.append(plain)
+            m = self.measure(self.compile(self.branch.view() + (instruction,), intent))
+            if decide(m, self.ceiling, can_fold=False).action == "notice":
+                instruction = Instruction(text, notice=notice_line(m, self.ceiling.ceiling))
+        with self.turn.batch():
+            self.turn.append(instruction)
+            self.appended += 1
+            self.turn.update_state(open_turn=(self.appended, self.completed))
 
     async def send(self, intent: str) -> ProviderReply:
         """Measure, decide, place marks and send the branch's view as one request."""
@@ -208,8 +213,33 @@ class _Driver:
             ResponseReceived(usage=reply.usage.to_dict(), stop_reason=reply.stop_reason, duration_s=round(duration, 6)),
             request_id,
         )
-        self._absorb(reply, m, view, plan, attempt_start[0])
+        with self.turn.batch():
+            self._absorb(reply, m, view, plan, attempt_start[0])
+            self.completed += 1
+            self.turn.update_state(open_turn=(self.appended, self.completed))
+            self.turn.record_request(self._record_of(request, request_id, view, "sent", reply.usage))
         return reply
+
+    def _record_of(
+        self, request: Request, request_id: str, view: Sequence[Message], status: str, usage: Usage | None
+    ) -> RequestRecord:
+        s = request.settings
+        return RequestRecord(
+            request_id=request_id,
+            node_id=self.node_id,
+            digest=request.digest,
+            recipe_version=request.recipe_version,
+            system_id=self.branch.system.id if self.branch.system else None,
+            tools_json=tuple(t.piece() for t in request.tools),
+            view_ids=tuple(m.id for m in view),
+            model=s.model,
+            max_tokens=s.max_tokens,
+            intent=s.intent,
+            tool_choice_json=s.tool_choice_json,
+            marks=tuple((tuple(mk.location), mk.ttl, getattr(mk, "role", "")) for mk in request.marks),
+            status=status,
+            usage=usage.to_dict() if usage is not None else None,
+        )
 
     async def _refuse(self, m: Measurement, reason: str, request_id: str) -> None:
         ceiling = self.ceiling.ceiling
@@ -309,8 +339,16 @@ async def run_operation(
     profile: Profile,
     node_id: str | None = None,
     spawn: Spawn | None = None,
+    resume: bool = False,
 ) -> OperationResult:
-    """Run one operation on a branch, holding its lock for the whole turn."""
+    """Run one operation on a branch, holding its lock for the whole turn.
+
+    With ``resume``, an operation the branch shows as interrupted mid-turn
+    (its ``open_turn`` state, restored from a store) continues from the
+    branch's last stored state: instructions already appended are not
+    appended again, completed requests are not sent again, and a round whose
+    calls have no results yet runs just the missing calls.
+    """
     ceiling = resolve_ceiling(
         model=profile.model or env.model.name,
         profile_value=profile.max_input_tokens,
@@ -319,28 +357,45 @@ async def run_operation(
         pricing=env.pricing,
     )
     async with branch.turn() as turn:
+        progress = branch.state.open_turn if resume and branch.state.open_turn is not None else (0, 0)
         driver = _Driver(turn, env, profile, operation, node_id, spawn, ceiling)
+        driver.appended, driver.completed = progress
+        turn.update_state(open_turn=progress)
         if operation.kind == "bounded":
-            return await _run_bounded(driver)
-        return await _run_iterative(driver)
+            result = await _run_bounded(driver, *progress)
+        else:
+            result = await _run_iterative(driver, *progress)
+        turn.update_state(open_turn=None)
+        return result
 
 
-async def _run_bounded(driver: _Driver) -> OperationResult:
-    reply: ProviderReply | None = None
+async def _run_bounded(driver: _Driver, appended: int, completed: int) -> OperationResult:
+    reply_message: AssistantResponse | None = None
     steps = driver.operation.instructions
     for i, text in enumerate(steps):
+        if i < completed:
+            continue
         intent = "final" if i == len(steps) - 1 else "continuing"
-        await driver.append_instruction(text, intent)
+        if i >= appended:
+            await driver.append_instruction(text, intent)
         reply = await driver.send(intent)
-        if any(b.get("type") == "tool_use" for b in reply.content):
-            calls = _response_message(reply).tool_calls
+        reply_message = _response_message(reply)
+        if reply_message.tool_calls:
+            calls = reply_message.tool_calls
             await _answer_unrun(driver, calls, "tools are not run in a bounded operation")
             raise OperationError(
                 f"a bounded operation's request was answered with tool calls ({', '.join(c.name for c in calls)})"
             )
-    assert reply is not None
-    answer = _response_message(reply).text
-    return OperationResult(answer, len(steps), driver.requests, driver.usage)
+    if reply_message is None:
+        reply_message = _last_answer(driver)
+    return OperationResult(reply_message.text, len(steps), driver.requests, driver.usage)
+
+
+def _last_answer(driver: _Driver) -> AssistantResponse:
+    for message in reversed(driver.branch.view()):
+        if isinstance(message, AssistantResponse):
+            return message
+    raise OperationError("the resumed operation has no answer in its view")
 
 
 async def _answer_unrun(driver: _Driver, calls: Sequence[ToolCall], why: str) -> None:
@@ -348,9 +403,17 @@ async def _answer_unrun(driver: _Driver, calls: Sequence[ToolCall], why: str) ->
         driver.turn.append(ToolResult.for_call(call, f"not run: {why}", is_error=True))
 
 
-async def _run_iterative(driver: _Driver) -> OperationResult:
-    await driver.append_instruction(driver.operation.instructions[0], "continuing")
-    for round_no in range(1, driver.operation.max_rounds + 1):
+async def _run_iterative(driver: _Driver, appended: int, completed: int) -> OperationResult:
+    if appended == 0:
+        await driver.append_instruction(driver.operation.instructions[0], "continuing")
+    elif completed:
+        # Resumed after at least one response: finish its round before sending again.
+        last = _last_answer(driver)
+        if not last.tool_calls:
+            return OperationResult(last.text, completed, driver.requests, driver.usage)
+        answered = {m.call_id for m in driver.branch.view() if isinstance(m, ToolResult)}
+        await driver.run_tools([c for c in last.tool_calls if c.call_id not in answered])
+    for round_no in range(completed + 1, driver.operation.max_rounds + 1):
         reply = await driver.send("continuing")
         message = _response_message(reply)
         if not message.tool_calls:

@@ -18,11 +18,17 @@ def payload() -> dict:
     return {
         "model": "m",
         "max_tokens": 10,
-        "tools": [{"name": "a", "description": "d", "input_schema": {}}, {"name": "b", "description": "d", "input_schema": {}}],
+        "tools": [
+            {"name": "a", "description": "d", "input_schema": {}},
+            {"name": "b", "description": "d", "input_schema": {}},
+        ],
         "system": [{"type": "text", "text": "sys"}],
         "messages": [
             {"role": "user", "content": "task"},
-            {"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": "s"}, {"type": "text", "text": "ok"}]},
+            {
+                "role": "assistant",
+                "content": [{"type": "thinking", "thinking": "t", "signature": "s"}, {"type": "text", "text": "ok"}],
+            },
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "x", "content": "r"}]},
         ],
     }
@@ -87,9 +93,21 @@ def test_string_content_becomes_the_one_text_block_it_stands_for():
         ([Mark(("messages", 7, 0), "5m", "turn")], "the payload has 3 messages"),
         ([Mark(("messages", 2, 4), "5m", "turn")], "only 1 blocks"),
         ([Mark(("tools", 5), "1h", "stable")], "only 2 blocks"),
-        ([Mark(("messages", 0, 0), "5m", "turn"), Mark(("messages", 2, 0), "1h", "read")], "one-hour marks must come first"),
+        (
+            [Mark(("messages", 0, 0), "5m", "turn"), Mark(("messages", 2, 0), "1h", "read")],
+            "one-hour marks must come first",
+        ),
         ([Mark(("messages", 0, 0), "5m", "turn"), Mark(("messages", 0, 0), "5m", "anchor")], "two marks on"),
-        ([Mark(("tools", 0), "1h", "caller")] * 1 + [Mark(("tools", 1), "1h", "caller"), Mark(("system", 0), "1h", "stable"), Mark(("messages", 0, 0), "5m", "turn"), Mark(("messages", 2, 0), "5m", "turn")], "at most 4"),
+        (
+            [Mark(("tools", 0), "1h", "caller")] * 1
+            + [
+                Mark(("tools", 1), "1h", "caller"),
+                Mark(("system", 0), "1h", "stable"),
+                Mark(("messages", 0, 0), "5m", "turn"),
+                Mark(("messages", 2, 0), "5m", "turn"),
+            ],
+            "at most 4",
+        ),
         (["not a mark"], "is not a Mark"),
     ],
 )

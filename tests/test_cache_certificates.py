@@ -21,7 +21,13 @@ def base_payload() -> dict:
         "system": [{"type": "text", "text": "You are careful."}],
         "messages": [
             {"role": "user", "content": [{"type": "text", "text": "task"}]},
-            {"role": "assistant", "content": [{"type": "text", "text": "ok"}, {"type": "tool_use", "id": "a", "name": "read", "input": {"p": 1}}]},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "ok"},
+                    {"type": "tool_use", "id": "a", "name": "read", "input": {"p": 1}},
+                ],
+            },
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "x"}]},
         ],
     }
@@ -148,9 +154,15 @@ def test_every_message_field_but_content_is_in_the_envelope():
 
 
 def test_a_block_moved_across_a_message_boundary_changes_later_certificates():
-    text = lambda t: {"type": "text", "text": t}  # noqa: E731
-    split_late = {"model": "m", "messages": [{"role": "user", "content": [text("a"), text("b")]}, {"role": "user", "content": [text("c")]}]}
-    split_early = {"model": "m", "messages": [{"role": "user", "content": [text("a")]}, {"role": "user", "content": [text("b"), text("c")]}]}
+    text = lambda t: {"type": "text", "text": t}
+    split_late = {
+        "model": "m",
+        "messages": [{"role": "user", "content": [text("a"), text("b")]}, {"role": "user", "content": [text("c")]}],
+    }
+    split_early = {
+        "model": "m",
+        "messages": [{"role": "user", "content": [text("a")]}, {"role": "user", "content": [text("b"), text("c")]}],
+    }
     late, early = certify(split_late), certify(split_early)
     assert late[0].certificate == early[0].certificate
     assert late[1].certificate != early[1].certificate
@@ -241,7 +253,9 @@ def test_thinking_and_blank_text_take_no_mark():
 def test_reuse_gives_exactly_the_certificates_of_a_fresh_run():
     first = certify_payload(base_payload())
     grown = base_payload()
-    grown["messages"].append({"role": "assistant", "content": [{"type": "tool_use", "id": "b", "name": "grep", "input": {}}]})
+    grown["messages"].append(
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "b", "name": "grep", "input": {}}]}
+    )
     grown["messages"].append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "b", "content": "y"}]})
     reused = certify_payload(grown, previous=first)
     assert reused.refs == certify(grown)

@@ -90,7 +90,9 @@ def task() -> dict:
     return {
         "model": "claude-haiku-5-5",
         "max_tokens": 1000,
-        "tools": [{"name": "read", "description": "Read a file and return its text. " * 5, "input_schema": {"type": "object"}}],
+        "tools": [
+            {"name": "read", "description": "Read a file and return its text. " * 5, "input_schema": {"type": "object"}}
+        ],
         "system": [{"type": "text", "text": "You are a careful engineer working in a repository. " * 10}],
         "messages": [{"role": "user", "content": [{"type": "text", "text": "Find where the cache is invalidated."}]}],
     }
@@ -102,13 +104,19 @@ def add_round(payload: dict, r: int, *, results: int = 1) -> dict:
         {
             "role": "assistant",
             "content": [{"type": "text", "text": f"Looking at part {r}."}]
-            + [{"type": "tool_use", "id": f"c{r}_{k}", "name": "read", "input": {"path": f"src/{r}_{k}.py"}} for k in range(results)],
+            + [
+                {"type": "tool_use", "id": f"c{r}_{k}", "name": "read", "input": {"path": f"src/{r}_{k}.py"}}
+                for k in range(results)
+            ],
         }
     )
     messages.append(
         {
             "role": "user",
-            "content": [{"type": "tool_result", "tool_use_id": f"c{r}_{k}", "content": f"contents of {r}_{k} " * 30} for k in range(results)],
+            "content": [
+                {"type": "tool_result", "tool_use_id": f"c{r}_{k}", "content": f"contents of {r}_{k} " * 30}
+                for k in range(results)
+            ],
         }
     )
     return {**payload, "messages": messages}
@@ -128,7 +136,9 @@ def test_two_conversation_requests_end_to_end():
     ledger = ledger.after_response(first, first_usage, 0.0, "direct", ME)
 
     second_payload = add_round(first_payload, 0)
-    second = place_marks(second_payload, ledger=ledger, now=20.0, route="direct", process_id=ME, previous=first.certified)
+    second = place_marks(
+        second_payload, ledger=ledger, now=20.0, route="direct", process_id=ME, previous=first.certified
+    )
     assert second.read_target is not None
     assert second.read_target.certificate == first.ref_at(turn_mark.location).certificate
     assert second.g1 == G1("met")
@@ -165,11 +175,16 @@ def test_a_round_longer_than_the_lookback_is_read_through_the_entrys_own_block()
     provider = ReferenceCache()
     first_payload = task()
     first = place_marks(first_payload, ledger=CacheLedger.empty(), now=0.0, route="direct", process_id=ME)
-    ledger = CacheLedger.empty().after_response(first, provider.send(apply_marks(first_payload, first.marks), 0.0), 0.0, "direct", ME)
+    ledger = CacheLedger.empty().after_response(
+        first, provider.send(apply_marks(first_payload, first.marks), 0.0), 0.0, "direct", ME
+    )
     long_turn = {
         **first_payload,
         "messages": first_payload["messages"]
-        + [{"role": "assistant", "content": [{"type": "text", "text": f"paragraph {i}"} for i in range(30)]}, {"role": "user", "content": "go on"}],
+        + [
+            {"role": "assistant", "content": [{"type": "text", "text": f"paragraph {i}"} for i in range(30)]},
+            {"role": "user", "content": "go on"},
+        ],
     }
     second = place_marks(long_turn, ledger=ledger, now=10.0, route="direct", process_id=ME)
     assert [m.role for m in second.marks] == ["stable", "read", "turn"]
@@ -181,7 +196,9 @@ def test_a_tail_skipped_request_writes_no_turn_entry_and_the_next_still_reads():
     provider = ReferenceCache()
     payload = task()
     first = place_marks(payload, ledger=CacheLedger.empty(), now=0.0, route="direct", process_id=ME)
-    ledger = CacheLedger.empty().after_response(first, provider.send(apply_marks(payload, first.marks), 0.0), 0.0, "direct", ME)
+    ledger = CacheLedger.empty().after_response(
+        first, provider.send(apply_marks(payload, first.marks), 0.0), 0.0, "direct", ME
+    )
     payload = add_round(payload, 1)
     skip = TailSkip.decide(estimate=86_000, ceiling=100_000, context_fold_at=0.9)
     second = place_marks(payload, ledger=ledger, now=10.0, route="direct", process_id=ME, tail_skip=skip)
@@ -196,7 +213,9 @@ def test_a_side_request_shares_only_the_stable_entry():
     provider = ReferenceCache()
     payload = add_round(task(), 1)
     main = place_marks(payload, ledger=CacheLedger.empty(), now=0.0, route="direct", process_id=ME)
-    ledger = CacheLedger.empty().after_response(main, provider.send(apply_marks(payload, main.marks), 0.0), 0.0, "direct", ME)
+    ledger = CacheLedger.empty().after_response(
+        main, provider.send(apply_marks(payload, main.marks), 0.0), 0.0, "direct", ME
+    )
     summary_request = {**task(), "messages": [{"role": "user", "content": "Summarise the work so far."}]}
     side = place_marks(summary_request, ledger=ledger, now=5.0, route="direct", process_id=ME, intent="side")
     assert [m.role for m in side.marks] == ["stable"]

@@ -20,8 +20,12 @@ T0 = 10_000.0
 def conversation(rounds: int) -> dict:
     messages = [{"role": "user", "content": [{"type": "text", "text": "the task"}]}]
     for r in range(rounds):
-        messages.append({"role": "assistant", "content": [{"type": "tool_use", "id": f"c{r}", "name": "read", "input": {"n": r}}]})
-        messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"c{r}", "content": f"out {r}"}]})
+        messages.append(
+            {"role": "assistant", "content": [{"type": "tool_use", "id": f"c{r}", "name": "read", "input": {"n": r}}]}
+        )
+        messages.append(
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"c{r}", "content": f"out {r}"}]}
+        )
     return {
         "model": "claude-haiku-5-5",
         "max_tokens": 1000,

@@ -37,7 +37,9 @@ def conversation(rounds: int, *, tools=True, system=True) -> dict:
                 ],
             }
         )
-        messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"c{r}", "content": f"out {r}"}]})
+        messages.append(
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"c{r}", "content": f"out {r}"}]}
+        )
     payload: dict = {"model": "claude-haiku-5-5", "max_tokens": 1000, "messages": messages}
     if tools:
         payload["tools"] = [dict(t) for t in TOOLS]
@@ -125,7 +127,9 @@ def test_the_turn_mark_is_on_the_last_markable_block_of_the_last_message():
 
 def test_a_last_message_with_no_markable_block_records_the_turn_as_unmarkable():
     payload = conversation(1)
-    payload["messages"].append({"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": "s"}]})
+    payload["messages"].append(
+        {"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": "s"}]}
+    )
     placement = place(payload)
     assert [m.role for m in placement.marks] == ["stable"]
     assert [(s.role, s.reason) for s in placement.skipped] == [("turn", "unmarkable")]
@@ -574,7 +578,10 @@ def test_a_server_tool_is_noticed():
         ({"anchors": [("messages", 0)]}, "not a block location"),
         ({"caller_marks": [Mark(("messages", 9, 0), "5m", "caller")]}, "not a block of the payload"),
         ({"caller_marks": [Mark(("messages", m, 0), "5m", "caller") for m in range(5)]}, "at most 4"),
-        ({"caller_marks": [Mark(("messages", 0, 0), "5m", "caller"), Mark(("messages", 2, 0), "1h", "caller")]}, "must come first"),
+        (
+            {"caller_marks": [Mark(("messages", 0, 0), "5m", "caller"), Mark(("messages", 2, 0), "1h", "caller")]},
+            "must come first",
+        ),
         ({"tail_skip": 0.5}, "expected a TailSkip"),
         ({"lookback": 0}, "lookback 0"),
     ],
@@ -591,7 +598,12 @@ def test_a_ledger_must_be_a_cache_ledger():
 
 def test_a_mark_on_a_thinking_block_is_refused():
     payload = conversation(1)
-    payload["messages"].append({"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": "s"}, {"type": "text", "text": "x"}]})
+    payload["messages"].append(
+        {
+            "role": "assistant",
+            "content": [{"type": "thinking", "thinking": "t", "signature": "s"}, {"type": "text", "text": "x"}],
+        }
+    )
     with pytest.raises(CacheInputError, match="thinking block that takes no mark"):
         place(payload, anchors=[("messages", 3, 0)])
     with pytest.raises(CacheInputError, match="thinking block that takes no mark"):

@@ -21,8 +21,12 @@ NOW = 1_000.0
 words = st.text(alphabet="abc xyz", min_size=0, max_size=6)
 text_block = st.builds(lambda t: {"type": "text", "text": t}, words)
 thinking_block = st.just({"type": "thinking", "thinking": "hm", "signature": "s"})
-tool_use_block = st.builds(lambda i: {"type": "tool_use", "id": f"u{i}", "name": "f", "input": {"i": i}}, st.integers(0, 9))
-tool_result_block = st.builds(lambda i: {"type": "tool_result", "tool_use_id": f"u{i}", "content": "r"}, st.integers(0, 9))
+tool_use_block = st.builds(
+    lambda i: {"type": "tool_use", "id": f"u{i}", "name": "f", "input": {"i": i}}, st.integers(0, 9)
+)
+tool_result_block = st.builds(
+    lambda i: {"type": "tool_result", "tool_use_id": f"u{i}", "content": "r"}, st.integers(0, 9)
+)
 block = st.one_of(text_block, thinking_block, tool_use_block, tool_result_block)
 content = st.one_of(st.text(alphabet="ab ", min_size=1, max_size=5), st.lists(block, max_size=8))
 message = st.builds(lambda role, c: {"role": role, "content": c}, st.sampled_from(["user", "assistant"]), content)
@@ -32,7 +36,11 @@ system = st.one_of(st.none(), st.text(alphabet="s ", min_size=1, max_size=4), st
 
 @st.composite
 def payloads(draw) -> dict:
-    payload = {"model": draw(st.sampled_from(["m1", "m2"])), "max_tokens": 10, "messages": draw(st.lists(message, max_size=12))}
+    payload = {
+        "model": draw(st.sampled_from(["m1", "m2"])),
+        "max_tokens": 10,
+        "messages": draw(st.lists(message, max_size=12)),
+    }
     tools = draw(st.lists(tool, max_size=3))
     if tools:
         payload["tools"] = tools
@@ -51,9 +59,7 @@ def scenarios(draw):
     markable = [ref for ref in refs if ref.markable]
     rows = []
     for ref in draw(st.lists(st.sampled_from(markable), unique=True, max_size=8)) if markable else []:
-        seen = draw(
-            st.dictionaries(st.sampled_from(["direct", "acct"]), st.sampled_from([ME, "proc-0"]), max_size=2)
-        )
+        seen = draw(st.dictionaries(st.sampled_from(["direct", "acct"]), st.sampled_from([ME, "proc-0"]), max_size=2))
         rows.append(
             LedgerRow(
                 certificate=ref.certificate,
@@ -69,14 +75,18 @@ def scenarios(draw):
     watermark = draw(st.one_of(st.none(), st.sampled_from([NOW - 1, NOW + 1])))
     ledger = CacheLedger(rows={r.certificate: r for r in rows}, watermark=watermark)
     message_refs = [ref for ref in markable if ref.tier == "messages"]
-    anchors = [ref.location for ref in draw(st.lists(st.sampled_from(message_refs), max_size=3))] if message_refs else []
+    anchors = (
+        [ref.location for ref in draw(st.lists(st.sampled_from(message_refs), max_size=3))] if message_refs else []
+    )
     caller_refs = draw(st.lists(st.sampled_from(markable), unique=True, max_size=4)) if markable else []
     caller_refs.sort(key=lambda ref: api_order(ref.location))
     n_hour = draw(st.integers(0, len(caller_refs)))
     caller = [Mark(ref.location, "1h" if i < n_hour else "5m", "caller") for i, ref in enumerate(caller_refs)]
     if draw(st.integers(0, 3)) != 0:
         caller = []
-    skip = TailSkip.decide(estimate=draw(st.sampled_from([50_000, 88_000, 95_000])), ceiling=100_000, context_fold_at=0.9)
+    skip = TailSkip.decide(
+        estimate=draw(st.sampled_from([50_000, 88_000, 95_000])), ceiling=100_000, context_fold_at=0.9
+    )
     return {
         "payload": payload,
         "ledger": ledger,
@@ -128,7 +138,9 @@ def test_placement_invariants(s):
     if s["intent"] == "continuing" and not s["caller_marks"] and not s["tail_skip"].selected:
         # Without caller marks the turn mark always gets its slot and a legal lifetime.
         last_message = len(s["payload"]["messages"]) - 1
-        has_markable = any(ref.markable and ref.location[:2] == ("messages", last_message) for ref in by_location.values())
+        has_markable = any(
+            ref.markable and ref.location[:2] == ("messages", last_message) for ref in by_location.values()
+        )
         assert ("turn" in roles) == has_markable
 
     # g1 is never a defect: where it applies, a mark reaches the read target.

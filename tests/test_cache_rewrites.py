@@ -12,7 +12,10 @@ def payload(n: int = 3) -> dict:
         "model": "m",
         "tools": [{"name": "a", "description": "d", "input_schema": {}}],
         "system": [{"type": "text", "text": "sys"}],
-        "messages": [{"role": "user" if i % 2 == 0 else "assistant", "content": [{"type": "text", "text": f"m{i}"}]} for i in range(n)],
+        "messages": [
+            {"role": "user" if i % 2 == 0 else "assistant", "content": [{"type": "text", "text": f"m{i}"}]}
+            for i in range(n)
+        ],
     }
 
 
@@ -71,7 +74,12 @@ def test_stable_changed_ignores_marks_and_string_system():
 def test_settings_changed_for_the_certificate_seeds():
     base = payload()
     assert not settings_changed(base, payload(5))
-    for key, value in (("model", "n"), ("thinking", {"type": "enabled"}), ("output_config", {"effort": "low"}), ("speed", "fast")):
+    for key, value in (
+        ("model", "n"),
+        ("thinking", {"type": "enabled"}),
+        ("output_config", {"effort": "low"}),
+        ("speed", "fast"),
+    ):
         nxt = copy.deepcopy(base)
         nxt[key] = value
         assert settings_changed(base, nxt)

@@ -21,14 +21,20 @@ NOW = 500.0
 def conversation(rounds: int) -> dict:
     messages = [{"role": "user", "content": "the task"}]
     for r in range(rounds):
-        messages.append({"role": "assistant", "content": [{"type": "tool_use", "id": f"c{r}", "name": "f", "input": {}}]})
-        messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"c{r}", "content": f"{r}"}]})
+        messages.append(
+            {"role": "assistant", "content": [{"type": "tool_use", "id": f"c{r}", "name": "f", "input": {}}]}
+        )
+        messages.append(
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"c{r}", "content": f"{r}"}]}
+        )
     return {"model": "m", "system": "be brief", "messages": messages}
 
 
 def row(payload, location, *, length=1_000, seen=None, expires=NOW + 100, lifetime="5m") -> LedgerRow:
     ref = {r.location: r for r in certify(payload)}[location]
-    return LedgerRow(ref.certificate, lifetime, ref.tier, length, NOW - 200, None, expires, {"direct": ME} if seen is None else seen)
+    return LedgerRow(
+        ref.certificate, lifetime, ref.tier, length, NOW - 200, None, expires, {"direct": ME} if seen is None else seen
+    )
 
 
 def placed(payload, *rows, route="direct", **kwargs):

@@ -14,7 +14,12 @@ process ids are arguments; there is no I/O, clock or event loop.
 """
 
 from runtime.cache.apply import apply_marks
-from runtime.cache.certificates import BlockRef, CertifiedPayload, certify, certify_payload
+from runtime.cache.certificates import (
+    BlockRef,
+    CertifiedPayload,
+    certify,
+    certify_payload,
+)
 from runtime.cache.errors import CacheInputError
 from runtime.cache.ledger import CacheLedger
 from runtime.cache.marks import Mark
@@ -27,12 +32,12 @@ from runtime.cache.tail_skip import TailSkip, TailSkipRecord
 from runtime.cache.verdict import ReadVerdict, evaluate_read
 
 __all__ = [
+    "G1",
     "BlockRef",
     "CacheInputError",
     "CacheLedger",
     "CertifiedPayload",
     "Entry",
-    "G1",
     "LedgerRow",
     "Mark",
     "Placement",

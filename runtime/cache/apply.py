@@ -34,7 +34,9 @@ def apply_marks(payload: Mapping[str, Any], marks: Sequence[Mark]) -> dict[str, 
     for mark in ordered:
         block = block_at(payload, mark.location)
         if not is_markable(block):
-            raise CacheInputError(f"mark at {mark.location!r}: a {block.get('type')!r} block that is thinking or blank takes no mark")
+            raise CacheInputError(
+                f"mark at {mark.location!r}: a {block.get('type')!r} block that is thinking or blank takes no mark"
+            )
     out = dict(payload)
     for mark in ordered:
         tier = mark.location[0]
@@ -53,7 +55,9 @@ def apply_marks(payload: Mapping[str, Any], marks: Sequence[Mark]) -> dict[str, 
             message = messages[m]
             if message is payload["messages"][m]:
                 message = messages[m] = dict(message)
-            content = message["content"] = _as_block_list(message["content"], payload["messages"][m]["content"], f"messages[{m}].content")
+            content = message["content"] = _as_block_list(
+                message["content"], payload["messages"][m]["content"], f"messages[{m}].content"
+            )
             content[b] = {**content[b], "cache_control": control}
     return out
 

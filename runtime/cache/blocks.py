@@ -13,11 +13,11 @@ A block's *location* is ``("tools", i)``, ``("system", i)`` or
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Union
+from typing import Any
 
 from runtime.cache.errors import CacheInputError
 
-Location = Union[tuple[str, int], tuple[str, int, int]]
+Location = tuple[str, int] | tuple[str, int, int]
 
 _TIER_RANK = {"tools": 0, "system": 1, "messages": 2}
 UNMARKABLE_KINDS = frozenset({"thinking", "redacted_thinking"})
@@ -34,8 +34,7 @@ def api_order(location: Location) -> tuple[int, ...]:
         return (_TIER_RANK[location[0]], *location[1:])
     except (KeyError, IndexError, TypeError):
         raise CacheInputError(
-            f"location {location!r} is not a block location; expected "
-            "('tools', i), ('system', i) or ('messages', m, b)"
+            f"location {location!r} is not a block location; expected ('tools', i), ('system', i) or ('messages', m, b)"
         ) from None
 
 

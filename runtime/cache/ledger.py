@@ -71,7 +71,9 @@ class CacheLedger:
             raise CacheInputError(f"max_rows {self.max_rows!r} is not a positive integer")
         for key, row in self.rows.items():
             if not isinstance(row, LedgerRow) or row.certificate != key:
-                raise CacheInputError(f"ledger row under {key!r} is {row!r:.80}; expected a LedgerRow keyed by its certificate")
+                raise CacheInputError(
+                    f"ledger row under {key!r} is {row!r:.80}; expected a LedgerRow keyed by its certificate"
+                )
 
     @classmethod
     def empty(cls, *, max_rows: int = MAX_ROWS) -> CacheLedger:
@@ -241,4 +243,3 @@ def _row_from_record(raw: Any) -> LedgerRow | None:
         )
     except (KeyError, CacheInputError):
         return None
-

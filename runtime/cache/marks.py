@@ -8,6 +8,7 @@ lifetimes first).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from itertools import pairwise
 from typing import Any, Literal
 
 import attrs
@@ -84,7 +85,7 @@ def check_marks(marks: Sequence[Mark], *, what: str = "marks") -> tuple[Mark, ..
     if len(marks) > MAX_MARKS:
         raise CacheInputError(f"{what}: {len(marks)} marks, at most {MAX_MARKS} are allowed")
     ordered = in_api_order(marks)
-    for before, after in zip(ordered, ordered[1:]):
+    for before, after in pairwise(ordered):
         if before.location == after.location:
             raise CacheInputError(f"{what}: two marks on {before.location!r}; expected at most one per block")
         if before.ttl == "5m" and after.ttl == "1h":

@@ -44,13 +44,27 @@ from typing import Any
 
 import attrs
 
-from runtime.cache.blocks import Location, api_order, check_location, has_server_tool, messages_of
+from runtime.cache.blocks import (
+    Location,
+    api_order,
+    check_location,
+    has_server_tool,
+    messages_of,
+)
 from runtime.cache.certificates import BlockRef, CertifiedPayload, certify_payload
 from runtime.cache.errors import CacheInputError
 from runtime.cache.ledger import CacheLedger
-from runtime.cache.marks import MAX_MARKS, Lifetime, Mark, Role, breaks_ttl_order, check_marks, in_api_order
+from runtime.cache.marks import (
+    MAX_MARKS,
+    Lifetime,
+    Mark,
+    Role,
+    breaks_ttl_order,
+    check_marks,
+    in_api_order,
+)
 from runtime.cache.reach import LOOKBACK, reaches
-from runtime.cache.record import INTENTS, G1, Entry, Intent, Placement, Skipped
+from runtime.cache.record import G1, INTENTS, Entry, Intent, Placement, Skipped
 from runtime.cache.tail_skip import TailSkip
 
 
@@ -106,7 +120,7 @@ def place_marks(
 
     skip_turn = intent == "continuing" and tail_skip is not None and tail_skip.selected
     marks = _MarkSet(by_location, list(callers), lookback)
-    turn_location = None
+    turn_location: Location | None = None
     if intent == "continuing" and not skip_turn:
         turn_location = _turn_location(certified.refs, len(messages_of(payload)), marks)
     if intent != "continuing":
@@ -114,9 +128,10 @@ def place_marks(
     stable_location = _stable_location(certified.refs)
 
     # 1. The read.
-    read_failure = None
+    read_failure: str | None = None
     if target is not None:
-        planned = [(turn_location, "5m", "turn")] + [(loc, "5m", "anchor") for loc in anchor_locations]
+        planned: list[tuple[Location | None, Lifetime, Role]] = [(turn_location, "5m", "turn")]
+        planned += [(loc, "5m", "anchor") for loc in anchor_locations]
         planned.append((stable_location, "1h", "stable"))
         read_failure = _place_read(marks, target, planned)
 

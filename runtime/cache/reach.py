@@ -26,4 +26,3 @@ def reaches(mark: BlockRef, entry: BlockRef, *, lookback: int = LOOKBACK) -> boo
     if api_order(entry.location) > api_order(mark.location):
         return False
     return mark.position - entry.position < lookback
-

@@ -104,7 +104,11 @@ class Skipped:
     location: Location | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"role": self.role, "reason": self.reason, "location": None if self.location is None else list(self.location)}
+        return {
+            "role": self.role,
+            "reason": self.reason,
+            "location": None if self.location is None else list(self.location),
+        }
 
 
 @attrs.frozen

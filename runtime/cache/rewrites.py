@@ -11,7 +11,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from runtime.cache.blocks import as_payload, content_blocks, messages_of, system_blocks, tools_of, without_cache_control
+from runtime.cache.blocks import (
+    as_payload,
+    content_blocks,
+    messages_of,
+    system_blocks,
+    tools_of,
+    without_cache_control,
+)
 from runtime.canonical import canonical_bytes
 
 
@@ -59,7 +66,12 @@ def _settings_form(payload: Mapping[str, Any]) -> bytes:
     output_config = payload.get("output_config")
     effort = output_config.get("effort") if isinstance(output_config, Mapping) else None
     return canonical_bytes(
-        {"model": payload.get("model"), "thinking": payload.get("thinking"), "effort": effort, "speed": payload.get("speed")}
+        {
+            "model": payload.get("model"),
+            "thinking": payload.get("thinking"),
+            "effort": effort,
+            "speed": payload.get("speed"),
+        }
     )
 
 

@@ -54,7 +54,9 @@ def attempt_route(placement: Placement, route: str | None) -> str:
             )
         return placement.routes[0]
     if route not in placement.routes:
-        raise CacheInputError(f"route {route!r} is not one the request could take; expected one of {list(placement.routes)!r}")
+        raise CacheInputError(
+            f"route {route!r} is not one the request could take; expected one of {list(placement.routes)!r}"
+        )
     return route
 
 
