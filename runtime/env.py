@@ -10,6 +10,7 @@ after construction.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -19,6 +20,9 @@ from runtime.pricing import PricingTable
 from runtime.providers.base import Provider
 from runtime.tools import ToolRegistry
 from signals.bus import SignalBus
+
+if TYPE_CHECKING:
+    from actors.branch import BranchJournal
 
 
 @attrs.frozen
@@ -34,3 +38,5 @@ class RunEnv:
     monotonic: Callable[[], float] = attrs.field(eq=False)
     process_id: str
     route: str = "direct"
+    journal: BranchJournal | None = attrs.field(default=None, eq=False)
+    """Where new branches report their changes (a durable store), if anywhere."""

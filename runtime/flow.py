@@ -71,6 +71,20 @@ class NodeOutcome:
 
 
 @attrs.frozen
+class Restored:
+    """A node's state carried over from an interrupted run (see ``run_flow``).
+
+    ``outcome`` set: the node finished before; it is not run again.
+    ``outcome`` None: the node had started; it resumes on ``branch`` (its
+    interrupted turn continues from the branch's stored state).
+    """
+
+    branch: Branch = attrs.field(eq=False)
+    outcome: NodeOutcome | None = None
+    spawned: bool = False
+
+
+@attrs.frozen
 class FlowResult:
     outcomes: Mapping[str, NodeOutcome]
     branches: Mapping[str, Branch] = attrs.field(factory=dict, eq=False)
@@ -151,6 +165,7 @@ class _Scheduler:
     flow: Flow
     env: RunEnv
     new_branch: BranchFactory
+    restored: Mapping[str, Restored] = attrs.field(factory=dict)
     nodes: dict[str, Node] = attrs.field(init=False)
     outcomes: dict[str, NodeOutcome] = attrs.field(factory=dict)
     done: dict[str, anyio.Event] = attrs.field(factory=dict)
@@ -179,11 +194,26 @@ class _Scheduler:
                 await self.publish(NodeSkipped(reason=reason), node.id)
                 await self.finish(NodeOutcome(node.id, "skipped", reason))
 
+    def _attach(self, branch: Branch) -> Branch:
+        if self.env.journal is not None and branch.journal is None:
+            branch.attach_journal(self.env.journal)
+        return branch
+
     async def run(self) -> FlowResult:
         async with anyio.create_task_group() as tg:
             self.tg = tg
+            for node_id, restored in self.restored.items():
+                self.branches[node_id] = restored.branch
+                if restored.spawned or self.nodes[node_id].spawned_by is not None:
+                    self.spawned.add(node_id)
+                if restored.outcome is not None:
+                    self.outcomes[node_id] = restored.outcome
+                    self.done[node_id].set()
+            for node_id, restored in self.restored.items():
+                if restored.outcome is None and self.nodes[node_id].spawned_by is not None:
+                    tg.start_soon(self.supervise, self.nodes[node_id], restored.branch, True)
             for node in self.nodes.values():
-                if node.spawned_by is None:
+                if node.spawned_by is None and node.id not in self.outcomes:
                     tg.start_soon(self.run_top_level, node)
         return FlowResult(dict(self.outcomes), dict(self.branches))
 
@@ -197,9 +227,13 @@ class _Scheduler:
             await self.publish(NodeSkipped(reason=reason), node.id)
             await self.finish(NodeOutcome(node.id, "skipped", reason))
             return
-        await self.supervise(node, node.branch or self.new_branch(node))
+        restored = self.restored.get(node.id)
+        if restored is not None:
+            await self.supervise(node, restored.branch, True)
+            return
+        await self.supervise(node, self._attach(node.branch or self.new_branch(node)))
 
-    async def supervise(self, node: Node, branch: Branch) -> None:
+    async def supervise(self, node: Node, branch: Branch, resume: bool = False) -> None:
         """Run one node; a failure is recorded as its own, never raised into the flow."""
         self.branches[node.id] = branch
         async with self.limiter:
@@ -215,6 +249,7 @@ class _Scheduler:
                     profile=node.profile,
                     node_id=node.id,
                     spawn=self._spawner(node),
+                    resume=resume,
                 )
             except Exception as exc:
                 message = str(exc) or type(exc).__name__
@@ -253,6 +288,7 @@ class _Scheduler:
             branch.configure(system=setup.system.text if setup.system else None, tools=setup.tools)
         else:
             branch = self.new_branch(child)
+        self._attach(branch)
         await self.publish(
             ChildSpawned(child=child_id, inherit=child.inherit, view_length=len(branch.view_ids())),
             emitter.id,
@@ -263,6 +299,13 @@ class _Scheduler:
         return f"spawned child node {child_id!r}"
 
 
-async def run_flow(flow: Flow, env: RunEnv, new_branch: BranchFactory) -> FlowResult:
-    """Run a flow to completion; returns every node's outcome."""
-    return await _Scheduler(flow, env, new_branch).run()
+async def run_flow(
+    flow: Flow, env: RunEnv, new_branch: BranchFactory, restored: Mapping[str, Restored] | None = None
+) -> FlowResult:
+    """Run a flow to completion; returns every node's outcome.
+
+    ``restored`` carries nodes over from an interrupted run: finished nodes
+    keep their outcome and are not run again; started ones resume on their
+    restored branch. Their dependents wait and skip as usual.
+    """
+    return await _Scheduler(flow, env, new_branch, dict(restored or {})).run()

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -28,11 +28,11 @@ import anyio
 import attrs
 import structlog
 
-from actors.branch import Branch
+from actors.branch import Branch, BranchJournal
 from runtime.canonical import canonical_json, sha256_hex
 from runtime.config import ModelConfig
 from runtime.env import RunEnv
-from runtime.flow import Flow, FlowResult, Node, run_flow
+from runtime.flow import Flow, FlowResult, Node, Restored, run_flow
 from runtime.measure import TokenCounter
 from runtime.pricing import PricingTable
 from runtime.providers.base import Provider
@@ -77,6 +77,9 @@ class Runtime:
     run_id: str = attrs.field(factory=lambda: "run-" + secrets.token_hex(6))
     signals_path: str | Path | None = None
     scenario: str | None = None
+    journal: BranchJournal | None = None
+    first_seq: int = 1
+    """Event numbering for this run (a resumed run continues its predecessor's)."""
     _stack: AsyncExitStack | None = attrs.field(default=None, init=False)
     _bus: SignalBus | None = attrs.field(default=None, init=False)
     _report: ReportBuilder | None = attrs.field(default=None, init=False)
@@ -87,7 +90,9 @@ class Runtime:
         stack = AsyncExitStack()
         await stack.__aenter__()
         try:
-            self._bus = await stack.enter_async_context(SignalBus(self.run_id, self.clock))
+            self._bus = await stack.enter_async_context(
+                SignalBus(self.run_id, self.clock, first_seq=self.first_seq)
+            )
             if self.signals_path is not None:
                 JsonlSink(self.signals_path).attach(self._bus)
             self._report = ReportBuilder(self.pricing, self.model.name)
@@ -128,6 +133,7 @@ class Runtime:
             clock=self.clock,
             monotonic=self.monotonic,
             process_id=self.run_id,
+            journal=self.journal,
         )
 
     def new_branch(self, node: Node) -> Branch:
@@ -135,13 +141,16 @@ class Runtime:
         profile = node.profile
         return Branch.create(system=profile.system, tools=self.registry.specs(profile.tools))
 
-    async def run(self, flow: Flow) -> FlowResult:
-        """Run a flow to completion and publish its start and finish."""
+    async def run(self, flow: Flow, *, restored: Mapping[str, Restored] | None = None) -> FlowResult:
+        """Run a flow to completion and publish its start and finish.
+
+        ``restored`` resumes an interrupted run (see :func:`runtime.flow.run_flow`).
+        """
         bus = self.signals
         await bus.publish(
             RunStarted(scenario=self.scenario, provider=self.provider.name, nodes=[n.id for n in flow.nodes])
         )
-        result = await run_flow(flow, self.env(), self.new_branch)
+        result = await run_flow(flow, self.env(), self.new_branch, restored)
         lost = audit_recoverability(list(result.branches.values()))
         await bus.publish(
             RunFinished(
