@@ -1,1 +1,48 @@
-"""foldline: runtime."""
+"""foldline's runtime: flows, the scheduler, the request compiler, measurement,
+the ceiling policy, folding, cache placement, providers, scenarios and the CLI.
+
+The names most programs need are importable from here (loaded on first use,
+so ``import runtime`` stays cheap)::
+
+    from runtime import Flow, Node, Operation, Profile, Runtime
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "Runtime": "runtime.runtime",
+    "Flow": "runtime.flow",
+    "Node": "runtime.flow",
+    "FlowResult": "runtime.flow",
+    "Operation": "runtime.engine",
+    "OperationResult": "runtime.engine",
+    "run_operation": "runtime.engine",
+    "Profile": "runtime.config",
+    "ModelConfig": "runtime.config",
+    "ProviderSpec": "runtime.config",
+    "open_provider": "runtime.providers.factory",
+    "AnthropicProvider": "runtime.providers.anthropic",
+    "ScriptedProvider": "runtime.providers.scripted",
+    "PolicyRegistry": "runtime.policies",
+    "ScriptPolicy": "runtime.policies",
+    "ScriptStep": "runtime.policies",
+    "load_scenario": "runtime.scenario",
+    "run_scenario": "runtime.scenario_run",
+    "InputCeilingExceeded": "runtime.errors",
+    "ConfigError": "runtime.errors",
+    "FoldlineError": "runtime.errors",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'runtime' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

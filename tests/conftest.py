@@ -9,6 +9,11 @@ from __future__ import annotations
 
 import pytest
 
+from runtime.logs import configure_logging
+
+# Library logs go to stderr at warning level during tests (the CLI configures its own).
+configure_logging(level="warning")
+
 
 @pytest.fixture(params=["asyncio", "trio"])
 def anyio_backend(request: pytest.FixtureRequest) -> str:

@@ -43,9 +43,15 @@ class ScriptedProvider:
         token_factor: float = 1.15,
         lookback_collapse: bool = True,
         latency_s: float = 0.0,
+        caches_by_prefix: bool = True,
     ) -> None:
+        """``caches_by_prefix=False`` makes it a provider that does not declare prefix
+        caching (placement then stays off whatever the profile says)."""
         config = SimConfig(token_factor=token_factor, lookback_collapse=lookback_collapse, latency_s=latency_s)
-        self.__attrs_init__(SimApp(config=config, policies=policies, clock=clock, sleep=anyio.sleep))
+        self.__attrs_init__(
+            SimApp(config=config, policies=policies, clock=clock, sleep=anyio.sleep),
+            caches_by_prefix=caches_by_prefix,
+        )
 
     @property
     def app(self) -> SimApp:

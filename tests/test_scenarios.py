@@ -1,0 +1,59 @@
+"""Every scenario file in scenarios/ runs, through the CLI, with the exit code it promises."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from runtime.cli import main
+from signals.sinks import read_jsonl
+
+SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
+
+# What each scenario promises (exit code). A new scenario must say what it promises here.
+EXPECTED_EXIT = {"quickstart": 0, "ceiling": 1, "cache": 0, "fold": 0}
+
+
+def scenario_files() -> list[Path]:
+    return sorted(SCENARIOS.glob("*.toml"))
+
+
+def test_every_scenario_states_what_it_promises() -> None:
+    unknown = {p.stem for p in scenario_files()} - set(EXPECTED_EXIT)
+    assert not unknown, f"add the expected exit code of {sorted(unknown)} to EXPECTED_EXIT"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", scenario_files(), ids=lambda p: p.stem)
+def test_scenario_runs_with_its_promised_exit_code(path: Path, tmp_path: Path) -> None:
+    signals, report = tmp_path / "s.jsonl", tmp_path / "r.json"
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["run", str(path), "--signals", str(signals), "--report", str(report), "--quiet"], out=out, err=err)
+    assert code == EXPECTED_EXIT[path.stem], err.getvalue() + out.getvalue()
+    data = json.loads(report.read_text())
+    events = read_jsonl(signals)
+    assert data["bytes_unrecoverable"] == 0
+    assert data["rewrites"]["unexplained"] == 0
+    for event in events:
+        if event.type == "ContextDecision" and event.data["sent"] and event.data["ceiling"] is not None:
+            assert event.data["estimate_after"] <= event.data["ceiling"]
+
+
+def test_the_ceiling_scenario_refuses_one_child_and_runs_the_other(tmp_path: Path) -> None:
+    signals = tmp_path / "s.jsonl"
+    code = main(["run", str(SCENARIOS / "ceiling.toml"), "--provider", "scripted", "--signals", str(signals), "--quiet"],
+                out=io.StringIO(), err=io.StringIO())
+    assert code == 1
+    decisions = [e for e in read_jsonl(signals) if e.type == "ContextDecision"]
+    by_node: dict[str, list[str]] = {}
+    for d in decisions:
+        by_node.setdefault(d.node_id, []).append(d.data["action"])
+    assert by_node["tight-review"] == ["refuse"]
+    refused = next(d for d in decisions if d.node_id == "tight-review")
+    assert refused.data["sent"] is False and refused.data["estimate_before"] > refused.data["ceiling"]
+    assert by_node["roomy-review"] == ["pass"]
+    assert "notice" in by_node["near-limit"]
+    assert set(by_node["small"]) == {"pass"}
