@@ -43,6 +43,9 @@ def _parser() -> argparse.ArgumentParser:
     sim.add_argument("--host", default="127.0.0.1")
     sim.add_argument("--port", type=int, default=8765)
     sim.add_argument("--token-factor", type=float, default=1.15)
+    sim.add_argument(
+        "--scenario", help="answer each node's requests (header x-foldline-node) with that node's script from this file"
+    )
     return parser
 
 
@@ -107,9 +110,25 @@ def _cmd_sim(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from runtime.policies import PolicyRegistry
     from runtime.sim.server import SimConfig, serve_forever
 
+    policies = PolicyRegistry()
+    if args.scenario:
+        from runtime.scenario import load_scenario
+        from runtime.scenario_run import build_policies
+        from runtime.tools import BUILTIN_TOOLS
+
+        try:
+            policies = build_policies(load_scenario(args.scenario, tool_names=BUILTIN_TOOLS.names()))
+        except ConfigError as exc:
+            print(f"foldline: {exc}", file=err)
+            return EXIT_BAD_INPUT
+    nodes = ", ".join(sorted(policies.policies)) or "none (pass --scenario to script nodes)"
     print(f"foldline sim: serving the simulated Anthropic API on http://{args.host}:{args.port}", file=err)
+    print(f"foldline sim: scripted nodes: {nodes}", file=err)
     config = SimConfig(token_factor=args.token_factor, host=args.host, port=args.port)
-    anyio.run(lambda: serve_forever(args.host, args.port, config, PolicyRegistry(), time.time))
+    try:
+        anyio.run(lambda: serve_forever(args.host, args.port, config, policies, time.time))
+    except KeyboardInterrupt:
+        pass
     return EXIT_OK
 
 

@@ -235,6 +235,10 @@ class _Scheduler:
 
     async def supervise(self, node: Node, branch: Branch, resume: bool = False) -> None:
         """Run one node; a failure is recorded as its own, never raised into the flow."""
+        with structlog.contextvars.bound_contextvars(node=node.id, branch=branch.id):
+            await self._supervise(node, branch, resume)
+
+    async def _supervise(self, node: Node, branch: Branch, resume: bool) -> None:
         self.branches[node.id] = branch
         async with self.limiter:
             await self.publish(

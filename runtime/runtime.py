@@ -146,6 +146,10 @@ class Runtime:
 
         ``restored`` resumes an interrupted run (see :func:`runtime.flow.run_flow`).
         """
+        with structlog.contextvars.bound_contextvars(run_id=self.run_id):
+            return await self._run(flow, restored)
+
+    async def _run(self, flow: Flow, restored: Mapping[str, Restored] | None) -> FlowResult:
         bus = self.signals
         await bus.publish(
             RunStarted(scenario=self.scenario, provider=self.provider.name, nodes=[n.id for n in flow.nodes])
