@@ -87,6 +87,10 @@ class RequestRecord:
     marks: tuple[tuple[tuple[Any, ...], str, str], ...]
     status: str
     usage: Any = None
+    result_bound: int | None = None
+    """The ``tool_result_max_chars`` the request compiled under (replay projects results with it)."""
+    prompt_cache: Any = None
+    """The placement's record (``Placement.to_record()``: marks, landing, g1, tail_skip) when caching was on."""
 
 
 Change = Union[MessageAdded, ViewSet, StateSet, LedgerSet, RequestRecord]
@@ -107,7 +111,20 @@ class BranchJournal(Protocol):
 
 @attrs.frozen
 class ContextState:
-    """A branch's context state: a frozen value replaced whole on each change."""
+    """A branch's context state: a frozen value replaced whole on each change.
+
+    - ``scale``: the calibration (>= 1.0, never falls).
+    - ``delivered``: ids a completed main request carried (only these may fold).
+    - ``refusal``: the sticky refusal, if any.
+    - ``protected_round``: the first-round decision
+      (:class:`runtime.fold.protected.ProtectedRound`), None while pending.
+    - ``pending_marks``: the model's fold marks
+      (:class:`runtime.fold.marks.FoldMark`) waiting for the next commit.
+    - ``recovered``: originals restored or read (and recovery answers) since
+      the last completed main request; no fold pass takes them before it.
+    - ``last_request_digests``, ``rewrite_cause``: the append-only check and
+      the recorded cause of the next rewrite (a fold commit or a restore).
+    """
 
     scale: float = 1.0
     delivered: frozenset[str] = frozenset()
@@ -116,8 +133,11 @@ class ContextState:
     pending_marks: tuple[Any, ...] = ()
     last_request_digests: tuple[str, ...] = ()
     rewrite_cause: str | None = None
+    request_serial: int = 0
+    """Requests this branch has started (numbers its request ids; never reused, across resumes too)."""
     open_turn: tuple[int, int] | None = None
     """While an operation runs: (instructions appended, requests completed); None between turns."""
+    recovered: frozenset[str] = frozenset()
 
 
 @attrs.define(eq=False)
@@ -229,16 +249,23 @@ class Branch:
 
         ``upto`` keeps only the view's first ``upto`` messages (the flow uses it
         to leave out a round whose calls have no results yet). The clone keeps
-        the scale, the protected-round decision and the delivered marks of the
-        messages it sees; it gets no refusal and an empty cache ledger (cache
-        evidence does not transfer).
+        the scale, the protected-round decision (pending again when the clone's
+        view lacks a member of the round) and the delivered marks of the
+        messages it sees; it gets no refusal, no pending fold marks and an
+        empty cache ledger (cache evidence does not transfer). Message ids are
+        shared with the emitter, so notes, copies and recovery indices keep
+        their meaning in the clone.
         """
         view = self._view[:upto] if upto is not None else list(self._view)
         seen = set(view)
+        protected = self._state.protected_round
+        members = getattr(protected, "member_ids", None)
+        if members is not None and not set(members) <= seen:
+            protected = None  # a clone missing a member of the round starts with its round pending
         state = ContextState(
             scale=self._state.scale,
             delivered=frozenset(d for d in self._state.delivered if d in seen),
-            protected_round=self._state.protected_round,
+            protected_round=protected,
         )
         return Branch(
             branch_id=branch_id or new_branch_id(),

@@ -9,7 +9,7 @@ into the branch's ledger.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import attrs
 
@@ -50,6 +50,24 @@ def plan_cache(
         previous=previous.certified if previous is not None else None,
     )
     return CachePlan(placement, ledger)
+
+
+def anchor_locations(request: Request, message_ids: Iterable[str | None]) -> tuple[Location, ...]:
+    """The location of the last block each message renders to in ``request`` (its cache anchor).
+
+    Messages not in the request (or None) are skipped. The fold names two:
+    the end of the protected first round and the newest note.
+    """
+    last: dict[str, Location] = {}
+    for m, message in enumerate(request.messages):
+        for b, block in enumerate(message.blocks):
+            if block.source_id is not None:
+                last[block.source_id] = ("messages", m, b)
+    out: list[Location] = []
+    for message_id in message_ids:
+        if message_id is not None and message_id in last and last[message_id] not in out:
+            out.append(last[message_id])
+    return tuple(out)
 
 
 def record_cache_outcome(plan: CachePlan, usage: Usage, *, attempt_start: float, env: RunEnv) -> CacheLedger:

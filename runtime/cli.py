@@ -6,6 +6,8 @@
   succeeded, 1 when the run finished with failed nodes, 2 on bad input.
 - ``foldline sim [--port N]``: serve the simulated Anthropic server.
 - ``foldline bench [--micro] [--json FILE]``: the benchmarks.
+- ``foldline resume PATH``, ``replay PATH``, ``events PATH``, ``inspect PATH``:
+  the durable store of a run started with ``foldline run --store PATH``.
 """
 
 from __future__ import annotations
@@ -38,6 +40,18 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--signals", metavar="FILE.jsonl", help="write every event, one JSON object per line")
     run.add_argument("--report", metavar="FILE.json", help="write the report as JSON")
     run.add_argument("--quiet", action="store_true", help="no progress lines")
+    run.add_argument("--store", metavar="PATH", help="store the run in SQLite at PATH as it goes (resumable)")
+
+    from runtime.bench import command as bench_command
+    from runtime.store import commands as store_commands
+
+    bench_command.add_arguments(sub.add_parser("bench", help="run the benchmark workloads under every strategy"))
+    store_commands.add_resume_arguments(sub.add_parser("resume", help="continue a stored run that stopped"))
+    store_commands.add_replay_arguments(
+        sub.add_parser("replay", help="rebuild stored requests and verify their digests (no model, no tool)")
+    )
+    store_commands.add_events_arguments(sub.add_parser("events", help="print a stored run's events"))
+    store_commands.add_inspect_arguments(sub.add_parser("inspect", help="show a stored branch's view as the model sees it"))
 
     sim = sub.add_parser("sim", help="serve the simulated Anthropic server")
     sim.add_argument("--host", default="127.0.0.1")
@@ -49,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _progress_printer(stream: TextIO):
+def progress_printer(stream: TextIO):
     def show(event: Event) -> None:
         node = event.node_id or "-"
         data = event.data
@@ -79,6 +93,10 @@ def _progress_printer(stream: TextIO):
 
 
 def _cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.store:
+        from runtime.store.commands import run_run
+
+        return run_run(args, out, err)
     from runtime.report import format_report
     from runtime.scenario import load_scenario
     from runtime.scenario_run import run_scenario
@@ -89,7 +107,7 @@ def _cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except ConfigError as exc:
         print(f"foldline: {exc}", file=err)
         return EXIT_BAD_INPUT
-    progress = None if args.quiet else _progress_printer(err)
+    progress = None if args.quiet else progress_printer(err)
     try:
         run = anyio.run(
             lambda: run_scenario(scenario, provider_kind=args.provider, signals_path=args.signals, progress=progress)
@@ -142,9 +160,23 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
             return _cmd_run(args, out, err)
         if args.command == "sim":
             return _cmd_sim(args, out, err)
+        if args.command == "bench":
+            from runtime.bench.command import run as run_bench
+
+            return run_bench(args, out, err)
+        if args.command in ("resume", "replay", "events", "inspect"):
+            from runtime.store import commands as store_commands
+
+            return getattr(store_commands, f"run_{args.command}")(args, out, err)
     except FoldlineError as exc:
         print(f"foldline: {exc}", file=err)
         return EXIT_FAILED
+    except BrokenPipeError:
+        # The reader went away (e.g. `foldline events ... | head`): stop quietly.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     raise AssertionError(f"unhandled command {args.command}")
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import json
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, Literal, Protocol
 
 import attrs
@@ -46,12 +46,28 @@ from runtime.messages import (
 RECIPE_VERSION = 1
 """Version of the rendering rules; recorded with every request (for replay)."""
 
+EMPTY_RESPONSE_TEXT = "(empty response)"
+"""What an assistant response with no calls and only blank text renders as."""
+
 Intent = Literal["continuing", "final", "side"]
 Location = tuple[Any, ...]
 
 
 class CompileError(FoldlineError):
     """The view cannot be rendered as a valid request (e.g. an orphaned call or result)."""
+
+
+class ResultProjection(Protocol):
+    """How a request renders tool results (the result bound, :mod:`runtime.fold.projection`).
+
+    ``output_of`` gives the ``content`` a result's block carries;
+    ``memo_key`` names everything besides the message that the output depends
+    on (the same key must always give the same output).
+    """
+
+    def memo_key(self, result: ToolResult) -> Hashable: ...
+
+    def output_of(self, result: ToolResult) -> str: ...
 
 
 class MarkLike(Protocol):
@@ -227,21 +243,21 @@ class Request:
 
 
 class _BlockMemo:
-    """A bounded memo of rendered blocks by message identity and content."""
+    """A bounded memo of rendered blocks by message identity, content and projection key."""
 
     def __init__(self, max_entries: int = 200_000) -> None:
         self._max = max_entries
-        self._entries: OrderedDict[tuple[str, str], tuple[Block, ...]] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, str, Hashable], tuple[Block, ...]] = OrderedDict()
 
-    def get(self, message: Message) -> tuple[Block, ...] | None:
-        key = (message.id, message.sha256)
+    def get(self, message: Message, variant: Hashable = None) -> tuple[Block, ...] | None:
+        key = (message.id, message.sha256, variant)
         blocks = self._entries.get(key)
         if blocks is not None:
             self._entries.move_to_end(key)
         return blocks
 
-    def put(self, message: Message, blocks: tuple[Block, ...]) -> None:
-        self._entries[(message.id, message.sha256)] = blocks
+    def put(self, message: Message, blocks: tuple[Block, ...], variant: Hashable = None) -> None:
+        self._entries[(message.id, message.sha256, variant)] = blocks
         if len(self._entries) > self._max:
             self._entries.popitem(last=False)
 
@@ -261,16 +277,20 @@ def _tool_use_block(call: ToolCall, source_id: str) -> Block:
     return Block(text, "tool_use", source_id)
 
 
-def _tool_result_block(result: ToolResult) -> Block:
-    value: dict[str, Any] = {"type": "tool_result", "tool_use_id": result.call_id, "content": result.output}
+def _tool_result_block(result: ToolResult, output: str) -> Block:
+    value: dict[str, Any] = {"type": "tool_result", "tool_use_id": result.call_id, "content": output}
     if result.is_error:
         value["is_error"] = True
     return Block(canonical_json(value), "tool_result", result.id)
 
 
-def render_blocks(message: Message) -> tuple[Block, ...]:
-    """The content blocks one message renders to (memoized; same message, same blocks)."""
-    cached = _memo.get(message)
+def render_blocks(message: Message, projection: ResultProjection | None = None) -> tuple[Block, ...]:
+    """The content blocks one message renders to (memoized; same message and projection, same blocks).
+
+    ``projection`` decides what a tool result's block carries (None: its stored output).
+    """
+    variant = projection.memo_key(message) if projection is not None and isinstance(message, ToolResult) else None
+    cached = _memo.get(message, variant)
     if cached is not None:
         return cached
     if isinstance(message, Instruction):
@@ -285,12 +305,18 @@ def render_blocks(message: Message) -> tuple[Block, ...]:
                     parts.append(_text_block(part.text, message.id))
             else:
                 parts.append(_tool_use_block(part, message.id))
+        if not parts:
+            # The API refuses blank text blocks, and a response rendering to
+            # nothing would let the next user turn merge into the previous
+            # user message (rewriting a prefix); it keeps its place instead.
+            parts.append(_text_block(EMPTY_RESPONSE_TEXT, message.id))
         blocks = tuple(parts)
     elif isinstance(message, ToolResult):
-        blocks = (_tool_result_block(message),)
+        output = projection.output_of(message) if projection is not None else message.output
+        blocks = (_tool_result_block(message, output),)
     else:
         raise CompileError(f"a {type(message).__name__} cannot be rendered as a conversation message")
-    _memo.put(message, blocks)
+    _memo.put(message, blocks, variant)
     return blocks
 
 
@@ -300,6 +326,7 @@ def compile_request(
     tools: Sequence[ToolSpec],
     view: Sequence[Message],
     settings: RequestSettings,
+    projection: ResultProjection | None = None,
 ) -> Request:
     """Compile a view into a request. Pure and deterministic.
 
@@ -307,6 +334,8 @@ def compile_request(
     message, by its result (in call order); a call without a result in the
     view, a result without its call before it, or two results for one call
     raise :class:`CompileError`: no request ever carries an orphan.
+    ``projection`` renders tool results (the result bound); None sends each
+    result's stored output.
     """
     system_text = system.text if isinstance(system, SystemMessage) else system
     results: dict[str, ToolResult] = {}
@@ -348,7 +377,7 @@ def compile_request(
                 )
             continue
         if isinstance(message, AssistantResponse):
-            add("assistant", render_blocks(message), message.id)
+            add("assistant", render_blocks(message, projection), message.id)
             calls = message.tool_calls
             if calls:
                 flush()
@@ -359,9 +388,9 @@ def compile_request(
                             f"orphaned tool call {call.call_id!r} ({call.name}): no result in the view"
                         )
                     placed.add(call.call_id)
-                    add("user", render_blocks(result), result.id)
+                    add("user", render_blocks(result, projection), result.id)
             continue
-        add("user", render_blocks(message), message.id)
+        add("user", render_blocks(message, projection), message.id)
     flush()
     return Request(settings=settings, tools=tuple(tools), system=system_text, messages=tuple(out))
 

@@ -319,6 +319,9 @@ def check_ceiling(value: Any, where: str) -> CeilingValue:
 
 # -- Profile --------------------------------------------------------------
 
+FOLD_SCHEDULINGS = ("epoch", "immediate")
+CONTEXT_STRATEGIES = ("fold", "compaction")
+
 
 @attrs.frozen(kw_only=True)
 class Profile:
@@ -337,6 +340,13 @@ class Profile:
       ``0 <= m < context_fold_at`` (0 turns tail-skip off).
     - ``tool_result_max_chars``: bound on each result body (int >= 1,024),
       None for no bound.
+    - ``fold_scheduling``: ``"epoch"`` (default: the model's marks and the
+      host's stages commit together when the request reaches the fold line)
+      or ``"immediate"`` (every decision commits as soon as it is made).
+    - ``context_strategy``: ``"fold"`` (default: lossless folding with the
+      context tool) or ``"compaction"`` (the common harnesses' baseline: one
+      summary of the whole conversation at the fold line, originals not
+      recoverable by the model, no context tool).
     - ``max_tokens``: the output cap of each request (positive int).
     - ``model``: overrides the provider's model (None: the provider's).
     """
@@ -350,6 +360,8 @@ class Profile:
     context_fold_target: float = attrs.field(default=0.6, converter=_float_if_int)
     context_fold_tail_margin: float = attrs.field(default=0.045, converter=_float_if_int)
     tool_result_max_chars: int | None = None
+    fold_scheduling: Literal["epoch", "immediate"] = "epoch"
+    context_strategy: Literal["fold", "compaction"] = "fold"
     max_tokens: int = 1024
     model: str | None = None
 
@@ -420,6 +432,8 @@ def _check_profile(v: Mapping[str, Any], where: str) -> None:
     if v["tool_result_max_chars"] is not None:
         check_int(v["tool_result_max_chars"], at("tool_result_max_chars"), minimum=1024,
                   expected="an integer >= 1024 (omit the key for no bound)")
+    check_choice(v["fold_scheduling"], at("fold_scheduling"), FOLD_SCHEDULINGS)
+    check_choice(v["context_strategy"], at("context_strategy"), CONTEXT_STRATEGIES)
     check_int(v["max_tokens"], at("max_tokens"), minimum=1, expected="a positive integer")
     if v["model"] is not None:
         check_text(v["model"], at("model"), expected="a model name (omit the key to use the provider's)")

@@ -16,6 +16,18 @@ Operations:
 
 A refusal is sticky on the branch: once refused, every later send on it raises
 the same refusal until the caller clears it.
+
+Folding (DESIGN.md section 5). An iterative operation whose profile has
+``context_management = true`` and a resolved ceiling has a fold installed.
+Before each send the request is measured; at or past the fold line (or over
+the ceiling, or, under immediate scheduling, before every request) the pure
+planner (:mod:`runtime.fold.planner`) decides the passes, this shell sends the
+``side`` summary requests it asks for, and lands the result in one
+``turn.batch()``: the new notes and copies into the record, the new view, the
+pending marks, and the rewrite cause that explains the next request's
+CacheRewrite. A refusal the fold clears resumes the turn, at most twice per
+turn. The model's ``context`` tool calls are run here too, against the
+branch (:mod:`runtime.fold.context_tool`).
 """
 
 from __future__ import annotations
@@ -28,23 +40,37 @@ import attrs
 import structlog
 
 from actors.branch import Branch, RequestRecord, Turn
-from runtime.cache_step import CachePlan, plan_cache, record_cache_outcome
+from runtime.cache import Placement, TailSkip
+from runtime.cache_step import CachePlan, anchor_locations, plan_cache, record_cache_outcome
 from runtime.calibration import Calibration
 from runtime.ceiling import ResolvedCeiling, decide, notice_line, resolve_ceiling
-from runtime.compiler import Request, RequestSettings, compile_request
+from runtime.compiler import Request, RequestSettings, ToolSpec, compile_request
 from runtime.config import Profile
 from runtime.env import RunEnv
 from runtime.errors import FoldlineError, InputCeilingExceeded
+from runtime.fold.context_tool import CONTEXT_TOOL, CONTEXT_TOOL_NAME, run_context_call
+from runtime.fold.measurer import ViewMeasurer
+from runtime.fold.planner import FoldInput, FoldPlan, FoldPlanner, NeedSummary, SummaryResult
+from runtime.fold.projection import BoundProjection, record_projection
+from runtime.fold.protected import decide as decide_first_round
+from runtime.fold.protected import first_round, protected_ids, round_end_in_view
+from runtime.fold.settings import FoldSettings, fold_settings
 from runtime.measure import Measurement, measure
-from runtime.messages import AssistantResponse, Instruction, Message, TextPart, ToolCall, ToolResult
-from runtime.providers.base import ProviderReply
+from runtime.messages import AssistantResponse, Instruction, Message, Note, TextPart, ToolCall, ToolResult
+from runtime.providers.base import ProviderError, ProviderReply
 from runtime.tools import ToolContext, ToolFailed
 from runtime.usage import Usage
-from signals.events import CacheRewrite, ContextDecision, RequestSent, ResponseReceived
+from signals.events import CacheRewrite, ContextDecision, FoldCommitted, RequestSent, ResponseReceived
 
 log = structlog.get_logger("foldline.engine")
 
 METHOD = "o200k_base x scale"
+
+MAX_RESUMES = 2
+"""Refusals a fold may clear in one turn; past that the turn fails with the refusal."""
+
+SUMMARY_MAX_TOKENS = 1024
+"""Output cap of a fold's summary request."""
 
 
 class RoundLimitExceeded(FoldlineError):
@@ -91,6 +117,35 @@ class OperationResult:
 Spawn = Callable[[str], Awaitable[str]]
 
 
+@attrs.frozen
+class _FoldRun:
+    """What the folds before one send did (for the decision event)."""
+
+    plans: tuple[FoldPlan, ...] = ()
+    ran: bool = False
+
+    @property
+    def stages(self) -> list[str]:
+        return [stage for plan in self.plans for stage in plan.stages]
+
+    @property
+    def folded_ids(self) -> list[str]:
+        return [mid for plan in self.plans for mid in plan.folded_ids]
+
+    def reason(self, ceiling_reason: str) -> str:
+        if not self.ran:
+            return ceiling_reason
+        landed = [p for p in self.plans if p.landed]
+        if not landed:
+            return f"{ceiling_reason}; the fold found nothing it may take"
+        described = "; ".join(
+            f"fold {p.fold_id} landed {'+'.join(p.stages)}: {p.estimate_before} -> {p.estimate_after} tokens"
+            f" (target {'reached' if p.target_reached else 'missed'})"
+            for p in landed
+        )
+        return f"{ceiling_reason}; {described}"
+
+
 @attrs.define(eq=False)
 class _Driver:
     """Runs one operation inside one turn (an identity object, lives for the turn)."""
@@ -108,10 +163,44 @@ class _Driver:
     """Instructions of this operation appended so far (resume state)."""
     completed: int = 0
     """Requests of this operation completed so far (resume state)."""
+    resumes: int = 0
+    """Refusals a fold cleared in this turn."""
+    summaries: int = 0
+    previous_placement: Placement | None = None
+    fold: FoldSettings | None = attrs.field(init=False)
+    tools: tuple[ToolSpec, ...] = attrs.field(init=False)
+    caching: bool = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        profile = self.profile
+        self.caching = bool(self.env.provider.caches_by_prefix and profile.prompt_caching)
+        installed = fold_settings(
+            context_management=profile.context_management,
+            ceiling=self.ceiling.ceiling,
+            fold_at=profile.context_fold_at,
+            target=profile.context_fold_target,
+            tail_margin=profile.context_fold_tail_margin,
+            result_bound=profile.tool_result_max_chars,
+            caching=self.caching,
+            scheduling=profile.fold_scheduling,
+            strategy=profile.context_strategy,
+        )
+        # A bounded operation is never folded (refused as before); the tool set
+        # still follows the profile alone, so the stable segment does not move.
+        self.fold = installed if self.operation.kind == "iterative" else None
+        tools = self.branch.tools
+        offers = profile.context_management and profile.context_strategy == "fold"
+        if offers and all(t.name != CONTEXT_TOOL_NAME for t in tools):
+            tools = tools + (CONTEXT_TOOL,)
+        self.tools = tools
 
     @property
     def branch(self) -> Branch:
         return self.turn.branch
+
+    @property
+    def offers_context_tool(self) -> bool:
+        return any(t is CONTEXT_TOOL for t in self.tools)
 
     # -- compile and measure ----------------------------------------------------------
 
@@ -119,12 +208,36 @@ class _Driver:
         model = self.profile.model or self.env.model.name
         return RequestSettings(model=model, max_tokens=self.profile.max_tokens, intent=intent)  # type: ignore[arg-type]
 
+    def projection(self) -> BoundProjection | None:
+        """The result bound's projection (None when nothing is bounded).
+
+        An included protected round keeps the bound it was decided under.
+        """
+        bound = self.profile.tool_result_max_chars
+        decision = self.branch.state.protected_round
+        frozen: dict[str, int | None] = {}
+        if decision is not None and decision.included and decision.result_bound != bound:
+            frozen = {mid: decision.result_bound for mid in decision.member_ids}
+        return record_projection(self.branch, bound, frozen)
+
     def compile(self, view: Sequence[Message], intent: str) -> Request:
         branch = self.branch
-        return compile_request(system=branch.system, tools=branch.tools, view=view, settings=self.settings(intent))
+        return compile_request(
+            system=branch.system,
+            tools=self.tools,
+            view=view,
+            settings=self.settings(intent),
+            projection=self.projection(),
+        )
 
     def measure(self, request: Request) -> Measurement:
         return measure(request.pieces(), self.env.counter, self.branch.scale)
+
+    def measurer(self, intent: str) -> ViewMeasurer:
+        branch = self.branch
+        return ViewMeasurer(
+            branch.system, self.tools, self.settings(intent), self.env.counter, branch.scale, self.projection()
+        )
 
     # -- events -----------------------------------------------------------------------
 
@@ -132,20 +245,29 @@ class _Driver:
         await self.env.bus.publish(event, branch_id=self.branch.id, node_id=self.node_id, request_id=request_id)
 
     async def publish_decision(
-        self, m: Measurement, action: str, sent: bool, reason: str, request_id: str | None
+        self,
+        m: Measurement,
+        action: str,
+        sent: bool,
+        reason: str,
+        request_id: str | None,
+        *,
+        before: int | None = None,
+        folds: _FoldRun | None = None,
     ) -> None:
         c = self.ceiling
+        folds = folds or _FoldRun()
         await self.publish(
             ContextDecision(
                 ceiling=c.ceiling,
                 ceiling_source=c.source,
                 tier=c.tier,
                 method=METHOD,
-                estimate_before=m.estimate,
+                estimate_before=m.estimate if before is None else before,
                 estimate_after=m.estimate,
                 action=action,
-                stages=[],
-                folded_ids=[],
+                stages=folds.stages,
+                folded_ids=folds.folded_ids,
                 sent=sent,
                 reason=reason,
             ),
@@ -167,32 +289,53 @@ class _Driver:
             self.turn.update_state(open_turn=(self.appended, self.completed))
 
     async def send(self, intent: str) -> ProviderReply:
-        """Measure, decide, place marks and send the branch's view as one request."""
+        """Measure, fold when due, decide, place marks and send the branch's view as one request."""
         branch = self.branch
         if branch.refusal is not None:
             raise branch.refusal
         self.requests += 1
-        request_id = f"{branch.id}:{self.requests}"
+        serial = branch.state.request_serial + 1
+        self.turn.update_state(request_serial=serial)
+        request_id = f"{branch.id}:{serial}"
         view = branch.view()
+        self._decide_first_round(view, intent, request_id)
         request = self.compile(view, intent)
         m = self.measure(request)
+        before = m.estimate
+        folds = _FoldRun()
+        if self.fold is not None:
+            view, request, m, folds = await self._fold_before_send(view, request, m, intent)
         decision = decide(m, self.ceiling, can_fold=False)
         if decision.action == "refuse":
-            await self._refuse(m, decision.reason, request_id)
+            await self._refuse(m, decision.reason, request_id, before=before, folds=folds)
+        action = "fold" if folds.stages else decision.action
+        reason = folds.reason(decision.reason)
         plan: CachePlan | None = None
-        if self.env.provider.caches_by_prefix and self.profile.prompt_caching:
-            plan = plan_cache(request, branch.ledger, now=self.env.clock(), env=self.env)
+        if self.caching:
+            plan = plan_cache(
+                request,
+                branch.ledger,
+                now=self.env.clock(),
+                env=self.env,
+                anchors=self._anchors(request, view) if intent == "continuing" else (),
+                tail_skip=self._tail_skip(m) if intent == "continuing" else None,
+                previous=self.previous_placement,
+            )
             request = request.with_marks(plan.placement.marks)
+            self.previous_placement = plan.placement
         await self._check_rewrite(request, request_id)
         attempt_start = [self.env.clock()]
 
         async def before_attempt(attempt: int) -> None:
             attempt_start[0] = self.env.clock()
-            measured = m if attempt == 1 else self.measure(request)
-            verdict = decision if attempt == 1 else decide(measured, self.ceiling, can_fold=False)
-            if verdict.action == "refuse":
-                await self._refuse(measured, verdict.reason, request_id)
-            await self.publish_decision(measured, verdict.action, True, verdict.reason, request_id)
+            if attempt == 1:
+                await self.publish_decision(m, action, True, reason, request_id, before=before, folds=folds)
+            else:
+                measured = self.measure(request)
+                verdict = decide(measured, self.ceiling, can_fold=False)
+                if verdict.action == "refuse":
+                    await self._refuse(measured, verdict.reason, request_id)
+                await self.publish_decision(measured, verdict.action, True, verdict.reason, request_id)
             await self.publish(
                 RequestSent(
                     digest=request.digest,
@@ -209,27 +352,40 @@ class _Driver:
         reply = await self.env.provider.send(request, node_id=self.node_id, before_attempt=before_attempt)
         duration = self.env.monotonic() - started
         self.usage = self.usage + reply.usage
-        await self.publish(
-            ResponseReceived(usage=reply.usage.to_dict(), stop_reason=reply.stop_reason, duration_s=round(duration, 6)),
-            request_id,
-        )
+        # The branch takes the response first and the usage event follows with no
+        # checkpoint between: a cancellation can then never leave a counted usage
+        # event without the response it belongs to (a store pairs the two).
         with self.turn.batch():
             self._absorb(reply, m, view, plan, attempt_start[0])
             self.completed += 1
             self.turn.update_state(open_turn=(self.appended, self.completed))
-            self.turn.record_request(self._record_of(request, request_id, view, "sent", reply.usage))
+            self.turn.record_request(self._record_of(request, request_id, view, "sent", reply.usage, plan))
+        await self.publish(
+            ResponseReceived(usage=reply.usage.to_dict(), stop_reason=reply.stop_reason, duration_s=round(duration, 6)),
+            request_id,
+        )
         return reply
 
     def _record_of(
-        self, request: Request, request_id: str, view: Sequence[Message], status: str, usage: Usage | None
+        self,
+        request: Request,
+        request_id: str,
+        view: Sequence[Message],
+        status: str,
+        usage: Usage | None,
+        plan: CachePlan | None = None,
+        *,
+        node_id: str | None | Literal["own"] = "own",
+        system_id: str | None | Literal["own"] = "own",
     ) -> RequestRecord:
         s = request.settings
+        own_system = self.branch.system.id if self.branch.system else None
         return RequestRecord(
             request_id=request_id,
-            node_id=self.node_id,
+            node_id=self.node_id if node_id == "own" else node_id,
             digest=request.digest,
             recipe_version=request.recipe_version,
-            system_id=self.branch.system.id if self.branch.system else None,
+            system_id=own_system if system_id == "own" else system_id,
             tools_json=tuple(t.piece() for t in request.tools),
             view_ids=tuple(m.id for m in view),
             model=s.model,
@@ -239,9 +395,13 @@ class _Driver:
             marks=tuple((tuple(mk.location), mk.ttl, getattr(mk, "role", "")) for mk in request.marks),
             status=status,
             usage=usage.to_dict() if usage is not None else None,
+            result_bound=self.profile.tool_result_max_chars if s.intent != "side" else None,
+            prompt_cache=plan.placement.to_record() if plan is not None else None,
         )
 
-    async def _refuse(self, m: Measurement, reason: str, request_id: str) -> None:
+    async def _refuse(
+        self, m: Measurement, reason: str, request_id: str, *, before: int | None = None, folds: _FoldRun | None = None
+    ) -> None:
         ceiling = self.ceiling.ceiling
         assert ceiling is not None
         error = InputCeilingExceeded(
@@ -253,7 +413,8 @@ class _Driver:
             branch_id=self.branch.id,
         )
         self.turn.update_state(refusal=error)
-        await self.publish_decision(m, "refuse", False, reason, request_id)
+        folds = folds or _FoldRun()
+        await self.publish_decision(m, "refuse", False, folds.reason(reason), request_id, before=before, folds=folds)
         log.info("request refused", branch=self.branch.id, node=self.node_id, estimate=m.estimate, ceiling=ceiling)
         raise error
 
@@ -279,19 +440,264 @@ class _Driver:
         state = self.branch.state
         scale = Calibration(state.scale).after_response(m.counted, reply.usage).scale
         delivered = state.delivered | {msg.id for msg in view}
-        self.turn.update_state(scale=scale, delivered=delivered)
+        # What was restored or read is protected until a completed main request carried it.
+        self.turn.update_state(scale=scale, delivered=delivered, recovered=frozenset())
         if plan is not None:
             self.turn.set_ledger(record_cache_outcome(plan, reply.usage, attempt_start=start, env=self.env))
         self.turn.append(_response_message(reply))
+
+    # -- cache placement with folding ---------------------------------------------------
+
+    def _anchors(self, request: Request, view: Sequence[Message]) -> tuple[Any, ...]:
+        """The end of the protected first round and of the newest note (placement's step 5)."""
+        if self.fold is None:
+            return ()
+        view_ids = [m.id for m in view]
+        round_end = round_end_in_view(self.branch.state.protected_round, view_ids)
+        newest_note = next((m.id for m in reversed(view) if isinstance(m, Note)), None)
+        return anchor_locations(request, (round_end, newest_note))
+
+    def _tail_skip(self, m: Measurement) -> TailSkip | None:
+        if self.fold is None:
+            return None
+        return TailSkip.decide(
+            estimate=m.estimate,
+            ceiling=self.fold.ceiling,
+            context_fold_at=self.fold.fold_at,
+            margin=self.fold.tail_margin,
+        )
+
+    def _decide_first_round(self, view: Sequence[Message], intent: str, request_id: str) -> None:
+        """Decide the protected first round once, in the compile of the first request carrying it whole."""
+        if self.fold is None or not self.caching or self.branch.state.protected_round is not None:
+            return
+        members = first_round(view)
+        if members is None:
+            return
+        measurer = self.measurer(intent)
+        decision = decide_first_round(
+            members,
+            estimate_of=measurer.messages_estimate,
+            ceiling=self.fold.ceiling,
+            scale=self.branch.scale,
+            result_bound=self.profile.tool_result_max_chars,
+            now=self.env.clock(),
+            by=request_id,
+        )
+        self.turn.update_state(protected_round=decision)
+
+    # -- folding ------------------------------------------------------------------------
+
+    async def _fold_before_send(
+        self, view: tuple[Message, ...], request: Request, m: Measurement, intent: str
+    ) -> tuple[tuple[Message, ...], Request, Measurement, _FoldRun]:
+        """Fold while due; a refusal a landed fold may still clear resumes, at most twice per turn."""
+        fold = self.fold
+        assert fold is not None and self.ceiling.ceiling is not None
+        plans: list[FoldPlan] = []
+        ran = False
+        while True:
+            over = m.estimate > fold.ceiling
+            if fold.due(m.estimate) or over:
+                mode = "full"
+            elif fold.scheduling == "immediate" and fold.strategy == "fold":
+                mode = "light"
+            else:
+                break
+            ran = ran or mode == "full"
+            plan = await self._plan_fold(view, intent, mode=mode, refusal=over)
+            plans.append(plan)
+            if not plan.landed:
+                with self.turn.batch():
+                    for message in plan.added:  # a rejected summary note: kept, outside the view
+                        self.turn.add_to_record(message)
+                    if plan.held_marks != self.branch.state.pending_marks and not plan.deferred:
+                        self.turn.update_state(pending_marks=plan.held_marks)
+                break
+            await self._commit(plan)
+            view = self.branch.view()
+            request = self.compile(view, intent)
+            m = self.measure(request)
+            if m.estimate <= fold.ceiling or self.resumes >= MAX_RESUMES:
+                break
+            self.resumes += 1
+            log.info("fold resumes after a refusal", branch=self.branch.id, estimate=m.estimate, resume=self.resumes)
+        return view, request, m, _FoldRun(tuple(plans), ran or any(p.landed for p in plans))
+
+    async def _plan_fold(self, view: Sequence[Message], intent: str, *, mode: str, refusal: bool) -> FoldPlan:
+        fold = self.fold
+        assert fold is not None
+        state = self.branch.state
+        fold_input = FoldInput(
+            record=self.branch,
+            view=tuple(view),
+            delivered=state.delivered,
+            recovered=state.recovered,
+            protected=protected_ids(state.protected_round, view) if fold.caching else frozenset(),
+            marks=tuple(state.pending_marks),
+            settings=fold,
+            mode=mode,  # type: ignore[arg-type]
+            refusal=refusal,
+        )
+        planner = FoldPlanner(fold_input, self.measurer(intent))
+        step = planner.start()
+        while isinstance(step, NeedSummary):
+            result = await self._send_summary(step)
+            step = planner.resume(result, self.measurer(intent))
+        return step
+
+    async def _commit(self, plan: FoldPlan) -> None:
+        """Land a fold in one batch: its notes and copies, the view, the pending marks and the rewrite cause."""
+        cause = f"fold {plan.fold_id} ({'+'.join(plan.stages)})"
+        previous = self.branch.state.rewrite_cause
+        with self.turn.batch():
+            for message in plan.added:
+                self.turn.add_to_record(message)
+            self.turn.set_view(plan.view_ids)
+            self.turn.update_state(
+                pending_marks=plan.held_marks, rewrite_cause=f"{previous}; {cause}" if previous else cause
+            )
+        await self.publish(
+            FoldCommitted(
+                stages=list(plan.stages),
+                agent_marks=plan.agent_marks,
+                host_stages=plan.host_stages,
+                tokens_freed=max(0, plan.estimate_before - plan.estimate_after),
+                target_reached=plan.target_reached,
+                estimate_before=plan.estimate_before,
+                estimate_after=plan.estimate_after,
+            )
+        )
+        log.info(
+            "fold committed",
+            branch=self.branch.id,
+            fold=plan.fold_id,
+            stages=list(plan.stages),
+            before=plan.estimate_before,
+            after=plan.estimate_after,
+        )
+
+    async def _send_summary(self, need: NeedSummary) -> SummaryResult:
+        """Send one fold summary as a ``side`` request carrying only the span; never raises a provider failure."""
+        branch = self.branch
+        self.summaries += 1
+        request_id = f"{branch.id}:{branch.state.request_serial}:summary-{self.summaries}"
+        # The side request shares nothing with the conversation: no tools, no
+        # system text of its own (the summarizer's instructions lead its one
+        # user message, which is kept in the record, outside the view, so the
+        # request can be replayed from its record).
+        prompt = Instruction(f"{need.system}\n\n{need.prompt}")
+        settings = RequestSettings(
+            model=self.profile.model or self.env.model.name,
+            max_tokens=min(self.profile.max_tokens, SUMMARY_MAX_TOKENS),
+            intent="side",
+        )
+        request = compile_request(system=None, tools=(), view=(prompt,), settings=settings)
+        m = self.measure(request)
+        ceiling = self.ceiling.ceiling
+        if ceiling is not None and m.estimate > ceiling:
+            await self.publish_decision(
+                m, "refuse", False, f"fold summary request: estimate {m.estimate} is over the ceiling {ceiling}",
+                request_id,
+            )
+            return SummaryResult(failure=f"the summary request ({m.estimate} tokens) would exceed the ceiling")
+        plan: CachePlan | None = None
+        if self.caching:
+            plan = plan_cache(request, branch.ledger, now=self.env.clock(), env=self.env)
+            request = request.with_marks(plan.placement.marks)
+        attempt_start = [self.env.clock()]
+
+        async def before_attempt(attempt: int) -> None:
+            attempt_start[0] = self.env.clock()
+            measured = self.measure(request)
+            verdict = decide(measured, self.ceiling, can_fold=False)
+            await self.publish_decision(measured, "pass" if verdict.action != "notice" else "notice", True,
+                                        f"fold summary request: {verdict.reason}", request_id)
+            await self.publish(
+                RequestSent(
+                    digest=request.digest,
+                    bytes=len(request.payload_bytes()),
+                    attempt=attempt,
+                    intent="side",
+                    marks=[_mark_json(mark) for mark in request.marks],
+                    model=request.settings.model,
+                ),
+                request_id,
+            )
+
+        started = self.env.monotonic()
+        try:
+            # A side request names no node: it is not one of the node's own model turns.
+            reply = await self.env.provider.send(request, node_id=None, before_attempt=before_attempt)
+        except ProviderError as exc:
+            with self.turn.batch():
+                self.turn.add_to_record(prompt)
+                self.turn.record_request(
+                    self._record_of(request, request_id, (prompt,), "failed", None, plan, node_id=None, system_id=None)
+                )
+            log.info("fold summary request failed", branch=branch.id, error=str(exc))
+            return SummaryResult(failure=f"the summary request failed: {exc}")
+        duration = self.env.monotonic() - started
+        self.usage = self.usage + reply.usage
+        # As for a main request: the batch first, then the usage event, no checkpoint between.
+        with self.turn.batch():
+            scale = Calibration(branch.state.scale).after_response(m.counted, reply.usage).scale
+            self.turn.update_state(scale=scale)
+            if plan is not None:
+                self.turn.set_ledger(record_cache_outcome(plan, reply.usage, attempt_start=attempt_start[0], env=self.env))
+            self.turn.add_to_record(prompt)
+            self.turn.record_request(
+                self._record_of(request, request_id, (prompt,), "sent", reply.usage, plan, node_id=None, system_id=None)
+            )
+        await self.publish(
+            ResponseReceived(usage=reply.usage.to_dict(), stop_reason=reply.stop_reason, duration_s=round(duration, 6)),
+            request_id,
+        )
+        text = _response_message(reply).text
+        if not text.strip():
+            return SummaryResult(failure="the summary request answered with no text", usage=reply.usage)
+        return SummaryResult(text=text, usage=reply.usage)
+
+    # -- the context tool -------------------------------------------------------------------
+
+    def context_call(self, call: ToolCall) -> ToolResult:
+        """Run one call of the model's context tool against the branch and apply what it changes."""
+        state = self.branch.state
+        outcome = run_context_call(
+            call.arguments,
+            view=self.branch.view(),
+            record=self.branch,
+            settings=self.fold,
+            marks=tuple(state.pending_marks),
+            completed=self.completed,
+            estimator=self.measurer("continuing"),
+        )
+        result = ToolResult.for_call(call, outcome.text, is_error=outcome.is_error)
+        changes: dict[str, Any] = {}
+        recovered = outcome.recovered | ({result.id} if outcome.protect_answer else set())
+        if recovered:
+            changes["recovered"] = state.recovered | recovered
+        if outcome.marks is not None:
+            changes["pending_marks"] = outcome.marks
+        if outcome.rewrite_cause is not None:
+            previous = state.rewrite_cause
+            changes["rewrite_cause"] = f"{previous}; {outcome.rewrite_cause}" if previous else outcome.rewrite_cause
+        with self.turn.batch():
+            if outcome.view_ids is not None:
+                self.turn.set_view(outcome.view_ids)
+            if changes:
+                self.turn.update_state(**changes)
+        return result
 
     async def run_tools(self, calls: Sequence[ToolCall]) -> None:
         """Run a round's calls in order and append their results.
 
         If a tool raises, or the turn is cancelled, every call of the round
         still gets a result (an error result) before the error propagates, so
-        the view never holds an orphaned call.
+        the view never holds an orphaned call. Calls of the context tool run
+        here, against the branch.
         """
-        known = {t.name for t in self.branch.tools}
+        known = {t.name for t in self.tools}
         done = 0
         try:
             for call in calls:
@@ -299,6 +705,8 @@ class _Driver:
                     result = ToolResult.for_call(
                         call, f"unknown tool {call.name!r}; available: {', '.join(sorted(known))}", is_error=True
                     )
+                elif call.name == CONTEXT_TOOL_NAME and self.offers_context_tool:
+                    result = self.context_call(call)
                 else:
                     tool = self.env.registry.get(call.name)
                     context = ToolContext(node_id=self.node_id, branch_id=self.branch.id, spawn=self.spawn)

@@ -74,14 +74,19 @@ class NodeOutcome:
 class Restored:
     """A node's state carried over from an interrupted run (see ``run_flow``).
 
-    ``outcome`` set: the node finished before; it is not run again.
+    ``outcome`` set: the node finished before; it is not run again (its
+    ``branch`` may be None, e.g. a child that was never spawned).
     ``outcome`` None: the node had started; it resumes on ``branch`` (its
     interrupted turn continues from the branch's stored state).
     """
 
-    branch: Branch = attrs.field(eq=False)
+    branch: Branch | None = attrs.field(eq=False)
     outcome: NodeOutcome | None = None
     spawned: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        if self.outcome is None and self.branch is None:
+            raise ValueError("a node that resumes needs its restored branch")
 
 
 @attrs.frozen
@@ -203,7 +208,8 @@ class _Scheduler:
         async with anyio.create_task_group() as tg:
             self.tg = tg
             for node_id, restored in self.restored.items():
-                self.branches[node_id] = restored.branch
+                if restored.branch is not None:
+                    self.branches[node_id] = restored.branch
                 if restored.spawned or self.nodes[node_id].spawned_by is not None:
                     self.spawned.add(node_id)
                 if restored.outcome is not None:
@@ -211,6 +217,7 @@ class _Scheduler:
                     self.done[node_id].set()
             for node_id, restored in self.restored.items():
                 if restored.outcome is None and self.nodes[node_id].spawned_by is not None:
+                    assert restored.branch is not None
                     tg.start_soon(self.supervise, self.nodes[node_id], restored.branch, True)
             for node in self.nodes.values():
                 if node.spawned_by is None and node.id not in self.outcomes:
@@ -228,7 +235,7 @@ class _Scheduler:
             await self.finish(NodeOutcome(node.id, "skipped", reason))
             return
         restored = self.restored.get(node.id)
-        if restored is not None:
+        if restored is not None and restored.branch is not None:
             await self.supervise(node, restored.branch, True)
             return
         await self.supervise(node, self._attach(node.branch or self.new_branch(node)))

@@ -151,13 +151,29 @@ def tool_use_id(node_id: str, step: int, index: int) -> str:
     return "toolu_" + sha256_hex(f"{node_id}:{step}:{index}")[:24]
 
 
+def _check_start(instance: ScriptPolicy, attribute: attrs.Attribute, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= len(instance.steps):
+        raise ValueError(
+            f"ScriptPolicy.start: {value!r} is not a step index from 0 to {len(instance.steps)} "
+            f"(node {instance.node_id!r} has {len(instance.steps)} step(s))"
+        )
+
+
 @attrs.define(eq=False)
 class ScriptPolicy:
-    """Answers with its steps in order, one per request; raises PolicyExhausted past the last."""
+    """Answers with its steps in order, one per request; raises PolicyExhausted past the last.
+
+    ``start`` is the first step it answers with (a resumed run starts each
+    node's script after the requests its stored run completed).
+    """
 
     node_id: str
     steps: tuple[ScriptStep, ...] = attrs.field(converter=tuple)
+    start: int = attrs.field(default=0, kw_only=True, validator=_check_start)
     _cursor: int = attrs.field(default=0, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._cursor = self.start
 
     @property
     def steps_taken(self) -> int:

@@ -33,6 +33,7 @@ from runtime.canonical import canonical_json, sha256_hex
 from runtime.config import ModelConfig
 from runtime.env import RunEnv
 from runtime.flow import Flow, FlowResult, Node, Restored, run_flow
+from runtime.fold.audit import unrecoverable_bytes
 from runtime.measure import TokenCounter
 from runtime.pricing import PricingTable
 from runtime.providers.base import Provider
@@ -47,10 +48,12 @@ log = structlog.get_logger("foldline.runtime")
 
 
 def audit_recoverability(branches: list[Branch]) -> int:
-    """Bytes of record messages whose stored content no longer matches its SHA-256.
+    """Bytes of what the run's conversations worked on that can no longer be had back.
 
-    Every original a view let go of must still be in its branch's record with
-    its digest intact; anything that fails the check counts as unrecoverable.
+    Two checks per branch: every record message's content must still match its
+    SHA-256 (a corrupted original counts whole), and every original a view let
+    go of must still have a recovery path (:func:`runtime.fold.audit.unrecoverable_bytes`:
+    what a compaction dropped, or a note naming a message the record lacks).
     """
     bad = 0
     for branch in branches:
@@ -58,6 +61,7 @@ def audit_recoverability(branches: list[Branch]) -> int:
             text = canonical_json(message.content())
             if sha256_hex(text) != message.sha256:
                 bad += len(text.encode("utf-8"))
+        bad += unrecoverable_bytes(branch)
     return bad
 
 

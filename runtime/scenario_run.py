@@ -19,6 +19,7 @@ import attrs
 from runtime.config import Scenario
 from runtime.engine import Operation
 from runtime.flow import Flow, FlowResult, Node
+from runtime.fold.summary_policy import FoldSummaryPolicy
 from runtime.policies import PolicyRegistry, ScriptPolicy
 from runtime.providers.factory import open_provider
 from runtime.runtime import Runtime
@@ -50,8 +51,12 @@ def build_flow(scenario: Scenario) -> Flow:
 
 
 def build_policies(scenario: Scenario) -> PolicyRegistry:
-    """One script policy per node, from the node's ``script``."""
-    return PolicyRegistry({spec.id: ScriptPolicy(spec.id, spec.script) for spec in scenario.nodes})
+    """One script policy per node, from the node's ``script``; fold summary
+    requests (which name no node) are answered by the deterministic
+    extractive summarizer."""
+    return PolicyRegistry(
+        {spec.id: ScriptPolicy(spec.id, spec.script) for spec in scenario.nodes}, default=FoldSummaryPolicy()
+    )
 
 
 @attrs.frozen

@@ -90,6 +90,8 @@ PLAUSIBLE = {
     "context_fold_target": fractions,
     "context_fold_tail_margin": st.floats(min_value=0.0, max_value=0.2),
     "tool_result_max_chars": st.integers(min_value=1000, max_value=5000),
+    "fold_scheduling": st.sampled_from(["epoch", "immediate", "epochs"]),
+    "context_strategy": st.sampled_from(["fold", "compaction", "compact"]),
     "max_tokens": st.integers(min_value=-1, max_value=5000),
     "model": texts,
     "concurrency": st.integers(min_value=-1, max_value=8),

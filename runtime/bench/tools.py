@@ -7,8 +7,8 @@
   to cut them out.
 - ``stage(n, key?, size)``: stage ``n`` of a staged job. Stage 1 needs no
   key; stage ``n > 1`` needs the key stage ``n - 1`` printed (the value of
-  fact ``S<n-1>``) and fails the node when given anything else. Its output
-  starts with the key of stage ``n`` (fact ``S<n>``), then ``size``
+  fact ``S<n-1>``) and fails the node when given anything else. Its first
+  line ends with the key of stage ``n`` (fact ``S<n>``); then ``size``
   characters of bulk.
 - ``answer(fact, value)``: where the model states a recalled fact. It only
   acknowledges; the harness judges the answer.
@@ -24,7 +24,14 @@ from typing import Any
 
 from runtime.bench.facts import VALUE_CHARS, check_fact_id, fact_line, fact_value
 from runtime.compiler import ToolSpec
-from runtime.tools import BUILTIN_TOOLS, Tool, ToolContext, ToolFailed, ToolRegistry, synthetic_text
+from runtime.tools import (
+    BUILTIN_TOOLS,
+    Tool,
+    ToolContext,
+    ToolFailed,
+    ToolRegistry,
+    synthetic_text,
+)
 
 MAX_SIZE = 1_000_000
 """The largest ``size`` a bench tool produces, in characters."""
@@ -93,10 +100,25 @@ async def _read_doc(arguments: Mapping[str, Any], context: ToolContext) -> str:
 
 
 def stage_text(n: int, size: int) -> str:
-    """What stage ``n`` returns once given the right key."""
-    return f"stage {n} complete; the next stage needs this key.\n{fact_line(stage_fact(n))}output:\n" + synthetic_text(
+    """What stage ``n`` returns once given the right key: its key on the first line, then the bulk."""
+    return f"stage {n} complete; key for stage {n + 1}: {fact_line(stage_fact(n))}output:\n" + synthetic_text(
         f"stage-{n}", size
     )
+
+
+def facts_printed(name: str, arguments: Mapping[str, Any]) -> tuple[str, ...]:
+    """The facts a bench tool call prints: ``read_doc``'s ``facts``; stage ``n``'s key ``S<n>``.
+
+    This is the task knowledge the reader policy has of its tools (which call
+    to read back or run again for a fact it no longer sees).
+    """
+    if name == "read_doc":
+        facts = arguments.get("facts")
+        return tuple(f for f in facts if isinstance(f, str)) if isinstance(facts, list) else ()
+    if name == "stage":
+        n = arguments.get("n")
+        return (stage_fact(n),) if isinstance(n, int) and not isinstance(n, bool) and n >= 1 else ()
+    return ()
 
 
 async def _stage(arguments: Mapping[str, Any], context: ToolContext) -> str:

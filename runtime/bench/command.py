@@ -1,0 +1,176 @@
+"""``foldline bench``: every workload under every strategy, one table.
+
+- ``foldline bench [--json FILE]``: runs the workloads of ``scenarios/bench/``
+  under each strategy in one process against the simulated Anthropic server,
+  prints the table and the targets, and writes the same figures as JSON.
+- ``foldline bench --micro [--json FILE]``: the micro figures instead.
+
+The command line wires this module in with :func:`add_arguments` and
+:func:`run`. Exit status: 0 when the benchmark ran (a missed target is a
+finding, not an error), 2 on bad input (an unknown workload or strategy, a
+missing or invalid workload file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+import anyio
+
+import runtime
+from runtime.bench import workloads as workload_files
+from runtime.bench.harness import WorkloadResult, run_workload_set, strategies_named
+from runtime.bench.micro import Figure, run_micro
+from runtime.bench.strategies import STRATEGIES
+from runtime.bench.table import bench_json, format_table
+from runtime.config import Scenario
+from runtime.errors import ConfigError
+
+EXIT_OK, EXIT_BAD_INPUT = 0, 2
+DEFAULT_DIRECTORY = Path("scenarios") / "bench"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``foldline bench``'s options to its subcommand parser."""
+    parser.add_argument("--micro", action="store_true", help="print the micro benchmarks instead of the table")
+    parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    parser.add_argument(
+        "--workloads",
+        metavar="NAMES",
+        help=f"comma-separated workloads to run (default: all of {', '.join(workload_files.WORKLOADS)})",
+    )
+    parser.add_argument(
+        "--strategies",
+        metavar="NAMES",
+        help=f"comma-separated strategies (default: all of {', '.join(STRATEGIES)}); naive always runs, "
+        "it is the lower bound's request sequence",
+    )
+    parser.add_argument(
+        "--dir",
+        metavar="DIRECTORY",
+        help="where the workload files are (default: scenarios/bench, here or in the source tree)",
+    )
+    parser.add_argument(
+        "--provider",
+        choices=("simulated", "scripted"),
+        default="simulated",
+        help="the simulated server over HTTP through the SDK (default), or the same server in process",
+    )
+    parser.add_argument(
+        "--small",
+        action="store_true",
+        help="run the small versions of the workloads (built in memory) instead of the files",
+    )
+
+
+def _names(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    names = [part.strip() for part in value.split(",") if part.strip()]
+    if not names:
+        raise ConfigError(f"{value!r} names nothing; give comma-separated names")
+    return names
+
+
+def workload_directory(given: str | None) -> Path:
+    """The directory of the workload files: ``given``, else ``scenarios/bench`` here or in the source tree."""
+    if given is not None:
+        directory = Path(given)
+        if not directory.is_dir():
+            raise ConfigError(f"--dir: {given} is not a directory")
+        return directory
+    here = DEFAULT_DIRECTORY
+    if here.is_dir():
+        return here
+    source_tree = Path(runtime.__file__).resolve().parent.parent / DEFAULT_DIRECTORY
+    if source_tree.is_dir():
+        return source_tree
+    raise ConfigError(
+        f"no {DEFAULT_DIRECTORY} directory here or in the source tree; pass --dir DIRECTORY or --small"
+    )
+
+
+def _scenarios(args: argparse.Namespace) -> list[Scenario]:
+    names = _names(args.workloads) or list(workload_files.WORKLOADS)
+    unknown = [n for n in names if n not in workload_files.WORKLOADS]
+    if unknown:
+        raise ConfigError(f"--workloads: {unknown[0]!r} is not one of {', '.join(workload_files.WORKLOADS)}")
+    if args.small:
+        return [workload_files.build(name, workload_files.SMALL) for name in names]
+    directory = workload_directory(args.dir)
+    return [workload_files.load(directory, name) for name in names]
+
+
+def _run_table(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    try:
+        strategies = strategies_named(_names(args.strategies))
+        scenarios = _scenarios(args)
+    except ConfigError as exc:
+        print(f"foldline bench: {exc}", file=err)
+        return EXIT_BAD_INPUT
+
+    def progress(line: str) -> None:
+        print(f"[bench] {line}", file=err, flush=True)
+
+    async def main() -> list[WorkloadResult]:
+        results = []
+        for scenario in scenarios:
+            results.append(
+                await run_workload_set(scenario, strategies, provider_kind=args.provider, progress=progress)
+            )
+        return results
+
+    started = time.perf_counter()
+    results = anyio.run(main)
+    wall_s = time.perf_counter() - started
+    print(format_table(results, wall_s=wall_s), file=out)
+    if args.json:
+        model = scenarios[0].provider.model if scenarios else workload_files.MODEL
+        document = bench_json(
+            results, provider=args.provider, model=model, wall_s=wall_s, sizes="small" if args.small else "full"
+        )
+        Path(args.json).write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return EXIT_OK
+
+
+def _run_micro(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    def progress(figure: Figure) -> None:
+        print(figure.line(), file=out, flush=True)
+
+    started = time.perf_counter()
+    figures = anyio.run(run_micro, progress)
+    wall_s = time.perf_counter() - started
+    print(f"wall time: {wall_s:.1f} s", file=out)
+    if args.json:
+        document = {"schema": "foldline.bench.micro/v1", "wall_s": round(wall_s, 3),
+                    "figures": [f.to_json() for f in figures]}
+        Path(args.json).write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return EXIT_OK
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Run ``foldline bench`` with parsed ``args``; the table goes to ``out``, progress to ``err``."""
+    if args.micro:
+        return _run_micro(args, out, err)
+    return _run_table(args, out, err)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m runtime.bench.command``: the same command without the foldline CLI around it."""
+    import sys
+
+    from runtime.logs import configure_logging
+
+    configure_logging(level="warning", stream=sys.stderr)
+    parser = argparse.ArgumentParser(prog="foldline bench", description="Run the foldline benchmark.")
+    add_arguments(parser)
+    return run(parser.parse_args(argv), sys.stdout, sys.stderr)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,311 @@
+"""The benchmark's outputs: the table, the JSON document and the targets (pure).
+
+Ratios: ``x bound`` is a run's cost over its workload's lower bound;
+``x compaction`` is its cost over the ``compaction`` run of the same
+workload. Costs are in base-input-token units (BIT); dollars only where the
+pricing table knows every price the usage needs.
+
+The targets are the issue's, checked against the figures as they are;
+a target whose runs are missing is reported as not measured, never as met.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from runtime.bench.harness import ProbeTally, RunMetrics, WorkloadResult
+
+SCHEMA = "foldline.bench/v1"
+
+FOLDLINE = "foldline"
+COMPACTION = "compaction"
+FOLD_IMMEDIATE = "fold-immediate"
+FITS_BOUND_LIMIT = 1.05
+COMPACTION_LIMIT = 0.5
+FRESH_FACTOR = 5.0
+RECOVERY_WORKLOADS = ("reading-20k", "reading-40k", "staged-64")
+
+
+def _ratio(value: float, base: float | None) -> float | None:
+    if base is None or base <= 0:
+        return None
+    return value / base
+
+
+def ratios(result: WorkloadResult, run: RunMetrics) -> dict[str, float | None]:
+    """``to_bound`` and ``to_compaction`` of one run of ``result``."""
+    compaction = result.runs.get(COMPACTION)
+    return {
+        "to_bound": _ratio(run.cost_bit, result.bound.bit),
+        "to_compaction": _ratio(run.cost_bit, compaction.cost_bit if compaction is not None else None),
+    }
+
+
+# -- targets ------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Target:
+    """One target: what it asks, the measured value, whether it is met (None: not measured), and why."""
+
+    name: str
+    met: bool | None
+    detail: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"target": self.name, "met": self.met, "detail": self.detail}
+
+
+def _runs(results: Sequence[WorkloadResult]) -> dict[str, WorkloadResult]:
+    return {r.workload: r for r in results}
+
+
+def _missing(workload: str, strategy: str, by_name: Mapping[str, WorkloadResult]) -> str | None:
+    result = by_name.get(workload)
+    if result is None:
+        return f"workload {workload} was not run"
+    if strategy not in result.runs:
+        why = result.not_run.get(strategy, "not selected")
+        return f"{strategy} on {workload} did not run: {why}"
+    return None
+
+
+def _recalls(run: RunMetrics) -> ProbeTally:
+    p, k = run.probes, run.keys
+    return ProbeTally(
+        p.view + k.view, p.read_result + k.read_result, p.rerun + k.rerun, p.failed + k.failed, p.wrong + k.wrong
+    )
+
+
+def evaluate_targets(results: Sequence[WorkloadResult]) -> list[Target]:
+    """The issue's targets against ``results``."""
+    by_name = _runs(results)
+    targets: list[Target] = []
+
+    missing = _missing("fits", FOLDLINE, by_name)
+    name = f"fits: foldline <= {FITS_BOUND_LIMIT} x lower bound"
+    if missing:
+        targets.append(Target(name, None, missing))
+    else:
+        result = by_name["fits"]
+        ratio = ratios(result, result.runs[FOLDLINE])["to_bound"]
+        targets.append(Target(name, ratio is not None and ratio <= FITS_BOUND_LIMIT, f"{_x(ratio)} x bound"))
+
+    for workload in RECOVERY_WORKLOADS:
+        name = f"{workload}: foldline <= {COMPACTION_LIMIT} x compaction"
+        missing = _missing(workload, FOLDLINE, by_name) or _missing(workload, COMPACTION, by_name)
+        if missing:
+            targets.append(Target(name, None, missing))
+        else:
+            result = by_name[workload]
+            ratio = ratios(result, result.runs[FOLDLINE])["to_compaction"]
+            targets.append(Target(name, ratio is not None and ratio <= COMPACTION_LIMIT, f"{_x(ratio)} x compaction"))
+        name = f"{workload}: foldline loses 0 bytes and answers every recall without re-running a tool"
+        missing = _missing(workload, FOLDLINE, by_name)
+        if missing:
+            targets.append(Target(name, None, missing))
+        else:
+            run = by_name[workload].runs[FOLDLINE]
+            recalls = _recalls(run)
+            met = run.bytes_unrecoverable == 0 and recalls.rerun == 0 and recalls.failed == 0
+            targets.append(
+                Target(
+                    name,
+                    met,
+                    f"{run.bytes_unrecoverable} bytes unrecoverable; recalls {recalls.view} from view, "
+                    f"{recalls.read_result} after read_result, {recalls.rerun} after a re-run, {recalls.failed} failed",
+                )
+            )
+
+    name = (
+        f"staged-64: foldline's new input (not read from cache: fresh + cache writes) "
+        f"<= fold-immediate's / {FRESH_FACTOR:g}"
+    )
+    missing = _missing("staged-64", FOLDLINE, by_name) or _missing("staged-64", FOLD_IMMEDIATE, by_name)
+    if missing:
+        targets.append(Target(name, None, missing))
+    else:
+        runs = by_name["staged-64"].runs
+        ours, theirs = runs[FOLDLINE], runs[FOLD_IMMEDIATE]
+        factor = theirs.new_input / ours.new_input if ours.new_input else None
+        met = ours.new_input * FRESH_FACTOR <= theirs.new_input
+        shown = f"{factor:.2f}x less" if factor is not None else "foldline had no new input"
+        targets.append(
+            Target(
+                name,
+                met,
+                f"foldline {ours.new_input:,} vs fold-immediate {theirs.new_input:,} new tokens ({shown}); "
+                f"fresh alone {ours.fresh_input:,} vs {theirs.fresh_input:,}",
+            )
+        )
+
+    all_runs = [run for result in results for run in result.runs.values()]
+    if all_runs:
+        bad = [f"{r.workload}/{r.strategy} {r.rewrites_unexplained}" for r in all_runs if r.rewrites_unexplained]
+        targets.append(
+            Target(
+                "0 unexplained rewrites in every run",
+                not bad,
+                "none" if not bad else "unexplained rewrites: " + ", ".join(bad),
+            )
+        )
+        over = [
+            f"{r.workload}/{r.strategy} {r.over_ceiling_estimate} by estimate, {r.over_ceiling_reported} by server"
+            for r in all_runs
+            if r.over_ceiling_estimate or r.over_ceiling_reported
+        ]
+        targets.append(
+            Target(
+                "every request under its ceiling (our estimate and the server's count)",
+                not over,
+                "none over" if not over else "over: " + "; ".join(over),
+            )
+        )
+    return targets
+
+
+# -- JSON ---------------------------------------------------------------------------------
+
+
+def bench_json(
+    results: Sequence[WorkloadResult], *, provider: str, model: str, wall_s: float, sizes: str
+) -> dict[str, Any]:
+    """The whole benchmark as one JSON document (what ``--json`` writes)."""
+    workloads = []
+    for result in results:
+        runs = {}
+        for name, run in result.runs.items():
+            entry = run.to_json()
+            entry["ratios"] = {k: (round(v, 4) if v is not None else None) for k, v in ratios(result, run).items()}
+            runs[name] = entry
+        workloads.append(
+            {
+                "workload": result.workload,
+                "description": result.description,
+                "lower_bound": result.bound.to_json(),
+                "runs": runs,
+                "not_run": dict(result.not_run),
+            }
+        )
+    return {
+        "schema": SCHEMA,
+        "provider": provider,
+        "model": model,
+        "sizes": sizes,
+        "wall_s": round(wall_s, 3),
+        "workloads": workloads,
+        "targets": [t.to_json() for t in evaluate_targets(results)],
+    }
+
+
+# -- the table ----------------------------------------------------------------------------
+
+
+def _x(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _usd(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def _tally(t: ProbeTally) -> str:
+    return f"{t.view}/{t.read_result}/{t.rerun}/{t.failed}"
+
+
+COLUMNS = (
+    ("strategy", "<"),
+    ("cost BIT", ">"),
+    ("$", ">"),
+    ("x bound", ">"),
+    ("x compact", ">"),
+    ("cached", ">"),
+    ("fresh in", ">"),
+    ("new in", ">"),
+    ("reqs", ">"),
+    ("peak", ">"),
+    ("refused", ">"),
+    ("folds/commits", ">"),
+    ("rewrites e/u", ">"),
+    ("probes v/r/x/f", ">"),
+    ("keys v/r/x/f", ">"),
+    ("unrec B", ">"),
+    ("nodes ok/fail", ">"),
+    ("over est/srv", ">"),
+)
+
+
+def _row(result: WorkloadResult, run: RunMetrics) -> list[str]:
+    r = ratios(result, run)
+    return [
+        run.strategy,
+        f"{run.cost_bit:,.0f}",
+        _usd(run.cost_usd),
+        _x(r["to_bound"]),
+        _x(r["to_compaction"]),
+        f"{run.cached_share:.3f}",
+        f"{run.fresh_input:,}",
+        f"{run.new_input:,}",
+        str(run.requests),
+        f"{run.peak_request_tokens:,}",
+        str(run.refusals),
+        f"{run.folds}/{run.fold_commits}",
+        f"{run.rewrites_explained}/{run.rewrites_unexplained}",
+        _tally(run.probes),
+        _tally(run.keys),
+        f"{run.bytes_unrecoverable:,}",
+        f"{run.nodes.get('ok', 0)}/{run.nodes.get('failed', 0) + run.nodes.get('skipped', 0)}",
+        f"{run.over_ceiling_estimate}/{run.over_ceiling_reported}",
+    ]
+
+
+def format_table(results: Sequence[WorkloadResult], *, wall_s: float | None = None) -> str:
+    """The benchmark table: one block per workload, one row per strategy, then the targets."""
+    rows: list[list[str]] = [[name for name, _ in COLUMNS]]
+    blocks: list[tuple[WorkloadResult, list[list[str]]]] = []
+    for result in results:
+        block = [_row(result, run) for run in result.runs.values()]
+        blocks.append((result, block))
+        rows.extend(block)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(
+            cell.ljust(w) if align == "<" else cell.rjust(w)
+            for cell, w, (_, align) in zip(cells, widths, COLUMNS, strict=True)
+        ).rstrip()
+
+    out: list[str] = []
+    unpriced = False
+    for result, block in blocks:
+        b = result.bound
+        out.append(
+            f"== {result.workload}: lower bound {b.bit:,.0f} BIT "
+            f"({b.write_tokens:,} tokens written once, {b.read_tokens:,} read, {b.requests} requests)"
+        )
+        out.append(line([name for name, _ in COLUMNS]))
+        out.extend(line(row) for row in block)
+        for strategy, why in result.not_run.items():
+            out.append(f"  {strategy}: {why}")
+        unpriced = unpriced or not b.output_priced or any(not r.output_priced for r in result.runs.values())
+        out.append("")
+    out.append(
+        "fresh in: input after the last cache mark (the API's input_tokens); new in: input not read from "
+        "the cache (fresh + cache writes); probes/keys v/r/x/f: answered from view / after read_result / "
+        "after a re-run tool call / failed; folds/commits: fold decisions / fold commits; over est/srv: "
+        "requests sent over their ceiling by our estimate / by the server's count"
+    )
+    if unpriced:
+        out.append("cost excludes output tokens where the pricing table has no output price for the model")
+    out.append("")
+    out.append("targets:")
+    for target in evaluate_targets(results):
+        state = "not measured" if target.met is None else ("met" if target.met else "MISSED")
+        out.append(f"  [{state}] {target.name}: {target.detail}")
+    if wall_s is not None:
+        out.append("")
+        out.append(f"wall time: {wall_s:.1f} s")
+    return "\n".join(out)

@@ -1,0 +1,24 @@
+"""Folding: keeping a conversation under its ceiling without losing a byte (the pure core).
+
+Everything here is synchronous and pure: no I/O, no clock, no event loop.
+The engine (:mod:`runtime.engine`) runs the decisions: it sends the summary
+requests the planner asks for and lands each fold commit in one batch.
+
+- :mod:`runtime.fold.formats`: the text formats the model sees, and their parsers.
+- :mod:`runtime.fold.bodies`: recovery text and the bodies of a tool result.
+- :mod:`runtime.fold.projection`: the one projection behind the result bound and clips.
+- :mod:`runtime.fold.units`: rounds, chronology keys, the kept tail.
+- :mod:`runtime.fold.notes`: fold notes and their call listings.
+- :mod:`runtime.fold.clip`: the deficit-driven clip stage.
+- :mod:`runtime.fold.marks`: the model's pending fold marks.
+- :mod:`runtime.fold.protected`: the protected first round.
+- :mod:`runtime.fold.planner`: the stages, as a sans-IO state machine.
+- :mod:`runtime.fold.recovery`: read_result and restore.
+- :mod:`runtime.fold.context_tool`: the model's context tool: schema and actions.
+- :mod:`runtime.fold.measurer`: measuring candidate views like requests.
+- :mod:`runtime.fold.settings`: the fold's settings.
+- :mod:`runtime.fold.audit`: bytes a view dropped with no recovery path.
+- :mod:`runtime.fold.summary_policy`: a deterministic scripted summarizer.
+- :mod:`runtime.fold.conversations`: building conversations outside a run.
+- :mod:`runtime.fold.bench`: micro-benchmarks (they read a clock; not part of the core).
+"""

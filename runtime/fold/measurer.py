@@ -1,0 +1,71 @@
+"""Measuring candidate views the way the send path measures requests.
+
+The fold never counts tokens its own way: a candidate view is compiled with
+the same system text, tools, settings and result projection as the request it
+stands for, and measured with the branch's counter and scale (one counter
+everywhere). The compiler's block memo and the counter's piece cache make a
+candidate cost O(what changed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import attrs
+
+from runtime.compiler import Request, RequestSettings, ResultProjection, ToolSpec, compile_request, render_blocks
+from runtime.measure import Measurement, TokenCounter, measure
+from runtime.messages import Message, SystemMessage
+
+
+class Measurer(Protocol):
+    """What the pure fold asks of a measurement (the engine provides :class:`ViewMeasurer`)."""
+
+    @property
+    def scale(self) -> float: ...
+
+    def estimate(self, view: Sequence[Message]) -> int: ...
+
+    def block_tokens(self, message: Message) -> tuple[int, int]: ...
+
+
+@attrs.frozen(eq=False)
+class ViewMeasurer:
+    """Compiles and measures views for one branch (see the module docstring)."""
+
+    system: str | SystemMessage | None
+    tools: tuple[ToolSpec, ...]
+    settings: RequestSettings
+    counter: TokenCounter
+    scale: float
+    projection: ResultProjection | None = None
+
+    def compile(self, view: Sequence[Message]) -> Request:
+        return compile_request(
+            system=self.system, tools=self.tools, view=view, settings=self.settings, projection=self.projection
+        )
+
+    def measure(self, view: Sequence[Message]) -> Measurement:
+        return measure(self.compile(view).pieces(), self.counter, self.scale)
+
+    def estimate(self, view: Sequence[Message]) -> int:
+        return self.measure(view).estimate
+
+    def messages_estimate(self, messages: Sequence[Message]) -> int:
+        """The scaled estimate of ``messages`` compiled alone (no system text, no tools)."""
+        request = compile_request(
+            system=None, tools=(), view=messages, settings=self.settings, projection=self.projection
+        )
+        return measure(request.pieces(), self.counter, self.scale).estimate
+
+    def block_tokens(self, message: Message) -> tuple[int, int]:
+        """Counted tokens and characters of the blocks ``message`` renders to (unscaled)."""
+        blocks = render_blocks(message, self.projection)
+        return (
+            sum(self.counter.count(b.json) for b in blocks),
+            sum(len(b.json) for b in blocks),
+        )
+
+    def with_scale(self, scale: float) -> ViewMeasurer:
+        return attrs.evolve(self, scale=scale)

@@ -1,0 +1,133 @@
+"""Fold notes: the text that stands in the view for the units a fold replaced.
+
+A note is built from structure only. Its header names a fold id and a span
+digest that depend on the replaced messages' SHA-256 digests (never on a
+summary's text), so the same fold of the same messages always has the same
+id, and a restore can check that the record still holds exactly what was
+folded. Its body lists every folded call (see :mod:`runtime.fold.formats`),
+the calls of any earlier note it absorbs, and a line for each folded message
+that is not a call; an ``all`` or ``reset`` note puts its summary first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from runtime.canonical import sha256_hex
+from runtime.fold.formats import call_line, listing_lines, message_line, note_header
+from runtime.fold.units import RecordAccess, Unit
+from runtime.messages import AssistantResponse, Instruction, Message, Note, TextPart, ToolResult
+
+SUMMARY_MAX_CHARS = 4000
+"""A note keeps at most this many characters of a summary."""
+
+CALLS_HEADING = (
+    'Folded calls (read any original with context {"action":"read_result","index":N}; '
+    'restore with context {"action":"restore","index":N}):'
+)
+
+
+def span_digest(messages: Sequence[Message]) -> str:
+    """SHA-256 addressing a folded span: over the replaced messages' digests, in order."""
+    return sha256_hex("\n".join(m.sha256 for m in messages))
+
+
+def fold_id(stage: str, messages: Sequence[Message]) -> str:
+    """A fold's id: deterministic from its stage and the digests of what it replaced."""
+    return "f-" + sha256_hex(stage + "\n" + span_digest(messages))[:12]
+
+
+def _original(result: ToolResult, record: RecordAccess) -> tuple[ToolResult, int]:
+    if result.clipped_from is None:
+        index = record.index_of(result.id)
+        assert index is not None, f"result {result.id} is not in the record"
+        return result, index
+    index = record.index_of(result.clipped_from)
+    if index is None:
+        raise KeyError(f"clipped copy {result.id} names original {result.clipped_from}, which is not in the record")
+    original = record.message_at(index)
+    assert isinstance(original, ToolResult)
+    return original, index
+
+
+def unit_lines(unit: Unit, record: RecordAccess) -> list[str]:
+    """The listing lines for one folded unit (a copy is listed as its original)."""
+    first = unit.members[0]
+    if isinstance(first, Note):
+        return list(listing_lines(first.text))
+    if isinstance(first, AssistantResponse):
+        lines = []
+        text = "\n".join(p.text for p in first.parts if isinstance(p, TextPart) and p.text.strip())
+        index = record.index_of(first.id)
+        if text:
+            lines.append(message_line(index if index is not None else unit.key, "assistant", text))
+        results = {r.call_id: r for r in unit.results}
+        for call in first.tool_calls:
+            result = results.get(call.call_id)
+            if result is None:
+                continue
+            original, original_index = _original(result, record)
+            lines.append(call_line(original_index, call.name, call.arguments, len(original.output), original.is_error))
+        return lines
+    if isinstance(first, Instruction):
+        return [message_line(unit.key, "user", first.rendered_text())]
+    if isinstance(first, ToolResult):
+        original, original_index = _original(first, record)
+        return [call_line(original_index, first.name, {}, len(original.output), original.is_error)]
+    return []
+
+
+def build_note(
+    stage: str,
+    units: Sequence[Unit],
+    record: RecordAccess,
+    *,
+    summary: str | None = None,
+    summary_note: str | None = None,
+) -> Note:
+    """A note standing for ``units`` (in view order), written by ``stage``.
+
+    ``summary`` (clipped to :data:`SUMMARY_MAX_CHARS`) goes first when given;
+    ``summary_note`` is one line saying why there is none (e.g. the summary
+    request failed).
+    """
+    if not units:
+        raise ValueError("build_note: a note must replace at least one unit")
+    replaced = [m for unit in units for m in unit.members]
+    first_index = min(unit.key for unit in units)
+    digest = span_digest(replaced)
+    parts = [note_header(fold_id(stage, replaced), stage, len(replaced), first_index, digest)]
+    if summary is not None and summary.strip():
+        text = summary.strip()
+        if len(text) > SUMMARY_MAX_CHARS:
+            text = text[: SUMMARY_MAX_CHARS - 3] + "..."
+        parts.append("Summary:\n" + text)
+    elif summary_note:
+        parts.append(summary_note)
+    lines = [line for unit in units for line in unit_lines(unit, record)]
+    if lines:
+        parts.append(CALLS_HEADING + "\n" + "\n".join(lines))
+    return Note(text="\n".join(parts), replaced=tuple(m.id for m in replaced), first_index=first_index, stage=stage)
+
+
+def transcript(units: Sequence[Unit], record: RecordAccess, render_result) -> str:
+    """The folded span as plain text for a summary request (``render_result`` projects each result)."""
+    lines: list[str] = []
+    for unit in units:
+        for message in unit.members:
+            if isinstance(message, Note):
+                lines.append(f"[earlier fold note]\n{message.text}")
+            elif isinstance(message, Instruction):
+                lines.append(f"[user #{unit.key}]\n{message.rendered_text()}")
+            elif isinstance(message, AssistantResponse):
+                index = record.index_of(message.id)
+                for part in message.parts:
+                    if isinstance(part, TextPart):
+                        if part.text.strip():
+                            lines.append(f"[assistant #{index}]\n{part.text}")
+                    else:
+                        lines.append(f"[assistant #{index} calls {part.name} {part.arguments_json}]")
+            elif isinstance(message, ToolResult):
+                original, original_index = _original(message, record)
+                lines.append(f"[result #{original_index} of {message.name}]\n{render_result(original, original_index)}")
+    return "\n\n".join(lines)

@@ -1,0 +1,588 @@
+"""The fold planner: which passes land, in order, as a sans-IO state machine.
+
+The planner never calls a provider. Like h11, it returns values that say what
+it needs: :class:`NeedSummary` ("send a ``side`` request summarizing this
+span") or, when it is done, a :class:`FoldPlan`. The engine sends the summary
+request, feeds back a :class:`SummaryResult` (the text, or the failure) with a
+measurer at the scale in force afterwards, and the planner continues::
+
+    planner = FoldPlanner(fold_input, measurer)
+    step = planner.start()
+    while isinstance(step, NeedSummary):
+        step = planner.resume(await send_summary(step), measurer_now)
+    plan = step   # land plan.added, plan.view_ids, plan.held_marks in one batch
+
+Passes, each landing only if it strictly lowers the measured estimate and
+rolled back exactly otherwise (the snapshot of the view restored; a rejected
+summary note is kept in the record outside the view, nothing else is):
+
+1. ``marks``: the model's pending marks (:mod:`runtime.fold.marks`);
+2. ``reset`` first and alone when caching is on and the notes in the view are
+   over 15% of the ceiling (it keeps going if still over the target);
+3. ``tool_io`` with tails 6, then 2: delivered rounds older than the tail
+   become one note per contiguous run, listing every call;
+4. ``clip`` (:mod:`runtime.fold.clip`);
+5. ``all``: before it the floor view (task, head, undelivered, tail of two,
+   clips made) is measured: over the ceiling, no summary is asked for; over
+   the target, one pass with tail two; else tails six, then two. Everything
+   older than the tail except the task and the view's head becomes one note
+   with a summary (or the call lists alone when the summary failed);
+6. ``reset`` after the ordinary stages when caching is on and the view is
+   still over the target: everything after the protected first round
+   (earlier notes included) becomes one note.
+
+The full fold stops at the first landed pass that reaches the target. Never
+taken by any pass: the task instruction, the view's first message, the
+protected first round. Taken by no folding pass (clip only): undelivered
+units, just-recovered originals, the kept tail. With caching on, the
+ordinary stages take only what follows the newest note.
+
+The ``light`` mode (immediate scheduling, below the fold line) runs only the
+marks and ``tool_io`` with tail six. The ``compaction`` strategy replaces all
+of this with one summary of the whole conversation (:func:`_compaction`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from typing import Literal
+
+import attrs
+
+from runtime.canonical import sha256_hex
+from runtime.fold.clip import clip_stage
+from runtime.fold.marks import FoldMark, resolve_marks
+from runtime.fold.measurer import Measurer
+from runtime.fold.notes import build_note, transcript
+from runtime.fold.projection import CLIP_FLOOR, project
+from runtime.fold.settings import ALL_TAILS, FLOOR_TAIL, MIN_COMMIT_SHARE, RESET_SHARE, TOOL_IO_TAILS, FoldSettings
+from runtime.fold.units import RecordAccess, Unit, is_complete_round, tail_units, task_instruction, units_of
+from runtime.messages import Message, Note, ToolResult
+from runtime.usage import Usage
+
+SUMMARY_SYSTEM = (
+    "You summarize a span of an agent's conversation that is being folded out of its context window. "
+    "Keep every fact, number, file path, decision and open question the agent may need later; drop "
+    "pleasantries. The originals stay recoverable by their #index, so name indices when you cite them. "
+    "Write plain text, at most 300 words."
+)
+"""The instructions that open every summary request (a ``side`` request shares nothing with the conversation)."""
+
+SUMMARY_SOURCE_SHARE = 0.5
+"""A summary request's span text is budgeted at about this share of the ceiling."""
+
+_CHARS_PER_TOKEN = 4
+
+
+@attrs.frozen(eq=False)
+class FoldInput:
+    """Everything one fold reads: a snapshot of the branch and the policy."""
+
+    record: RecordAccess
+    view: tuple[Message, ...]
+    delivered: frozenset[str]
+    recovered: frozenset[str]
+    protected: frozenset[str]
+    marks: tuple[FoldMark, ...]
+    settings: FoldSettings
+    mode: Literal["full", "light"] = "full"
+    refusal: bool = False
+    """The fold runs because the request is over the ceiling (a commit is never deferred then)."""
+
+
+@attrs.frozen
+class NeedSummary:
+    """Send one ``side`` request carrying only the folded span: the summarizer's instructions
+    (``system``) and the ``prompt`` holding the span."""
+
+    stage: str
+    span_ids: tuple[str, ...]
+    system: str
+    prompt: str
+
+
+@attrs.frozen
+class SummaryResult:
+    """What came of a summary request: its ``text``, or why there is none (``failure``)."""
+
+    text: str | None = None
+    failure: str | None = None
+    usage: Usage | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if (self.text is None) == (self.failure is None):
+            raise ValueError("SummaryResult: give exactly one of text and failure")
+
+
+@attrs.frozen
+class PassRecord:
+    """One pass as the fold record lists it."""
+
+    stage: str
+    outcome: Literal["landed", "rolled_back"]
+    estimate_before: int
+    estimate_after: int
+    summary_usage: Usage | None = None
+    detail: str = ""
+
+
+@attrs.frozen
+class FoldPlan:
+    """What one fold decided. Land it in one batch: ``added`` into the record, then the view.
+
+    ``added`` holds the kept notes and copies and any rejected summary note
+    (outside the view), in order. ``folded_ids`` are the ids that left the
+    view. ``held_marks`` stay pending. ``deferred`` says an epoch commit was
+    put off because it would free too little.
+    """
+
+    view_ids: tuple[str, ...]
+    added: tuple[Message, ...]
+    stages: tuple[str, ...]
+    passes: tuple[PassRecord, ...]
+    folded_ids: tuple[str, ...]
+    estimate_before: int
+    estimate_after: int
+    target_reached: bool
+    agent_marks: int
+    held_marks: tuple[FoldMark, ...]
+    summaries: int
+    deferred: bool = False
+    skipped_marks: tuple[tuple[str, str], ...] = ()
+    """(unit's first member id, reason) for marked units the fold may never take."""
+
+    @property
+    def landed(self) -> bool:
+        return bool(self.stages)
+
+    @property
+    def host_stages(self) -> int:
+        return sum(1 for s in self.stages if s != "marks")
+
+    @property
+    def fold_id(self) -> str | None:
+        """The commit's id, deterministic from the stages and what left the view."""
+        if not self.landed:
+            return None
+        return "f-" + sha256_hex("+".join(self.stages) + "\n" + "\n".join(self.folded_ids))[:12]
+
+
+Step = NeedSummary | FoldPlan
+
+
+class FoldPlanner:
+    """Runs one fold over a :class:`FoldInput` (see the module docstring)."""
+
+    def __init__(self, fold_input: FoldInput, measurer: Measurer) -> None:
+        self._run = _Run(fold_input, measurer)
+        program = _compaction if fold_input.settings.strategy == "compaction" else _fold
+        self._gen: Generator[NeedSummary, SummaryResult, FoldPlan] = program(self._run)
+        self._started = False
+        self._waiting = False
+
+    @property
+    def measurer(self) -> Measurer:
+        """The measurer in force (the one last handed in)."""
+        return self._run.measurer
+
+    def start(self) -> Step:
+        if self._started:
+            raise RuntimeError("FoldPlanner.start: the planner has already started")
+        self._started = True
+        return self._advance(None)
+
+    def resume(self, result: SummaryResult, measurer: Measurer) -> Step:
+        """Feed back the summary request's outcome; ``measurer`` is at the scale in force now."""
+        if not self._waiting:
+            raise RuntimeError("FoldPlanner.resume: the planner is not waiting for a summary")
+        if not isinstance(result, SummaryResult):
+            raise TypeError(f"FoldPlanner.resume: expected a SummaryResult, got {type(result).__name__}")
+        self._run.measurer = measurer
+        return self._advance(result)
+
+    def _advance(self, value: SummaryResult | None) -> Step:
+        try:
+            step = self._gen.send(value)  # type: ignore[arg-type]
+        except StopIteration as stop:
+            self._waiting = False
+            return stop.value
+        self._waiting = True
+        return step
+
+
+@attrs.define(eq=False)
+class _Run:
+    """The working state of one fold (private to the planner)."""
+
+    inp: FoldInput
+    measurer: Measurer
+    view: list[Message] = attrs.field(init=False)
+    estimate: int = attrs.field(init=False)
+    before: int = attrs.field(init=False)
+    added: dict[str, Message] = attrs.field(factory=dict)
+    outside: list[Message] = attrs.field(factory=list)
+    stages: list[str] = attrs.field(factory=list)
+    passes: list[PassRecord] = attrs.field(factory=list)
+    folded: list[str] = attrs.field(factory=list)
+    agent_marks: int = 0
+    held: tuple[FoldMark, ...] = ()
+    skipped_marks: tuple[tuple[str, str], ...] = ()
+    summaries: int = 0
+
+    def __attrs_post_init__(self) -> None:
+        self.view = list(self.inp.view)
+        self.estimate = self.measurer.estimate(self.view)
+        self.before = self.estimate
+        self.held = self.inp.marks
+
+    @property
+    def settings(self) -> FoldSettings:
+        return self.inp.settings
+
+    def units(self) -> tuple[Unit, ...]:
+        return units_of(self.view, self.inp.record)
+
+    def reached(self) -> bool:
+        return self.settings.reached(self.estimate)
+
+    # -- keep sets ----------------------------------------------------------------------
+
+    def never(self, units: Sequence[Unit]) -> dict[int, str]:
+        """Units no pass may take, with why."""
+        out: dict[int, str] = {}
+        head = self.view[0].id if self.view else None
+        task = task_instruction(self.view)
+        for i, unit in enumerate(units):
+            ids = set(unit.ids)
+            if head in ids:
+                out[i] = "the view's first message"
+            elif task is not None and task.id in ids:
+                out[i] = "the task instruction"
+            elif ids & self.inp.protected:
+                out[i] = "the protected first round"
+        return out
+
+    def not_now(self, units: Sequence[Unit], tail: int) -> set[int]:
+        """Units no folding pass may take yet: undelivered, just recovered, or in the kept tail."""
+        out = tail_units(units, len(self.view), tail)
+        for i, unit in enumerate(units):
+            ids = set(unit.ids)
+            if not ids <= self.inp.delivered or ids & self.inp.recovered or not is_complete_round(unit):
+                out.add(i)
+        return out
+
+    def before_newest_note(self, units: Sequence[Unit]) -> set[int]:
+        """With caching on, the units at or before the newest note (the ordinary stages leave them)."""
+        if not self.settings.caching:
+            return set()
+        newest = max((i for i, u in enumerate(units) if u.kind == "note"), default=None)
+        return set(range(newest + 1)) if newest is not None else set()
+
+    # -- landing ------------------------------------------------------------------------
+
+    def attempt(
+        self,
+        stage: str,
+        candidate: list[Message],
+        new: Sequence[Message],
+        left: Sequence[str],
+        *,
+        summary_usage: Usage | None = None,
+        remeasure: bool = False,
+        keep_rejected: Sequence[Message] = (),
+        detail: str = "",
+    ) -> bool:
+        """Land ``candidate`` if it strictly lowers the estimate; otherwise roll back exactly.
+
+        ``remeasure``: measure the current view again first (after a summary
+        request, whose response may have raised the scale).
+        """
+        before = self.measurer.estimate(self.view) if remeasure else self.estimate
+        after = self.measurer.estimate(candidate)
+        if after < before:
+            self.view = candidate
+            self.estimate = after
+            # A note or copy that lands stays in the record even when a later
+            # pass of this fold folds it again: the later note names it.
+            for message in new:
+                self.added[message.id] = message
+            self.folded.extend(left)
+            self.stages.append(stage)
+            self.passes.append(PassRecord(stage, "landed", before, after, summary_usage, detail))
+            return True
+        self.estimate = before
+        self.outside.extend(keep_rejected)
+        self.passes.append(PassRecord(stage, "rolled_back", before, after, summary_usage, detail))
+        return False
+
+    def replace_runs(self, units: Sequence[Unit], take: Sequence[int], stage: str) -> tuple[list[Message], list[Note]]:
+        """The view with each contiguous run of the taken units replaced by one note."""
+        chosen = set(take)
+        runs: list[list[int]] = []
+        for i in range(len(units)):
+            if i in chosen:
+                if runs and runs[-1][-1] == i - 1:
+                    runs[-1].append(i)
+                else:
+                    runs.append([i])
+        notes: list[Note] = []
+        note_at: dict[int, Note] = {}
+        for run in runs:
+            note = build_note(stage, [units[i] for i in run], self.inp.record)
+            notes.append(note)
+            note_at[run[0]] = note
+        return _rebuild(self.view, units, chosen, note_at), notes
+
+    def plan(self, deferred: bool = False) -> FoldPlan:
+        if deferred:
+            return FoldPlan(
+                view_ids=tuple(m.id for m in self.inp.view),
+                added=(),
+                stages=(),
+                passes=tuple(self.passes),
+                folded_ids=(),
+                estimate_before=self.before,
+                estimate_after=self.before,
+                target_reached=self.settings.reached(self.before),
+                agent_marks=0,
+                held_marks=self.inp.marks,
+                summaries=self.summaries,
+                deferred=True,
+            )
+        added = list(self.added.values()) + [m for m in self.outside if m.id not in self.added]
+        return FoldPlan(
+            view_ids=tuple(m.id for m in self.view),
+            added=tuple(added),
+            stages=tuple(self.stages),
+            passes=tuple(self.passes),
+            folded_ids=tuple(dict.fromkeys(self.folded)),
+            estimate_before=self.before,
+            estimate_after=self.estimate,
+            target_reached=self.reached(),
+            agent_marks=self.agent_marks,
+            held_marks=self.held,
+            summaries=self.summaries,
+            skipped_marks=self.skipped_marks,
+        )
+
+
+def _rebuild(view: Sequence[Message], units: Sequence[Unit], taken: set[int], note_at: dict[int, Message]) -> list[Message]:
+    """``view`` without the taken units' members, each replacing note placed at its run's first position."""
+    drop: set[int] = set()
+    insert: dict[int, Message] = {}
+    for i in taken:
+        drop.update(units[i].positions)
+    for i, note in note_at.items():
+        insert[units[i].position] = note
+    out: list[Message] = []
+    for position, message in enumerate(view):
+        if position in insert:
+            out.append(insert[position])
+        if position not in drop:
+            out.append(message)
+    return out
+
+
+# -- the passes ---------------------------------------------------------------------------
+
+
+def _marks_pass(run: _Run) -> None:
+    if not run.inp.marks:
+        return
+    units = run.units()
+    never = run.never(units)
+    not_now = run.not_now(units, FLOOR_TAIL)
+    resolution = resolve_marks(run.inp.marks, units, run.inp.record, never=never, not_now=not_now)
+    run.held = resolution.held
+    run.skipped_marks = tuple((units[i].ids[0], why) for i, why in resolution.skipped)
+    if not resolution.units:
+        return
+    candidate, notes = run.replace_runs(units, resolution.units, "marks")
+    left = [mid for i in resolution.units for mid in units[i].ids]
+    if run.attempt("marks", candidate, notes, left):
+        run.agent_marks = len(resolution.landing)
+    else:
+        run.held = run.inp.marks
+
+
+def _tool_io(run: _Run, tail: int) -> None:
+    units = run.units()
+    blocked = set(run.never(units)) | run.not_now(units, tail) | run.before_newest_note(units)
+    take = [i for i, unit in enumerate(units) if unit.kind == "round" and i not in blocked]
+    if not take:
+        return
+    candidate, notes = run.replace_runs(units, take, "tool_io")
+    left = [mid for i in take for mid in units[i].ids]
+    run.attempt("tool_io", candidate, notes, left, detail=f"tail {tail}")
+
+
+def _clip(run: _Run) -> None:
+    units = run.units()
+    blocked_ids: set[str] = set(run.inp.protected) | set(run.inp.recovered)
+    for i in run.before_newest_note(units):
+        blocked_ids.update(units[i].ids)
+
+    def eligible(result: ToolResult) -> bool:
+        original = result.clipped_from or result.id
+        return result.id not in blocked_ids and original not in run.inp.recovered
+
+    outcome = clip_stage(
+        run.view,
+        estimate=run.estimate,
+        target=run.settings.target_tokens,
+        eligible=eligible,
+        record=run.inp.record,
+        measurer=run.measurer,
+        bound=run.settings.result_bound,
+    )
+    if not outcome.copies:
+        return
+    detail = "; ".join(f"#{index} {chars} chars kept {kept}" for index, chars, kept in outcome.cuts)
+    run.attempt("clip", list(outcome.view), outcome.copies, outcome.replaced, detail=detail)
+
+
+def _span_units(run: _Run, tail: int, *, reset: bool) -> tuple[tuple[Unit, ...], list[int]]:
+    units = run.units()
+    blocked = set(run.never(units)) | run.not_now(units, tail)
+    if not reset:
+        blocked |= run.before_newest_note(units)
+    return units, [i for i in range(len(units)) if i not in blocked]
+
+
+def _summary_need(run: _Run, stage: str, span: Sequence[Unit]) -> NeedSummary:
+    results = sum(len(u.results) for u in span)
+    budget = int(run.settings.ceiling * SUMMARY_SOURCE_SHARE * _CHARS_PER_TOKEN)
+    per_body = max(CLIP_FLOOR, budget // max(1, results))
+    bound = run.settings.result_bound
+    per_body = per_body if bound is None else min(per_body, bound)
+
+    def render(original: ToolResult, index: int) -> str:
+        return project(original, index=index, allowance=None, bound=per_body).output
+
+    first = min(u.key for u in span)
+    text = transcript(span, run.inp.record, render)
+    prompt = (
+        f"Summarize this span of the conversation, from #{first}, which is being folded out of the agent's "
+        f"context. The originals stay recoverable by index.\n\n{text}"
+    )
+    return NeedSummary(stage, tuple(m.id for u in span for m in u.members), SUMMARY_SYSTEM, prompt)
+
+
+def _summarized_pass(
+    run: _Run, stage: str, tail: int, *, reset: bool
+) -> Generator[NeedSummary, SummaryResult, None]:
+    units, take = _span_units(run, tail, reset=reset)
+    if reset:
+        # Nothing to gain from summarizing a lone note into another note.
+        if len(take) == 1 and units[take[0]].kind == "note":
+            return
+    if not take:
+        return
+    span = [units[i] for i in take]
+    result = yield _summary_need(run, stage, span)
+    run.summaries += 1
+    if result.text is not None:
+        note = build_note(stage, span, run.inp.record, summary=result.text)
+    else:
+        note = build_note(stage, span, run.inp.record, summary_note=f"(No summary: {result.failure}.)")
+    candidate = _rebuild(run.view, units, set(take), {take[0]: note})
+    left = [mid for i in take for mid in units[i].ids]
+    run.attempt(
+        stage,
+        candidate,
+        [note],
+        left,
+        summary_usage=result.usage,
+        remeasure=True,
+        keep_rejected=[note] if result.text is not None else [],
+        detail=f"tail {tail}" + ("" if result.text is not None else f"; summary failed: {result.failure}"),
+    )
+
+
+def _notes_tokens(run: _Run) -> float:
+    total = 0
+    for message in run.view:
+        if isinstance(message, Note):
+            total += run.measurer.block_tokens(message)[0]
+    return total * run.measurer.scale
+
+
+def _floor_estimate(run: _Run) -> int:
+    units, take = _span_units(run, FLOOR_TAIL, reset=False)
+    return run.measurer.estimate(_rebuild(run.view, units, set(take), {}))
+
+
+def _fold(run: _Run) -> Generator[NeedSummary, SummaryResult, FoldPlan]:
+    settings = run.settings
+    _marks_pass(run)
+    if run.inp.mode == "light":
+        _tool_io(run, TOOL_IO_TAILS[0])
+        return run.plan()
+
+    reset_done = False
+    if settings.caching and _notes_tokens(run) > RESET_SHARE * settings.ceiling:
+        yield from _summarized_pass(run, "reset", FLOOR_TAIL, reset=True)
+        reset_done = True
+
+    def done() -> bool:
+        return run.reached()
+
+    if not done():
+        for tail in TOOL_IO_TAILS:
+            _tool_io(run, tail)
+            if done():
+                break
+    if not done():
+        _clip(run)
+    if not done():
+        floor = _floor_estimate(run)
+        if floor <= settings.ceiling:
+            tails = (FLOOR_TAIL,) if not settings.reached(floor) else ALL_TAILS
+            for tail in tails:
+                yield from _summarized_pass(run, "all", tail, reset=False)
+                if done():
+                    break
+    if not done() and settings.caching and not reset_done:
+        yield from _summarized_pass(run, "reset", FLOOR_TAIL, reset=True)
+
+    freed = run.before - run.estimate
+    if (
+        settings.scheduling == "epoch"
+        and not run.inp.refusal
+        and run.summaries == 0
+        and run.stages
+        and freed < MIN_COMMIT_SHARE * settings.ceiling
+    ):
+        return run.plan(deferred=True)
+    return run.plan()
+
+
+def _compaction(run: _Run) -> Generator[NeedSummary, SummaryResult, FoldPlan]:
+    """The compaction baseline: one summary of the whole conversation; originals leave for good.
+
+    The view becomes the task instruction, one note with the summary, and
+    whatever must stay for pairing and delivery (the undelivered round).
+    """
+    units = run.units()
+    task = task_instruction(run.view)
+    keep: set[int] = set()
+    for i, unit in enumerate(units):
+        ids = set(unit.ids)
+        if (task is not None and task.id in ids) or not ids <= run.inp.delivered:
+            keep.add(i)
+    take = [i for i in range(len(units)) if i not in keep]
+    if not take:
+        return run.plan()
+    span = [units[i] for i in take]
+    result = yield _summary_need(run, "compaction", span)
+    run.summaries += 1
+    if result.text is not None:
+        note = build_note("compaction", span, run.inp.record, summary=result.text)
+    else:
+        note = build_note("compaction", span, run.inp.record, summary_note=f"(No summary: {result.failure}.)")
+    task_members = [m for i in sorted(keep) for m in units[i].members if task is not None and m.id == task.id]
+    rest = [m for i in sorted(keep) for m in units[i].members if task is None or m.id != task.id]
+    candidate = task_members + [note] + rest
+    left = [mid for i in take for mid in units[i].ids]
+    run.attempt("compaction", candidate, [note], left, summary_usage=result.usage, remeasure=True)
+    return run.plan()

@@ -1,0 +1,350 @@
+"""The store's commands, for the ``foldline`` command line.
+
+For each command, ``add_<cmd>_arguments(parser)`` declares its arguments and
+``run_<cmd>(args, out, err) -> int`` runs it (exit 0 ok, 1 failed or a
+verification failed, 2 bad input):
+
+- ``run SCENARIO --store PATH``: :func:`add_run_arguments` adds ``--store``;
+  :func:`run_run` runs the scenario storing it as it goes (the CLI may call
+  :func:`runtime.store.run.run_scenario_stored` itself).
+- ``resume PATH``: continue a stored run that stopped; print its report.
+- ``replay PATH (--request ID | --all)``: rebuild stored requests and verify
+  their digests; ``--request`` prints the request (canonical JSON) only if it
+  matches. ``ID`` is a request id, or ``#N`` for the store's row N.
+- ``events PATH [--type T] [--follow]``: print stored events, one canonical
+  JSON object per line; ``--follow`` keeps printing while a run writes.
+- ``inspect PATH [--branch B]``: list the branches, or show one branch's view
+  (``B`` is a branch id or a node id).
+
+``python -m runtime.store.commands CMD ...`` runs them on their own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+import anyio
+
+from runtime.canonical import canonical_json
+from runtime.errors import ConfigError, FoldlineError
+from runtime.store.errors import (
+    NotAStore,
+    NothingToResume,
+    ReplayError,
+    StoreCorrupt,
+    StoreError,
+    StoreInUse,
+    StorePathRefused,
+)
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+FOLLOW_POLL_SECONDS = 0.2
+
+
+def _fail(err: TextIO, message: str, code: int) -> int:
+    print(f"foldline: {message}", file=err)
+    return code
+
+
+def _progress(args: argparse.Namespace, err: TextIO) -> Any:
+    if getattr(args, "quiet", False):
+        return None
+    from runtime.cli import (
+        progress_printer,  # the CLI's progress lines, shared by run and resume
+    )
+
+    return progress_printer(err)
+
+
+def _print_report(report: dict[str, Any], args: argparse.Namespace, out: TextIO) -> int:
+    from runtime.report import format_report
+
+    print(format_report(report), file=out)
+    if getattr(args, "report", None):
+        Path(args.report).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return EXIT_OK if report["status"] == "ok" else EXIT_FAILED
+
+
+# -- run --store ------------------------------------------------------------------------------------
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--store PATH`` for ``foldline run`` (a file, or a directory to put the store in)."""
+    parser.add_argument("--store", metavar="PATH", help="store the run in SQLite at PATH as it goes (resumable)")
+
+
+def run_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """``foldline run SCENARIO --store PATH [--provider K] [--signals F] [--report F] [--quiet]``."""
+    from runtime.scenario import load_scenario
+    from runtime.store.run import run_scenario_stored
+    from runtime.tools import BUILTIN_TOOLS
+
+    try:
+        scenario = load_scenario(args.scenario, tool_names=BUILTIN_TOOLS.names())
+    except ConfigError as exc:
+        return _fail(err, str(exc), EXIT_BAD_INPUT)
+    progress = _progress(args, err)
+    try:
+        run = anyio.run(
+            lambda: run_scenario_stored(
+                scenario,
+                store_path=args.store,
+                provider_kind=getattr(args, "provider", None),
+                signals_path=getattr(args, "signals", None),
+                progress=progress,
+            )
+        )
+    except ConfigError as exc:
+        return _fail(err, f"{args.scenario}: {exc}", EXIT_BAD_INPUT)
+    except (StorePathRefused, StoreInUse, NotAStore) as exc:
+        return _fail(err, str(exc), EXIT_BAD_INPUT)
+    return _print_report(run.report, args, out)
+
+
+# -- resume ----------------------------------------------------------------------------------------------
+
+
+def add_resume_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("path", help="the store of a run that stopped (crash, kill, Ctrl-C)")
+    parser.add_argument("--provider", choices=("scripted", "simulated", "anthropic"),
+                        help="override the provider the run was stored with")
+    parser.add_argument("--report", metavar="FILE.json", help="write the report as JSON")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+
+
+def run_resume(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """``foldline resume PATH``: continue the run; print the whole run's report."""
+    from runtime.store.reader import StoreReader
+    from runtime.store.run import report_from_store, resume_stored_run
+
+    progress = _progress(args, err)
+    try:
+        run = anyio.run(lambda: resume_stored_run(args.path, provider_kind=args.provider, progress=progress))
+    except NothingToResume as exc:
+        print(f"foldline: {exc}", file=err)
+        with StoreReader(args.path) as reader:
+            model = _stored_model(reader)
+        return _print_report(report_from_store(args.path, model), args, out)
+    except (NotAStore, StoreInUse, ConfigError) as exc:
+        return _fail(err, str(exc), EXIT_BAD_INPUT)
+    except StoreError as exc:
+        return _fail(err, f"{args.path}: cannot resume: {exc}", EXIT_FAILED)
+    return _print_report(run.report, args, out)
+
+
+def _stored_model(reader: Any) -> str:
+    from runtime.scenario import loads_scenario
+    from runtime.tools import BUILTIN_TOOLS
+
+    meta = reader.meta()
+    scenario = loads_scenario(meta["scenario_text"], path_label=meta["scenario_path"], tool_names=BUILTIN_TOOLS.names())
+    return scenario.provider.model_config.name
+
+
+# -- replay ---------------------------------------------------------------------------------------------------
+
+
+def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("path", help="a run's store")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--request", metavar="ID", help="one request: its id, or #N for the store's row N")
+    which.add_argument("--all", action="store_true", help="every stored request")
+
+
+def run_replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Rebuild and verify; never calls a model or runs a tool."""
+    from runtime.store.reader import StoreReader
+    from runtime.store.replay import Replayed, replay_all
+
+    try:
+        reader = StoreReader(args.path)
+    except NotAStore as exc:
+        return _fail(err, str(exc), EXIT_BAD_INPUT)
+    with reader:
+        try:
+            rows = reader.requests(None if args.all else args.request)
+            if not args.all:
+                if not rows:
+                    return _fail(err, f"{args.path}: no stored request {args.request!r}", EXIT_BAD_INPUT)
+                if len(rows) > 1:
+                    labels = ", ".join(f"#{row.rid}" for row in rows)
+                    return _fail(
+                        err, f"{args.path}: request id {args.request!r} names {len(rows)} stored requests ({labels}); "
+                        "pick one with --request #N", EXIT_BAD_INPUT,
+                    )
+            results = replay_all(reader, rows)
+        except StoreCorrupt as exc:
+            return _fail(err, f"{args.path}: malformed store: {exc}", EXIT_FAILED)
+    failures = [r for r in results if isinstance(r, ReplayError)]
+    for result in results:
+        if isinstance(result, Replayed):
+            if args.all:
+                print(f"ok {result.row.label} {result.digest}", file=out)
+            else:
+                print(result.request.payload_text(), file=out)
+        else:
+            print(f"foldline: replay failed: {result}", file=err)
+    if args.all:
+        print(f"{len(results) - len(failures)} of {len(results)} requests verified", file=err if failures else out)
+    return EXIT_FAILED if failures else EXIT_OK
+
+
+# -- events ----------------------------------------------------------------------------------------------------------
+
+
+def add_events_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("path", help="a run's store (or a file a SqliteSink wrote)")
+    parser.add_argument("--type", action="append", metavar="T", dest="types",
+                        help="only events of type T (repeat for several, or T1,T2)")
+    parser.add_argument("--follow", action="store_true",
+                        help="keep printing new events while a run or resume writes the store")
+
+
+def run_events(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from runtime.store.lock import writer_active
+    from runtime.store.schema import resolve_store_path
+    from signals.envelope import InvalidEventError
+    from signals.sqlite_sink import read_events
+
+    types = None
+    if args.types:
+        types = {name.strip() for entry in args.types for name in entry.split(",") if name.strip()}
+    try:
+        last = 0
+        order = "rowid" if args.follow else "seq"
+        while True:
+            # Whether a writer was active is read before the events, so nothing it wrote is missed.
+            active = args.follow and writer_active(resolve_store_path(args.path))
+            for rowid, event in read_events(args.path, types=types, after_rowid=last, order=order):
+                print(canonical_json(event.to_json()), file=out, flush=args.follow)
+                last = max(last, rowid)
+            if not active:
+                return EXIT_OK
+            time.sleep(FOLLOW_POLL_SECONDS)
+    except NotAStore as exc:
+        return _fail(err, str(exc), EXIT_BAD_INPUT)
+    except InvalidEventError as exc:
+        return _fail(err, f"malformed store: {exc}", EXIT_FAILED)
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
+# -- inspect -----------------------------------------------------------------------------------------------------------
+
+
+def add_inspect_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("path", help="a run's store")
+    parser.add_argument("--branch", metavar="B", help="a branch id or a node id (default: list the branches)")
+
+
+def _node_of_branches(reader: Any) -> dict[str, str]:
+    nodes: dict[str, str] = {}
+    for row in reader.requests():
+        if row.node_id:
+            nodes.setdefault(row.branch_id, row.node_id)
+    for event in reader.events(types=("NodeStarted", "NodeFinished", "NodeFailed")):
+        if event.branch_id and event.node_id:
+            nodes.setdefault(event.branch_id, event.node_id)
+    return nodes
+
+
+def _projection_of(branch: Any, bounds: dict[str, int | None]) -> Any:
+    """The result bound the branch's latest request compiled under, as a projection."""
+    from runtime.store.replay import result_projection
+
+    return result_projection(bounds.get(branch.id), branch, branch.state.protected_round)
+
+
+def run_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from runtime.store.inspect import describe_branch, format_branch, format_branches
+    from runtime.store.reader import StoreReader
+    from runtime.tokenizer import count_tokens
+
+    try:
+        reader = StoreReader(args.path)
+    except NotAStore as exc:
+        return _fail(err, str(exc), EXIT_BAD_INPUT)
+    with reader:
+        try:
+            branches = reader.restore_branches()
+            nodes = _node_of_branches(reader)
+            bounds = {row.branch_id: row.result_bound for row in reader.requests() if row.intent != "side"}
+        except StoreCorrupt as exc:
+            return _fail(err, f"{args.path}: malformed store: {exc}", EXIT_FAILED)
+    if args.branch is None:
+        from runtime.store.inspect import message_chars
+
+        rows = [
+            (b.id, nodes.get(b.id), b.parent_id, b.record_length(), len(b.view_ids()),
+             sum(message_chars(m) for m in b.view()))
+            for b in branches.values()
+        ]
+        print(format_branches(rows), file=out)
+        return EXIT_OK
+    branch = branches.get(args.branch)
+    if branch is None:
+        matching = [bid for bid, node in nodes.items() if node == args.branch]
+        if len(matching) != 1:
+            known = ", ".join(sorted(set(nodes.values()))) or "none"
+            what = "several branches" if matching else "no branch or node"
+            return _fail(err, f"{args.path}: {args.branch!r} names {what}; nodes: {known}", EXIT_BAD_INPUT)
+        branch = branches[matching[0]]
+    picture = describe_branch(
+        branch, count_tokens=count_tokens, node_id=nodes.get(branch.id), projection=_projection_of(branch, bounds)
+    )
+    print(format_branch(picture), file=out)
+    return EXIT_OK
+
+
+# -- on its own --------------------------------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m runtime.store.commands", description="foldline's store commands")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run a scenario, storing it")
+    run.add_argument("scenario")
+    run.add_argument("--provider", choices=("scripted", "simulated", "anthropic"))
+    run.add_argument("--signals", metavar="FILE.jsonl")
+    run.add_argument("--report", metavar="FILE.json")
+    run.add_argument("--quiet", action="store_true")
+    add_run_arguments(run)
+    add_resume_arguments(sub.add_parser("resume", help="continue a stored run"))
+    add_replay_arguments(sub.add_parser("replay", help="rebuild and verify stored requests"))
+    add_events_arguments(sub.add_parser("events", help="print a store's events"))
+    add_inspect_arguments(sub.add_parser("inspect", help="show a branch's view"))
+    return parser
+
+
+COMMANDS = {
+    "run": run_run,
+    "resume": run_resume,
+    "replay": run_replay,
+    "events": run_events,
+    "inspect": run_inspect,
+}
+
+
+def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    from runtime.logs import configure_logging
+
+    out = out or sys.stdout
+    err = err or sys.stderr
+    args = _parser().parse_args(argv)
+    configure_logging(level="warning", fmt="console", stream=err)
+    if args.command == "run" and not args.store:
+        return _fail(err, "run: --store PATH is required here", EXIT_BAD_INPUT)
+    try:
+        return COMMANDS[args.command](args, out, err)
+    except FoldlineError as exc:
+        return _fail(err, str(exc), EXIT_FAILED)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,171 @@
+"""Running a scenario with a store, and resuming a stored run.
+
+:func:`run_scenario_stored` is ``foldline run SCENARIO --store PATH``: the run
+of :func:`runtime.scenario_run.run_scenario`, with every branch change,
+request and event written to the store as it happens (the scenario file's
+text and path, the provider and the run id go in first, so the run can be
+rebuilt without the file).
+
+:func:`resume_stored_run` is ``foldline resume PATH``: it rebuilds the
+scenario from the store, restores every branch, plans each node
+(:func:`runtime.store.resume.plan_resume`), starts each node's script after
+the requests it completed, and runs the flow again under the same run id,
+numbering events after the last stored one. Finished nodes are not run
+again; a node stopped mid-turn continues from its last stored state (calls a
+Ctrl-C answered with "not run: cancelled" leave its view and run). The
+report is rebuilt from all the run's stored events, the stopped run's and
+the resumed run's, so its totals are the whole run's.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from actors.branch import Branch
+from runtime.config import Scenario
+from runtime.policies import PolicyRegistry, ScriptPolicy
+from runtime.pricing import PricingTable
+from runtime.providers.factory import open_provider
+from runtime.report import ReportBuilder
+from runtime.runtime import Runtime
+from runtime.scenario import loads_scenario
+from runtime.scenario_run import ScenarioRun, build_flow, build_policies
+from runtime.store.errors import NothingToResume, StoreError
+from runtime.store.journal import RunStore
+from runtime.store.reader import StoreReader
+from runtime.store.resume import ResumePlan, plan_resume, view_without_cancelled_results
+from runtime.tools import BUILTIN_TOOLS, ToolRegistry
+from signals.envelope import Event
+from signals.sqlite_sink import SqliteSink
+
+
+def policies_resumed_at(registry: PolicyRegistry, cursors: dict[str, int]) -> PolicyRegistry:
+    """``registry`` with each node's script policy starting after its completed requests."""
+    policies = dict(registry.policies)
+    for node_id, policy in registry.policies.items():
+        cursor = cursors.get(node_id, 0)
+        if isinstance(policy, ScriptPolicy) and cursor:
+            policies[node_id] = ScriptPolicy(policy.node_id, policy.steps, start=min(cursor, len(policy.steps)))
+    return PolicyRegistry(policies, registry.default)
+
+
+def report_from_store(path: str | os.PathLike[str], model: str) -> dict:
+    """The run's report rebuilt from every event in the store."""
+    with StoreReader(path) as reader:
+        events = reader.events()
+    return ReportBuilder(PricingTable.load_default(), model).feed_all(events).to_json()
+
+
+async def run_scenario_stored(
+    scenario: Scenario,
+    *,
+    store_path: str | os.PathLike[str],
+    provider_kind: str | None = None,
+    signals_path: str | os.PathLike[str] | None = None,
+    progress: Callable[[Event], None] | None = None,
+    registry: ToolRegistry = BUILTIN_TOOLS,
+    clock: Callable[[], float] = time.time,
+) -> ScenarioRun:
+    """Run a scenario, storing it as it goes (see the module docstring)."""
+    if scenario.path is None:
+        raise StoreError("a stored run needs its scenario file (this scenario was not loaded from one)")
+    scenario_text = Path(scenario.path).read_text(encoding="utf-8")
+    spec = scenario.provider if provider_kind is None else scenario.provider.with_kind(provider_kind)
+    run_id = "run-" + secrets.token_hex(6)
+    flow = build_flow(scenario)
+    async with await RunStore.create(
+        store_path, run_id=run_id, scenario_text=scenario_text, scenario_path=scenario.path, provider_kind=spec.kind
+    ) as store:
+        async with open_provider(spec, build_policies(scenario), clock=clock) as provider:
+            async with Runtime(
+                provider=provider,
+                model=spec.model_config,
+                registry=registry,
+                clock=clock,
+                run_id=run_id,
+                signals_path=signals_path,
+                scenario=scenario.name,
+                journal=store,
+            ) as rt:
+                SqliteSink(store).attach(rt.signals)
+                if progress is not None:
+                    rt.signals.add_handler(progress, policy="block", name="progress")
+                result = await rt.run(flow)
+                report = rt.report()
+        await store.flush()
+    return ScenarioRun(report=report, result=result)
+
+
+def load_stored_plan(path: str | os.PathLike[str], *, registry: ToolRegistry = BUILTIN_TOOLS) -> tuple[Scenario, ResumePlan, dict[str, str]]:
+    """The stored run's scenario, its resume plan and its meta; :class:`NothingToResume` if it finished."""
+    with StoreReader(path) as reader:
+        meta = reader.meta()
+        for key in ("run_id", "scenario_text", "scenario_path", "provider_kind"):
+            if key not in meta:
+                raise StoreError(f"{reader.label}: holds no run to resume (its meta has no {key!r})")
+        events = reader.events()
+        if any(event.type == "RunFinished" for event in events):
+            raise NothingToResume(f"{reader.label}: run {meta['run_id']} already finished; there is nothing to resume")
+        scenario = loads_scenario(meta["scenario_text"], path_label=meta["scenario_path"], tool_names=registry.names())
+        scenario = scenario.evolve(path=meta["scenario_path"])
+        branches = reader.restore_branches()
+        plan = plan_resume(
+            scenario,
+            branches=branches,
+            branch_rows=reader.branch_rows(),
+            requests=reader.requests(),
+            events=events,
+        )
+    return scenario, plan, meta
+
+
+async def _drop_cancelled_results(branch: Branch) -> None:
+    view = view_without_cancelled_results(branch)
+    if view is not None:
+        async with branch.turn() as turn:
+            turn.set_view(view)
+
+
+async def resume_stored_run(
+    store_path: str | os.PathLike[str],
+    *,
+    provider_kind: str | None = None,
+    progress: Callable[[Event], None] | None = None,
+    registry: ToolRegistry = BUILTIN_TOOLS,
+    clock: Callable[[], float] = time.time,
+) -> ScenarioRun:
+    """Continue a stored run that stopped (see the module docstring)."""
+    scenario, plan, meta = load_stored_plan(store_path, registry=registry)
+    spec = scenario.provider.with_kind(provider_kind or meta["provider_kind"])
+    policies = policies_resumed_at(build_policies(scenario), dict(plan.cursors))
+    flow = build_flow(scenario)
+    async with await RunStore.open_existing(store_path) as store:
+        for restored in plan.restored.values():
+            if restored.branch is not None and restored.branch.id in plan.node_branches.values():
+                restored.branch.attach_journal(store)
+                if restored.outcome is None:
+                    await _drop_cancelled_results(restored.branch)
+        async with open_provider(spec, policies, clock=clock) as provider:
+            async with Runtime(
+                provider=provider,
+                model=spec.model_config,
+                registry=registry,
+                clock=clock,
+                run_id=meta["run_id"],
+                scenario=scenario.name,
+                journal=store,
+                first_seq=plan.first_seq,
+            ) as rt:
+                SqliteSink(store).attach(rt.signals)
+                if progress is not None:
+                    rt.signals.add_handler(progress, policy="block", name="progress")
+                for recovered in plan.recovered:
+                    await rt.signals.publish(recovered.event, node_id=recovered.node_id, branch_id=recovered.branch_id)
+                result = await rt.run(flow, restored=plan.restored)
+        await store.flush()
+    report = report_from_store(store_path, spec.model_config.name)
+    return ScenarioRun(report=report, result=result)

@@ -1,0 +1,158 @@
+"""The harness on the small workloads: every workload under every strategy, measured from the run itself."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from runtime.bench import workloads
+from runtime.bench.facts import fact_value
+from runtime.bench.harness import (
+    ProbeTally,
+    RunMetrics,
+    WorkloadResult,
+    run_workload_set,
+    strategies_named,
+)
+from runtime.bench.lower_bound import BoundFigures
+from runtime.bench.reader import RecallOutcome
+from runtime.bench.strategies import STRATEGIES
+from runtime.bench.table import bench_json, evaluate_targets, format_table, ratios
+from runtime.errors import ConfigError
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.mark.parametrize("name", list(workloads.WORKLOADS))
+async def test_each_small_workload_runs_under_every_strategy(name: str) -> None:
+    scenario = workloads.build(name, workloads.SMALL)
+    result = await run_workload_set(scenario, strategies_named(None), provider_kind="scripted")
+    assert set(result.runs) | set(result.not_run) == set(STRATEGIES)
+    assert "naive" in result.runs and result.bound.bit > 0 and result.bound.requests == result.runs["naive"].requests
+
+    naive, cached = result.runs["naive"], result.runs["cache-only"]
+    assert naive.cached_share == 0 and naive.cost_bit == naive.fresh_input == naive.new_input
+    assert 0 < cached.cost_bit < naive.cost_bit and cached.cached_share > 0.5
+    for run in (naive, cached):  # nothing folds: every recall is in view
+        recalls = run.probes.total + run.keys.total
+        assert recalls > 0 and run.probes.view + run.keys.view == recalls
+        assert run.folds == run.fold_commits == 0
+
+    for run in result.runs.values():
+        assert run.probes.wrong == run.keys.wrong == 0, f"{run.strategy} answered a recall wrongly"
+        assert run.rewrites_unexplained == 0, f"{run.strategy} rewrote a prefix without a cause"
+        assert run.over_ceiling_estimate == 0, f"{run.strategy} sent a request over its ceiling"
+        assert run.requests > 0 and run.wall_s >= 0
+    if "foldline" in result.runs:
+        run = result.runs["foldline"]
+        assert run.bytes_unrecoverable == 0
+        assert run.probes.rerun + run.keys.rerun + run.probes.failed + run.keys.failed == 0
+    if name == "fanout":
+        for run in result.runs.values():
+            assert sum(run.nodes.values()) == 9
+        assert naive.nodes == {"ok": 6, "failed": 3, "skipped": 0} and naive.refusals == 3
+
+
+async def test_compaction_loses_what_it_summarized_and_the_probes_show_it() -> None:
+    result = await run_workload_set(
+        workloads.build("reading-20k", workloads.SMALL), strategies_named(["compaction"]), provider_kind="scripted"
+    )
+    run = result.runs["compaction"]
+    assert run.summaries > 0  # it compacted
+    assert run.probes.rerun + run.probes.failed > 0 and run.probes.read_result == 0
+
+
+def test_unknown_strategy_names_are_bad_input() -> None:
+    with pytest.raises(ConfigError, match="unknown strategy 'fold'; strategies: naive, cache-only"):
+        strategies_named(["naive", "fold"])
+    assert [s.name for s in strategies_named(["foldline", "naive"])] == ["naive", "foldline"]
+
+
+def test_recalls_are_judged_against_the_facts_real_values() -> None:
+    def outcome(fact: str, how: str, value: str | None) -> RecallOutcome:
+        return RecallOutcome("n", 0, fact, "probe", how, value, 0)  # type: ignore[arg-type]
+
+    tally = ProbeTally.judge(
+        [
+            outcome("A", "view", fact_value("A")),
+            outcome("B", "read_result", fact_value("B")),
+            outcome("C", "rerun", "0000000000000000"),
+            outcome("D", "failed", None),
+        ]
+    )
+    assert tally == ProbeTally(view=1, read_result=1, rerun=0, failed=2, wrong=1)
+
+
+# -- the table and the targets, on figures made up for the purpose -----------------------------
+
+
+def metrics(workload: str, strategy: str, bit: float, **changes: Any) -> RunMetrics:
+    values: dict[str, Any] = {
+        "workload": workload, "strategy": strategy, "status": "ok", "nodes": {"ok": 1, "failed": 0, "skipped": 0},
+        "requests": 10, "usage": {"input_tokens": 100, "cache_read_input_tokens": 900, "cache_write_5m_tokens": 50,
+                                  "cache_write_1h_tokens": 0, "output_tokens": 20},
+        "cost_bit": bit, "cost_usd": None, "output_priced": False, "cached_share": 0.9, "peak_request_tokens": 1000,
+        "refusals": 0, "notices": 0, "folds": 0, "fold_commits": 0, "rewrites_explained": 0,
+        "rewrites_unexplained": 0, "bytes_unrecoverable": 0, "over_ceiling_estimate": 0, "over_ceiling_reported": 0,
+        "probes": ProbeTally(view=2), "keys": ProbeTally(), "summaries": 0, "wall_s": 0.1,
+    }
+    values.update(changes)
+    return RunMetrics(**values)
+
+
+def result(workload: str, bound: float, runs: list[RunMetrics], not_run: dict[str, str] | None = None) -> WorkloadResult:
+    figures = BoundFigures(requests=3, write_tokens=100, read_tokens=200, output_tokens=5, output_ratio=None, bit=bound)
+    return WorkloadResult(workload, "made up", figures, {r.strategy: r for r in runs}, not_run or {})
+
+
+def test_targets_are_met_missed_or_not_measured_from_the_figures() -> None:
+    results = [
+        result("fits", 1000, [metrics("fits", "foldline", 1040)]),
+        result("reading-20k", 1000, [
+            metrics("reading-20k", "compaction", 2000),
+            metrics("reading-20k", "foldline", 900, probes=ProbeTally(read_result=3, rerun=1)),
+        ]),
+        result("staged-64", 1000, [
+            metrics("staged-64", "compaction", 2000),
+            metrics("staged-64", "foldline", 1000),
+            metrics("staged-64", "fold-immediate", 3000,
+                    usage={"input_tokens": 0, "cache_read_input_tokens": 0, "cache_write_5m_tokens": 250,
+                           "cache_write_1h_tokens": 0, "output_tokens": 0}),
+        ]),
+    ]
+    states = [(t.name, t.met) for t in evaluate_targets(results)]
+    assert ("fits: foldline <= 1.05 x lower bound", True) in states
+    assert ("reading-20k: foldline <= 0.5 x compaction", True) in states
+    assert any(n.startswith("reading-20k: foldline loses 0 bytes") and m is False for n, m in states)
+    assert ("reading-40k: foldline <= 0.5 x compaction", None) in states
+    assert ("staged-64: foldline <= 0.5 x compaction", True) in states
+    assert any(n.startswith("staged-64: foldline's new input") and m is False for n, m in states)  # 150 x 5 > 250
+    assert ("0 unexplained rewrites in every run", True) in states
+
+
+def test_a_run_over_its_ceiling_or_with_an_unexplained_rewrite_misses_its_target() -> None:
+    results = [result("fits", 1000, [metrics("fits", "cache-only", 1000, rewrites_unexplained=2, over_ceiling_reported=1)])]
+    states = {t.name: (t.met, t.detail) for t in evaluate_targets(results)}
+    assert states["0 unexplained rewrites in every run"] == (False, "unexplained rewrites: fits/cache-only 2")
+    met, detail = states["every request under its ceiling (our estimate and the server's count)"]
+    assert met is False and "fits/cache-only 0 by estimate, 1 by server" in detail
+    assert states["fits: foldline <= 1.05 x lower bound"][0] is None
+
+
+def test_the_table_and_the_json_carry_every_run_and_the_targets() -> None:
+    results = [
+        result("reading-20k", 1000, [metrics("reading-20k", "naive", 5000), metrics("reading-20k", "compaction", 2000)],
+               {"foldline": "strategy 'foldline' is not built yet"}),
+    ]
+    table = format_table(results, wall_s=1.5)
+    assert "== reading-20k: lower bound 1,000 BIT" in table
+    assert "naive" in table and "compaction" in table and "foldline: strategy 'foldline' is not built yet" in table
+    assert "targets:" in table and "[not measured]" in table and "wall time: 1.5 s" in table
+    assert ratios(results[0], results[0].runs["naive"]) == {"to_bound": 5.0, "to_compaction": 2.5}
+    document = json.loads(json.dumps(bench_json(results, provider="scripted", model="m", wall_s=1.5, sizes="small")))
+    (workload,) = document["workloads"]
+    assert workload["runs"]["naive"]["ratios"] == {"to_bound": 5.0, "to_compaction": 2.5}
+    assert workload["not_run"] == {"foldline": "strategy 'foldline' is not built yet"}
+    assert document["schema"] == "foldline.bench/v1" and document["targets"]

@@ -1,0 +1,145 @@
+"""The model's context tool: its fixed schema, argument checks and answers (pure)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from runtime.fold.context_tool import (
+    CONTEXT_TOOL,
+    STATUS_MAX_CHARS,
+    ContextToolError,
+    parse_action,
+    run_context_call,
+    settled_view,
+)
+from runtime.fold.conversations import Conversation, measurer_for
+from runtime.fold.formats import parse_read_result
+from runtime.fold.marks import FoldMark
+from runtime.fold.projection import clipped_copy
+from runtime.fold.settings import FoldSettings
+from runtime.measure import TokenCounter
+from runtime.messages import AssistantResponse, ToolCall
+from runtime.tools import synthetic_text
+
+COUNTER = TokenCounter()
+SETTINGS = FoldSettings(ceiling=20_000)
+
+
+def test_the_schema_is_the_fixed_one_the_readers_call() -> None:
+    schema = json.loads(CONTEXT_TOOL.input_schema_json)
+    assert CONTEXT_TOOL.name == "context"
+    assert schema["required"] == ["action"]
+    assert schema["properties"]["action"]["enum"] == ["status", "read_result", "restore", "fold"]
+    assert set(schema["properties"]) == {"action", "index", "offset", "limit", "start", "end"}
+    assert schema["properties"]["limit"]["maximum"] == 16_000
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({}, "action is None; expected one of status, read_result, restore, fold"),
+        ({"action": "evict"}, "action is 'evict'"),
+        ({"action": "read_result"}, 'read_result needs "index"'),
+        ({"action": "read_result", "index": -2}, "index is -2; expected a non-negative integer"),
+        ({"action": "read_result", "index": True}, "index is True"),
+        ({"action": "read_result", "index": 1, "limit": 0}, "limit is 0; expected a positive integer"),
+        ({"action": "read_result", "index": 1, "offset": "5"}, "offset is '5'"),
+        ({"action": "restore"}, 'restore needs "index"'),
+        ({"action": "fold", "start": 4}, 'fold needs "start" and "end"'),
+        ({"action": "fold", "start": 9, "end": 4}, "fold end 4 is before start 9"),
+        ({"action": "status", "verbose": True}, "unknown argument 'verbose'"),
+    ],
+)
+def test_bad_arguments_are_refused_naming_the_key_the_value_and_the_expectation(arguments: dict, message: str) -> None:
+    with pytest.raises(ContextToolError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse_action(arguments)
+
+
+def test_defaults_and_the_limit_cap() -> None:
+    action = parse_action({"action": "read_result", "index": 3, "limit": 99_999})
+    assert (action.index, action.offset, action.limit) == (3, 0, 16_000)
+
+
+def conversation(*, running: bool = True) -> Conversation:
+    """Four reads, then (as when the engine runs a context call) the round whose tools are running."""
+    c = Conversation()
+    c.task("Read.")
+    for i in range(4):
+        c.round([("read_file", {"path": f"d/{i}.md"}, synthetic_text(f"d/{i}.md", 3000))])
+    if running:
+        c.add(AssistantResponse((ToolCall.create("toolu_running", "context", {"action": "status"}),)))
+    return c
+
+
+def call(c: Conversation, arguments: dict, *, settings: FoldSettings | None = SETTINGS, marks=()):
+    branch = c.branch()
+    return run_context_call(
+        arguments,
+        view=branch.view(),
+        record=branch,
+        settings=settings,
+        marks=marks,
+        completed=3,
+        estimator=measurer_for(branch, counter=COUNTER),
+    )
+
+
+def test_status_is_bounded_and_names_sizes_notes_and_marks() -> None:
+    c = conversation()
+    outcome = call(c, {"action": "status"}, marks=(FoldMark(2, 5),))
+    assert not outcome.is_error and outcome.view_ids is None
+    assert outcome.text.startswith("context status: about ") and "20000-token ceiling" in outcome.text
+    assert "pending fold marks: #2-#5" in outcome.text and len(outcome.text) <= STATUS_MAX_CHARS
+
+
+def test_read_result_protects_what_it_read_and_its_own_answer() -> None:
+    c = conversation()
+    outcome = call(c, {"action": "read_result", "index": 3, "offset": 5, "limit": 40})
+    page = parse_read_result(outcome.text)
+    branch = c.branch()
+    assert page.text == branch.message_at(3).output[5:45]
+    assert outcome.recovered == {branch.message_at(3).id} and outcome.protect_answer
+
+
+def test_a_fold_mark_is_recorded_and_moves_nothing() -> None:
+    c = conversation()
+    outcome = call(c, {"action": "fold", "start": 2, "end": 5}, marks=(FoldMark(6, 7),))
+    assert outcome.marks == (FoldMark(6, 7), FoldMark(2, 5, 3)) and outcome.view_ids is None
+    assert "2 mark(s) pending; nothing moves now" in outcome.text
+    beyond = call(c, {"action": "fold", "start": 2, "end": 500})
+    assert beyond.is_error and "beyond the record" in beyond.text
+
+
+def test_restore_is_refused_over_the_ceiling_naming_read_result_and_admitted_under_it() -> None:
+    c = conversation()
+    branch = c.branch()
+    original = branch.message_at(3)
+    copy = clipped_copy(original, index=3, allowance=1024, bound=None)
+    c.add(copy, in_view=False)
+    c.view[c.view.index(original.id)] = copy.id
+    estimate = measurer_for(c.branch(), counter=COUNTER).estimate(settled_view(c.messages()))
+    tight = FoldSettings(ceiling=estimate + 10)
+    refused = call(c, {"action": "restore", "index": 3}, settings=tight)
+    assert refused.view_ids is None and refused.text.startswith("restore of #3 refused")
+    assert 'context {"action":"read_result","index":3,"offset":0,"limit":16000}' in refused.text
+    admitted = call(c, {"action": "restore", "index": 3})
+    assert admitted.view_ids is not None and original.id in admitted.view_ids and copy.id not in admitted.view_ids
+    assert admitted.rewrite_cause == "restore #3" and admitted.recovered == {original.id}
+    again = call(c, {"action": "restore", "index": 1})
+    assert again.view_ids is None and "already in the conversation" in again.text
+
+
+def test_without_a_fold_every_action_is_an_error_answer() -> None:
+    outcome = call(conversation(), {"action": "status"}, settings=None)
+    assert outcome.is_error and "no fold installed" in outcome.text
+
+
+def test_the_settled_view_leaves_out_the_round_whose_tools_are_running() -> None:
+    c = conversation()
+    view = c.messages()
+    assert settled_view(view) == view[:-1]
+    answered = conversation(running=False)
+    answered.answer("All four read.")
+    assert settled_view(answered.messages()) == answered.messages()

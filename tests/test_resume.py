@@ -1,0 +1,249 @@
+"""Resume: a stopped run continues from its store and ends as an uninterrupted run would."""
+
+from __future__ import annotations
+
+import io
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from actors.branch import Branch
+from runtime.messages import AssistantResponse, Instruction, ToolCall, ToolResult
+from runtime.policies import PolicyRegistry, ScriptPolicy, ScriptStep
+from runtime.scenario import load_scenario
+from runtime.store.commands import main
+from runtime.store.errors import NothingToResume, StoreInUse
+from runtime.store.journal import RunStore
+from runtime.store.reader import StoreReader
+from runtime.store.resume import CANCELLED_RESULT, view_without_cancelled_results
+from runtime.store.run import (
+    policies_resumed_at,
+    resume_stored_run,
+    run_scenario_stored,
+)
+from runtime.tools import BUILTIN_TOOLS
+
+SCENARIO = """
+schema = "foldline.scenario/v1"
+name = "resumable"
+[run]
+concurrency = 3
+[provider]
+kind = "scripted"
+model = "claude-haiku-5-5"
+[profiles.default]
+system = "You are a careful agent."
+tools = ["read_file", "search", "spawn"]
+[profiles.reviewer]
+system = "You review."
+tools = ["read_file"]
+[[nodes]]
+id = "lead"
+instruction = "Read and delegate."
+script = [
+  { text = "Reading.", tool_calls = [
+      { name = "read_file", arguments = { path = "a.md", size = 9000 } },
+      { name = "read_file", arguments = { path = "b.md", size = 7000 } },
+  ] },
+  { tool_calls = [ { name = "spawn", arguments = { node = "child-a" } } ] },
+  { tool_calls = [ { name = "search", arguments = { query = "x", size = 3000 } },
+                   { name = "spawn", arguments = { node = "child-b" } } ] },
+  { text = "Done leading." },
+]
+[[nodes]]
+id = "child-a"
+spawned_by = "lead"
+profile = "reviewer"
+instruction = "Review a."
+script = [
+  { tool_calls = [{ name = "read_file", arguments = { path = "c.md", size = 4000 } }] },
+  { tool_calls = [{ name = "read_file", arguments = { path = "d.md", size = 4000 } }] },
+  { text = "A reviewed." },
+]
+[[nodes]]
+id = "child-b"
+spawned_by = "lead"
+profile = "reviewer"
+operation = "bounded"
+instructions = ["First check.", "Second check."]
+script = [{ text = "B one." }, { text = "B two." }]
+[[nodes]]
+id = "never"
+spawned_by = "lead"
+profile = "reviewer"
+instruction = "Never spawned."
+script = [{ text = "unused" }]
+[[nodes]]
+id = "side"
+instruction = "Search."
+script = [
+  { tool_calls = [{ name = "search", arguments = { query = "y", size = 5000 } }] },
+  { tool_calls = [{ name = "search", arguments = { query = "z", size = 5000 } }] },
+  { text = "Side done." },
+]
+[[nodes]]
+id = "summary"
+depends_on = ["lead", "side"]
+operation = "bounded"
+instruction = "Summarize."
+script = [{ text = "Summary." }]
+"""
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def scenario_file(tmp_path: Path) -> Path:
+    path = tmp_path / "resumable.toml"
+    path.write_text(SCENARIO, encoding="utf-8")
+    return path
+
+
+def load(path: Path):
+    return load_scenario(path, tool_names=BUILTIN_TOOLS.names())
+
+
+async def stored_run(scenario_path: Path, store: Path, *, stop_after_responses: int | None = None) -> None:
+    """Run with a store; with ``stop_after_responses``, cancel the run (Ctrl-C) after that many responses."""
+    seen = 0
+    with anyio.CancelScope() as scope:
+
+        def progress(event: Any) -> None:
+            nonlocal seen
+            if event.type == "ResponseReceived":
+                seen += 1
+                if stop_after_responses is not None and seen >= stop_after_responses:
+                    scope.cancel()
+
+        await run_scenario_stored(load(scenario_path), store_path=store, progress=progress)
+
+
+def outcome_of(store: Path) -> dict[str, Any]:
+    """What must equal an uninterrupted run's: the report's totals and outcome, each node's
+    requests (by digest, in order) and each node's record (by content, byte for byte)."""
+    from runtime.store.run import report_from_store
+
+    report = report_from_store(store, "claude-haiku-5-5")
+    with StoreReader(store) as reader:
+        for message_id in reader.message_ids():
+            reader.message(message_id)  # every stored message reads back and passes its SHA-256
+        rows = [r for r in reader.requests() if r.status == "sent"]
+        branches = reader.restore_branches()
+    node_branch = {r.node_id: r.branch_id for r in rows if r.node_id}
+    usage_sum = {k: sum(int((r.usage or {}).get(k, 0)) for r in rows) for k in report["usage"]}
+    assert usage_sum == report["usage"]  # every counted response is a stored request, and no other
+    assert len(rows) == report["requests"]
+    return {
+        "status": report["status"],
+        "nodes": {n: v["status"] for n, v in report["nodes"].items()},
+        "requests": report["requests"],
+        "usage": report["usage"],
+        "cost": report["cost"]["bit"],
+        "digests": {n: [r.digest for r in rows if r.node_id == n] for n in node_branch},
+        "records": {
+            n: [m.sha256 for m in branches[b].record_messages()] for n, b in node_branch.items()
+        },
+    }
+
+
+async def test_an_uninterrupted_stored_run_reports_what_it_stored(scenario_file: Path, tmp_path: Path) -> None:
+    await stored_run(scenario_file, tmp_path / "full.db")
+    result = outcome_of(tmp_path / "full.db")
+    assert result["status"] == "failed"  # "never" is never spawned, so it is skipped
+    assert result["nodes"]["never"] == "skipped" and result["nodes"]["summary"] == "ok"
+    assert result["requests"] == 13
+    with pytest.raises(NothingToResume, match="already finished"):
+        await resume_stored_run(tmp_path / "full.db")
+
+
+@pytest.mark.parametrize("stop_after", [1, 3, 5, 8, 11])
+async def test_a_run_stopped_by_ctrl_c_resumes_to_the_uninterrupted_result(
+    scenario_file: Path, tmp_path: Path, stop_after: int
+) -> None:
+    await stored_run(scenario_file, tmp_path / "full.db")
+    await stored_run(scenario_file, tmp_path / "cut.db", stop_after_responses=stop_after)
+    with StoreReader(tmp_path / "cut.db") as reader:
+        assert not any(e.type == "RunFinished" for e in reader.events())
+    resumed = await resume_stored_run(tmp_path / "cut.db")
+    assert resumed.report["status"] == "failed" and resumed.report["nodes"]["summary"]["status"] == "ok"
+    assert outcome_of(tmp_path / "cut.db") == outcome_of(tmp_path / "full.db")
+    with StoreReader(tmp_path / "cut.db") as reader:
+        run_ids = {e.run_id for e in reader.events()}
+        seqs = [e.seq for e in reader.events()]
+    assert len(run_ids) == 1 and seqs == sorted(set(seqs))
+
+
+def _drop_events(store: Path, *where: str) -> None:
+    connection = sqlite3.connect(store)
+    with connection:
+        for clause in where:
+            connection.execute(f"DELETE FROM events WHERE {clause}")
+    connection.close()
+
+
+async def test_outcomes_whose_events_never_reached_the_disk_are_recovered(scenario_file: Path, tmp_path: Path) -> None:
+    await stored_run(scenario_file, tmp_path / "full.db")
+    expected = outcome_of(tmp_path / "full.db")
+    # As if the process died after summary's turn ended but before its events were written.
+    _drop_events(
+        tmp_path / "full.db",
+        "type = 'RunFinished'",
+        "type = 'NodeFinished' AND node_id = 'summary'",
+        "type = 'NodeSkipped' AND node_id = 'never'",
+    )
+    resumed = await resume_stored_run(tmp_path / "full.db")
+    assert resumed.result.outcomes["summary"].status == "ok"
+    assert resumed.result.outcomes["never"].status == "skipped"
+    assert outcome_of(tmp_path / "full.db") == expected  # nothing was sent again
+
+
+async def test_a_store_in_use_is_not_resumed(scenario_file: Path, tmp_path: Path) -> None:
+    await stored_run(scenario_file, tmp_path / "cut.db", stop_after_responses=2)
+    holder = await RunStore.open_existing(tmp_path / "cut.db")
+    try:
+        with pytest.raises(StoreInUse):
+            await resume_stored_run(tmp_path / "cut.db")
+    finally:
+        await holder.aclose()
+
+
+def test_the_resume_command_continues_and_reports(scenario_file: Path, tmp_path: Path) -> None:
+    anyio.run(lambda: stored_run(scenario_file, tmp_path / "cut.db", stop_after_responses=4))
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["resume", str(tmp_path / "cut.db"), "--quiet"], out=out, err=err) == 1  # "never" is skipped
+    assert "requests: 13 (" in out.getvalue()
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["resume", str(tmp_path / "cut.db"), "--quiet"], out=out, err=err) == 1
+    assert "nothing to resume" in err.getvalue() and "requests: 13 (" in out.getvalue()
+    assert main(["resume", str(tmp_path / "nothing.db")], out=out, err=err) == 2
+
+
+def test_script_policies_start_after_the_completed_requests() -> None:
+    steps = [ScriptStep(text="one"), ScriptStep(text="two"), ScriptStep(text="three")]
+    registry = PolicyRegistry({"a": ScriptPolicy("a", steps), "b": ScriptPolicy("b", steps)})
+    resumed = policies_resumed_at(registry, {"a": 2})
+    assert resumed.policy_for("a").respond({}).content[0]["text"] == "three"
+    assert resumed.policy_for("b").respond({}).content[0]["text"] == "one"
+    with pytest.raises(ValueError, match="ScriptPolicy.start: 4 is not a step index from 0 to 3"):
+        ScriptPolicy("a", steps, start=4)
+
+
+def test_a_cancelled_round_resumes_by_running_its_calls() -> None:
+    branch = Branch.create(system="s")
+    call_a, call_b = ToolCall.create("a", "read_file"), ToolCall.create("b", "read_file")
+
+    async def build() -> None:
+        async with branch.turn() as turn:
+            turn.update_state(open_turn=(1, 1))
+            turn.append(Instruction("go"))
+            turn.append(AssistantResponse((call_a, call_b), "tool_use"))
+            turn.append(ToolResult.for_call(call_a, "done"))
+            turn.append(ToolResult.for_call(call_b, CANCELLED_RESULT, is_error=True))
+
+    anyio.run(build)
+    kept = view_without_cancelled_results(branch)
+    assert kept == branch.view_ids()[:-1]
+    assert view_without_cancelled_results(Branch.create()) is None
