@@ -41,7 +41,12 @@ import structlog
 
 from actors.branch import Branch, RequestRecord, Turn
 from runtime.cache import Placement, TailSkip
-from runtime.cache_step import CachePlan, anchor_locations, plan_cache, record_cache_outcome
+from runtime.cache_step import (
+    CachePlan,
+    anchor_locations,
+    plan_cache,
+    record_cache_outcome,
+)
 from runtime.calibration import Calibration
 from runtime.ceiling import ResolvedCeiling, decide, notice_line, resolve_ceiling
 from runtime.compiler import Request, RequestSettings, ToolSpec, compile_request
@@ -50,17 +55,37 @@ from runtime.env import RunEnv
 from runtime.errors import FoldlineError, InputCeilingExceeded
 from runtime.fold.context_tool import CONTEXT_TOOL, CONTEXT_TOOL_NAME, run_context_call
 from runtime.fold.measurer import ViewMeasurer
-from runtime.fold.planner import FoldInput, FoldPlan, FoldPlanner, NeedSummary, SummaryResult
-from runtime.fold.projection import BoundProjection, record_projection
+from runtime.fold.planner import (
+    FoldInput,
+    FoldPlan,
+    FoldPlanner,
+    NeedSummary,
+    SummaryResult,
+)
+from runtime.fold.projection import BoundProjection, request_projection
 from runtime.fold.protected import decide as decide_first_round
 from runtime.fold.protected import first_round, protected_ids, round_end_in_view
 from runtime.fold.settings import FoldSettings, fold_settings
 from runtime.measure import Measurement, measure
-from runtime.messages import AssistantResponse, Instruction, Message, Note, TextPart, ToolCall, ToolResult
+from runtime.messages import (
+    AssistantResponse,
+    Instruction,
+    Message,
+    Note,
+    TextPart,
+    ToolCall,
+    ToolResult,
+)
 from runtime.providers.base import ProviderError, ProviderReply
 from runtime.tools import ToolContext, ToolFailed
 from runtime.usage import Usage
-from signals.events import CacheRewrite, ContextDecision, FoldCommitted, RequestSent, ResponseReceived
+from signals.events import (
+    CacheRewrite,
+    ContextDecision,
+    FoldCommitted,
+    RequestSent,
+    ResponseReceived,
+)
 
 log = structlog.get_logger("foldline.engine")
 
@@ -213,12 +238,7 @@ class _Driver:
 
         An included protected round keeps the bound it was decided under.
         """
-        bound = self.profile.tool_result_max_chars
-        decision = self.branch.state.protected_round
-        frozen: dict[str, int | None] = {}
-        if decision is not None and decision.included and decision.result_bound != bound:
-            frozen = {mid: decision.result_bound for mid in decision.member_ids}
-        return record_projection(self.branch, bound, frozen)
+        return request_projection(self.branch, self.profile.tool_result_max_chars, self.branch.state.protected_round)
 
     def compile(self, view: Sequence[Message], intent: str) -> Request:
         branch = self.branch

@@ -10,12 +10,13 @@ the simulated Anthropic server on loopback), runs the flow in a
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 
+from actors.branch import BranchJournal
 from runtime.config import Scenario
 from runtime.engine import Operation
 from runtime.flow import Flow, FlowResult, Node
@@ -24,6 +25,7 @@ from runtime.policies import PolicyRegistry, ScriptPolicy
 from runtime.providers.factory import open_provider
 from runtime.runtime import Runtime
 from runtime.tools import BUILTIN_TOOLS, ToolRegistry
+from signals.bus import SignalBus
 from signals.envelope import Event
 
 
@@ -73,10 +75,19 @@ async def run_scenario(
     registry: ToolRegistry = BUILTIN_TOOLS,
     clock: Callable[[], float] = time.time,
     progress: Callable[[Event], None] | None = None,
+    run_id: str | None = None,
+    journal: BranchJournal | None = None,
+    attach: Sequence[Callable[[SignalBus], object]] = (),
 ) -> ScenarioRun:
-    """Run a whole scenario and return its report and per-node outcomes."""
+    """Run a whole scenario and return its report and per-node outcomes.
+
+    ``journal`` (a durable store) receives every branch's changes; each
+    callable in ``attach`` is given the run's signal bus before the run starts
+    (e.g. a store's signal sink).
+    """
     spec = scenario.provider if provider_kind is None else scenario.provider.with_kind(provider_kind)
     flow = build_flow(scenario)
+    extra = {"run_id": run_id} if run_id is not None else {}
     async with open_provider(spec, build_policies(scenario), clock=clock) as provider:
         async with Runtime(
             provider=provider,
@@ -85,7 +96,11 @@ async def run_scenario(
             clock=clock,
             signals_path=signals_path,
             scenario=scenario.name,
+            journal=journal,
+            **extra,
         ) as rt:
+            for hook in attach:
+                hook(rt.signals)
             if progress is not None:
                 rt.signals.add_handler(progress, policy="block", name="progress")
             result = await rt.run(flow)

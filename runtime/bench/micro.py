@@ -219,6 +219,7 @@ async def run_micro(progress: Callable[[Figure], None] | None = None) -> list[Fi
     done(clip_figure())
     done(await bus_figure(1))
     done(await bus_figure(10))
+    done(import_figure("runtime, actors, signals"))
     done(import_figure("runtime.runtime"))
     done(import_figure("runtime.scenario_run"))
     return figures

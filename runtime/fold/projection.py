@@ -259,3 +259,17 @@ def record_projection(
         return message, index
 
     return BoundProjection(bound, lookup, record.index_of, dict(frozen or {}))
+
+
+def request_projection(record: Any, bound: int | None, protected_round: Any) -> BoundProjection | None:
+    """The projection a request of a branch is compiled with (the engine's and replay's one rule).
+
+    The bound applies to every result except the members of an included
+    protected first round, which keep the bound they were decided under (the
+    decision is made once and kept).
+    """
+    frozen: dict[str, int | None] = {}
+    decision = protected_round
+    if decision is not None and getattr(decision, "included", False) and decision.result_bound != bound:
+        frozen = {mid: decision.result_bound for mid in decision.member_ids}
+    return record_projection(record, bound, frozen)

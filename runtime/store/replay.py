@@ -31,8 +31,8 @@ from runtime.compiler import (
     RequestSettings,
     compile_request,
 )
-from runtime.fold.projection import BoundProjection, ProjectionError
-from runtime.messages import Message, SystemMessage, ToolResult
+from runtime.fold.projection import BoundProjection, ProjectionError, request_projection
+from runtime.messages import Message, SystemMessage
 from runtime.store.codec import tool_from_piece
 from runtime.store.errors import (
     ReplayError,
@@ -108,30 +108,9 @@ def stored_records(reader: StoreReader) -> dict[str, StoredRecord]:
 
 
 def result_projection(bound: int | None, record: RecordLike, protected_round: Any) -> BoundProjection | None:
-    """The tool-result projection a request of ``branch`` compiled under ``bound`` used.
-
-    The same rule as the engine's: the bound applies to every result, except
-    the members of an included protected first round, which keep the bound
-    they were decided under (the decision is made once and kept, so the
-    branch's stored decision is the one every request saw).
-    """
-    decision = protected_round
-    frozen: dict[str, int | None] = {}
-    if decision is not None and getattr(decision, "included", False) and decision.result_bound != bound:
-        frozen = {mid: decision.result_bound for mid in decision.member_ids}
-    if bound is None and not frozen:
-        return None
-
-    def lookup(original_id: str) -> tuple[ToolResult, int]:
-        index = record.index_of(original_id)
-        if index is None:
-            raise KeyError(original_id)
-        message = record.message_at(index)
-        if not isinstance(message, ToolResult):
-            raise KeyError(original_id)
-        return message, index
-
-    return BoundProjection(bound, lookup, record.index_of, frozen)
+    """The tool-result projection a request compiled under ``bound`` used: the engine's own
+    rule (:func:`runtime.fold.projection.request_projection`), applied to the stored record."""
+    return request_projection(record, bound, protected_round)
 
 
 def _rebuild_with_current_compiler(row: RequestRow, reader: StoreReader, record: StoredRecord) -> Request:

@@ -33,7 +33,7 @@ from runtime.providers.factory import open_provider
 from runtime.report import ReportBuilder
 from runtime.runtime import Runtime
 from runtime.scenario import loads_scenario
-from runtime.scenario_run import ScenarioRun, build_flow, build_policies
+from runtime.scenario_run import ScenarioRun, build_flow, build_policies, run_scenario
 from runtime.store.errors import NothingToResume, StoreError
 from runtime.store.journal import RunStore
 from runtime.store.reader import StoreReader
@@ -76,28 +76,22 @@ async def run_scenario_stored(
     scenario_text = Path(scenario.path).read_text(encoding="utf-8")
     spec = scenario.provider if provider_kind is None else scenario.provider.with_kind(provider_kind)
     run_id = "run-" + secrets.token_hex(6)
-    flow = build_flow(scenario)
     async with await RunStore.create(
         store_path, run_id=run_id, scenario_text=scenario_text, scenario_path=scenario.path, provider_kind=spec.kind
     ) as store:
-        async with open_provider(spec, build_policies(scenario), clock=clock) as provider:
-            async with Runtime(
-                provider=provider,
-                model=spec.model_config,
-                registry=registry,
-                clock=clock,
-                run_id=run_id,
-                signals_path=signals_path,
-                scenario=scenario.name,
-                journal=store,
-            ) as rt:
-                SqliteSink(store).attach(rt.signals)
-                if progress is not None:
-                    rt.signals.add_handler(progress, policy="block", name="progress")
-                result = await rt.run(flow)
-                report = rt.report()
+        run = await run_scenario(
+            scenario,
+            provider_kind=spec.kind,
+            signals_path=signals_path,
+            registry=registry,
+            clock=clock,
+            progress=progress,
+            run_id=run_id,
+            journal=store,
+            attach=(SqliteSink(store).attach,),
+        )
         await store.flush()
-    return ScenarioRun(report=report, result=result)
+    return run
 
 
 def load_stored_plan(path: str | os.PathLike[str], *, registry: ToolRegistry = BUILTIN_TOOLS) -> tuple[Scenario, ResumePlan, dict[str, str]]:
