@@ -133,6 +133,8 @@ class ContextState:
     pending_marks: tuple[Any, ...] = ()
     last_request_digests: tuple[str, ...] = ()
     rewrite_cause: str | None = None
+    last_stable: tuple[str, str, str] = ()  # type: ignore[assignment]
+    """Digests of the last request's tools, system text and model (empty before the first)."""
     request_serial: int = 0
     """Requests this branch has started (numbers its request ids; never reused, across resumes too)."""
     open_turn: tuple[int, int] | None = None

@@ -13,7 +13,14 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from runtime.cache import CacheLedger, Placement, ReadVerdict, TailSkip, evaluate_read, place_marks
+from runtime.cache import (
+    CacheLedger,
+    Placement,
+    ReadVerdict,
+    TailSkip,
+    evaluate_read,
+    place_marks,
+)
 from runtime.cache.blocks import Location
 from runtime.compiler import Request
 from runtime.env import RunEnv
@@ -75,5 +82,21 @@ def record_cache_outcome(plan: CachePlan, usage: Usage, *, attempt_start: float,
     return plan.ledger.after_response(plan.placement, usage, attempt_start, env.route, env.process_id)
 
 
-def read_verdict(plan: CachePlan, usage: Usage) -> ReadVerdict:
-    return evaluate_read(plan.placement, usage)
+def read_verdict(plan: CachePlan, usage: Usage, *, attempt_start: float | None = None, route: str | None = None) -> ReadVerdict:
+    """How the completed attempt's read compares with what the placement aimed at."""
+    return evaluate_read(plan.placement, usage, attempt_start=attempt_start, route=route)
+
+
+def cache_summary(plan: CachePlan, verdict: ReadVerdict) -> dict[str, object]:
+    """The compact cache record a ResponseReceived event carries."""
+    record = plan.placement.to_record()
+    summary: dict[str, object] = {
+        "marks": record["marks"],
+        "g1": record["g1"],
+        "read": verdict.read,
+        "read_tokens": verdict.read_tokens,
+        "hit": verdict.hit,
+    }
+    if "tail_skip" in record:
+        summary["tail_skip"] = record["tail_skip"]
+    return summary

@@ -40,14 +40,17 @@ import attrs
 import structlog
 
 from actors.branch import Branch, RequestRecord, Turn
-from runtime.cache import Placement, TailSkip
+from runtime.cache import Placement, ReadVerdict, TailSkip
 from runtime.cache_step import (
     CachePlan,
     anchor_locations,
+    cache_summary,
     plan_cache,
+    read_verdict,
     record_cache_outcome,
 )
 from runtime.calibration import Calibration
+from runtime.canonical import sha256_hex
 from runtime.ceiling import ResolvedCeiling, decide, notice_line, resolve_ceiling
 from runtime.compiler import Request, RequestSettings, ToolSpec, compile_request
 from runtime.config import Profile
@@ -375,13 +378,23 @@ class _Driver:
         # The branch takes the response first and the usage event follows with no
         # checkpoint between: a cancellation can then never leave a counted usage
         # event without the response it belongs to (a store pairs the two).
+        verdict = None
+        if plan is not None:
+            verdict = read_verdict(plan, reply.usage, attempt_start=attempt_start[0], route=self.env.route)
         with self.turn.batch():
             self._absorb(reply, m, view, plan, attempt_start[0])
             self.completed += 1
             self.turn.update_state(open_turn=(self.appended, self.completed))
-            self.turn.record_request(self._record_of(request, request_id, view, "sent", reply.usage, plan))
+            self.turn.record_request(
+                self._record_of(request, request_id, view, "sent", reply.usage, plan, verdict=verdict)
+            )
         await self.publish(
-            ResponseReceived(usage=reply.usage.to_dict(), stop_reason=reply.stop_reason, duration_s=round(duration, 6)),
+            ResponseReceived(
+                usage=reply.usage.to_dict(),
+                stop_reason=reply.stop_reason,
+                duration_s=round(duration, 6),
+                cache=cache_summary(plan, verdict) if plan is not None and verdict is not None else None,
+            ),
             request_id,
         )
         return reply
@@ -397,6 +410,7 @@ class _Driver:
         *,
         node_id: str | None | Literal["own"] = "own",
         system_id: str | None | Literal["own"] = "own",
+        verdict: ReadVerdict | None = None,
     ) -> RequestRecord:
         s = request.settings
         own_system = self.branch.system.id if self.branch.system else None
@@ -416,7 +430,11 @@ class _Driver:
             status=status,
             usage=usage.to_dict() if usage is not None else None,
             result_bound=self.profile.tool_result_max_chars if s.intent != "side" else None,
-            prompt_cache=plan.placement.to_record() if plan is not None else None,
+            prompt_cache=(
+                {**plan.placement.to_record(), **(verdict.to_dict() if verdict is not None else {})}
+                if plan is not None
+                else None
+            ),
         )
 
     async def _refuse(
@@ -429,7 +447,7 @@ class _Driver:
             ceiling=ceiling,
             counted=m.counted,
             scale=m.scale,
-            largest_parts=list(m.parts),
+            largest_parts=[(self._describe_part(label), tokens) for label, tokens in m.parts],
             branch_id=self.branch.id,
         )
         self.turn.update_state(refusal=error)
@@ -438,8 +456,41 @@ class _Driver:
         log.info("request refused", branch=self.branch.id, node=self.node_id, estimate=m.estimate, ceiling=ceiling)
         raise error
 
+    def _describe_part(self, label: str) -> str:
+        """A measured part's label for people: a message's record index and kind, not its id."""
+        index = self.branch.index_of(label)
+        if index is None:
+            return label
+        message = self.branch.message_at(index)
+        if isinstance(message, ToolResult):
+            return f"#{index} tool result {message.name}"
+        if isinstance(message, AssistantResponse):
+            return f"#{index} assistant response"
+        return f"#{index} {message.kind}"
+
     async def _check_rewrite(self, request: Request, request_id: str) -> None:
-        """Record the request's message digests; report a rewrite of an earlier prefix."""
+        """Record the request's digests; report a rewrite of an earlier prefix, with its cause.
+
+        A change of the stable segment (tools, system text, model) rewrites
+        everything after it; its cause names what changed. A rewrite of the
+        messages is explained by the fold commit that made it (``rewrite_cause``)
+        and is reported as unexplained otherwise.
+        """
+        stable = _stable_digests(request)
+        last_stable = self.branch.state.last_stable
+        if last_stable and stable != last_stable:
+            changed = [name for name, a, b in zip(("tools", "system text", "model"), last_stable, stable) if a != b]
+            await self.publish(
+                CacheRewrite(
+                    cause=f"stable segment changed: {', '.join(changed)}",
+                    first_changed_message=0,
+                    request_digest=request.digest,
+                ),
+                request_id,
+            )
+            self.turn.update_state(last_stable=stable, last_request_digests=())
+        elif not last_stable:
+            self.turn.update_state(last_stable=stable)
         digests = request.message_digests()
         previous = self.branch.state.last_request_digests
         if previous and tuple(digests[: len(previous)]) != tuple(previous):
@@ -742,6 +793,14 @@ class _Driver:
             if isinstance(exc, Exception) and not isinstance(exc, FoldlineError):
                 raise ToolFailed(f"tool {calls[done].name!r} raised {type(exc).__name__}: {exc}") from exc
             raise
+
+
+def _stable_digests(request: Request) -> tuple[str, str, str]:
+    """Digests of the parts of the stable segment whose change rewrites the whole prefix."""
+    tools = sha256_hex("\x1e".join(t.piece() for t in request.tools))
+    system = sha256_hex(request.system or "")
+    settings = sha256_hex(f"{request.settings.model}\x1e{request.settings.tool_choice_json}")
+    return tools, system, settings
 
 
 def _mark_json(mark: Any) -> dict[str, Any]:

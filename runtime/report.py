@@ -47,7 +47,12 @@ class ReportBuilder:
     rewrites_unexplained: int = 0
     decisions: int = 0
     bytes_unrecoverable: int = 0
+    summary_requests: int = 0
+    summary_cost_bit: float = 0.0
     _request_models: dict[str, str] = attrs.field(factory=dict)
+    _request_intents: dict[str, str] = attrs.field(factory=dict)
+    _node_usage: dict[str, Usage] = attrs.field(factory=dict)
+    _node_requests: dict[str, int] = attrs.field(factory=dict)
 
     def feed(self, event: Event) -> None:
         """Fold one event into the counters. Unknown event types are ignored."""
@@ -103,8 +108,10 @@ class ReportBuilder:
 
     def _on_RequestSent(self, event: Event, data: Mapping[str, Any]) -> None:
         self.attempts += 1
-        if event.request_id is not None and data.get("model"):
-            self._request_models[event.request_id] = data["model"]
+        if event.request_id is not None:
+            if data.get("model"):
+                self._request_models[event.request_id] = data["model"]
+            self._request_intents[event.request_id] = data.get("intent", "")
 
     def _on_ResponseReceived(self, event: Event, data: Mapping[str, Any]) -> None:
         self.requests += 1
@@ -113,6 +120,12 @@ class ReportBuilder:
         model = self._request_models.get(event.request_id or "", self.default_model)
         cost = self.pricing.cost(usage, model)
         self.cost_bit += cost.bit
+        if self._request_intents.get(event.request_id or "") == "side":
+            self.summary_requests += 1
+            self.summary_cost_bit += cost.bit
+        if event.node_id is not None:
+            self._node_usage[event.node_id] = self._node_usage.get(event.node_id, Usage()) + usage
+            self._node_requests[event.node_id] = self._node_requests.get(event.node_id, 0) + 1
         self.output_priced = self.output_priced and cost.output_priced
         if cost.usd is None or self.cost_usd is None:
             self.cost_usd = None
@@ -138,7 +151,7 @@ class ReportBuilder:
             "run_id": self.run_id,
             "scenario": self.scenario,
             "status": self.status,
-            "nodes": {k: dict(v) for k, v in self.nodes.items()},
+            "nodes": {k: {**v, **self._node_figures(k)} for k, v in self.nodes.items()},
             "requests": self.requests,
             "attempts": self.attempts,
             "usage": {
@@ -163,6 +176,16 @@ class ReportBuilder:
             "tokens_freed": self.tokens_freed,
             "rewrites": {"explained": self.rewrites_explained, "unexplained": self.rewrites_unexplained},
             "bytes_unrecoverable": self.bytes_unrecoverable,
+            "summaries": {"requests": self.summary_requests, "cost_bit": round(self.summary_cost_bit, 3)},
+        }
+
+    def _node_figures(self, node_id: str) -> dict[str, Any]:
+        """A node's own requests, usage and cached share (its fold summaries included)."""
+        u = self._node_usage.get(node_id, Usage())
+        return {
+            "requests": self._node_requests.get(node_id, 0),
+            "usage": u.to_dict(),
+            "cached_share": round(u.cache_read_input_tokens / u.total_input, 6) if u.total_input else 0.0,
         }
 
 
@@ -178,7 +201,10 @@ def format_report(report: Mapping[str, Any]) -> str:
     width = max((len(n) for n in report["nodes"]), default=4)
     for node, info in report["nodes"].items():
         reason = f"  ({info['reason']})" if info.get("reason") else ""
-        lines.append(f"  {node:<{width}}  {info['status']}{reason}")
+        figures = ""
+        if info.get("requests"):
+            figures = f"  {info['requests']} requests, cached share {info['cached_share']:.3f}"
+        lines.append(f"  {node:<{width}}  {info['status']}{figures}{reason}")
     lines += [
         f"requests: {report['requests']} ({report['attempts']} attempts)",
         f"input: fresh {u['input_tokens']:,} | cache read {u['cache_read_input_tokens']:,} | "
@@ -192,4 +218,10 @@ def format_report(report: Mapping[str, Any]) -> str:
         f"rewrites: {report['rewrites']['explained']} explained, {report['rewrites']['unexplained']} unexplained",
         f"bytes unrecoverable: {report['bytes_unrecoverable']}",
     ]
+    if report["summaries"]["requests"]:
+        lines.insert(
+            -1,
+            f"fold summaries: {report['summaries']['requests']} requests, "
+            f"{report['summaries']['cost_bit']:,.1f} base-input-token units (included in the cost above)",
+        )
     return "\n".join(lines)

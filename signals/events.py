@@ -142,6 +142,15 @@ def _to_mappings(value: Any, instance: Any, field: attrs.Attribute) -> tuple[Map
     return freeze_json(tuple(value), where)
 
 
+def _to_optional_object(value: Any, instance: Any, field: attrs.Attribute) -> Mapping[str, Any] | None:
+    if value is None:
+        return None
+    where = f"{type(instance).__name__}.{field.name}"
+    if not isinstance(value, Mapping):
+        raise InvalidEventError(f"{where}: {value!r} is not a JSON object or null")
+    return freeze_json(dict(value), where)
+
+
 def _to_node_statuses(value: Any, instance: Any, field: attrs.Attribute) -> Mapping[str, str]:
     where = f"{type(instance).__name__}.{field.name}"
     if not isinstance(value, Mapping):
@@ -183,6 +192,7 @@ _strings = attrs.Converter(_to_strings, takes_self=True, takes_field=True)
 _mappings = attrs.Converter(_to_mappings, takes_self=True, takes_field=True)
 _node_statuses = attrs.Converter(_to_node_statuses, takes_self=True, takes_field=True)
 _usage = attrs.Converter(_to_usage, takes_self=True, takes_field=True)
+_optional_object = attrs.Converter(_to_optional_object, takes_self=True, takes_field=True)
 
 
 class _TypedEvent:
@@ -313,12 +323,18 @@ class RequestSent(_TypedEvent):
 
 @attrs.frozen
 class ResponseReceived(_TypedEvent):
-    """A response arrived: its usage, stop reason and how long the call took."""
+    """A response arrived: its usage, stop reason and how long the call took.
+
+    ``cache`` (additive; null when no marks were placed) is the request's cache
+    record: its marks with roles, ``g1``, the read verdict ``read`` and
+    ``hit``, and ``tail_skip`` when the turn mark was skipped.
+    """
 
     TYPE: ClassVar[str] = "ResponseReceived"
     usage: Usage = attrs.field(converter=_usage)
     stop_reason: str | None = attrs.field(validator=_optional_text)
     duration_s: float = attrs.field(converter=_to_seconds, validator=_seconds)
+    cache: Mapping[str, Any] | None = attrs.field(default=None, converter=_optional_object)
 
 
 @attrs.frozen

@@ -161,3 +161,28 @@ async def test_second_request_reads_the_first_requests_turn_mark() -> None:
 
 async def _noop(attempt: int) -> None:
     return None
+
+
+@pytest.mark.anyio
+async def test_a_tool_set_change_is_a_rewrite_with_its_cause() -> None:
+    from actors.branch import Branch
+    from runtime.engine import run_operation
+    from runtime.tools import BUILTIN_TOOLS
+
+    provider = scripted({"n": [text("one"), text("two"), text("three")]})
+    branch = Branch.create(system=SYSTEM, tools=BUILTIN_TOOLS.specs(("read_file",)))
+    events = []
+    async with runtime_for(provider) as rt:
+        rt.signals.add_handler(events.append, name="t")
+        env = rt.env()
+        profile = READER.evolve(system=SYSTEM, prompt_caching=True)
+        await run_operation(branch, bounded("first"), env=env, profile=profile, node_id="n")
+        await run_operation(branch, bounded("second"), env=env, profile=profile, node_id="n")
+        branch.configure(tools=BUILTIN_TOOLS.specs(("read_file", "search")))
+        await run_operation(branch, bounded("third"), env=env, profile=profile, node_id="n")
+    rewrites = [e.data for e in events if e.type == "CacheRewrite"]
+    assert rewrites == [
+        {"cause": "stable segment changed: tools", "first_changed_message": 0, "request_digest": rewrites[0]["request_digest"]}
+    ]
+    report = rt.report()
+    assert report["rewrites"] == {"explained": 1, "unexplained": 0}

@@ -80,7 +80,12 @@ EXAMPLES: list[tuple[Any, str, dict[str, Any]]] = [
         },
     ),
     (
-        ResponseReceived(usage=Usage(10, 2000, 300, 40, 55), stop_reason="tool_use", duration_s=1.25),
+        ResponseReceived(
+            usage=Usage(10, 2000, 300, 40, 55),
+            stop_reason="tool_use",
+            duration_s=1.25,
+            cache={"g1": "met", "read": "at_or_above", "hit": "identified"},
+        ),
         "ResponseReceived",
         {
             "usage": {
@@ -92,6 +97,7 @@ EXAMPLES: list[tuple[Any, str, dict[str, Any]]] = [
             },
             "stop_reason": "tool_use",
             "duration_s": 1.25,
+            "cache": {"g1": "met", "read": "at_or_above", "hit": "identified"},
         },
     ),
     (
