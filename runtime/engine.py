@@ -20,7 +20,8 @@ the same refusal until the caller clears it.
 Folding (DESIGN.md section 5). An iterative operation whose profile has
 ``context_management = true`` and a resolved ceiling has a fold installed.
 Before each send the request is measured; at or past the fold line (or over
-the ceiling, or, under immediate scheduling, before every request) the pure
+the ceiling, or, under immediate scheduling, before every request once a
+first fold has landed) the pure
 planner (:mod:`runtime.fold.planner`) decides the passes, this shell sends the
 ``side`` summary requests it asks for, and lands the result in one
 ``turn.batch()``: the new notes and copies into the record, the new view, the
@@ -571,7 +572,9 @@ class _Driver:
             over = m.estimate > fold.ceiling
             if fold.due(m.estimate) or over:
                 mode = "full"
-            elif fold.scheduling == "immediate" and fold.strategy == "fold":
+            elif fold.scheduling == "immediate" and fold.strategy == "fold" and self._has_folded(view):
+                # Immediate scheduling: once the conversation has reached its fold line,
+                # each unit that leaves the kept tail is folded as soon as it can be.
                 mode = "light"
             else:
                 break
@@ -594,6 +597,11 @@ class _Driver:
             self.resumes += 1
             log.info("fold resumes after a refusal", branch=self.branch.id, estimate=m.estimate, resume=self.resumes)
         return view, request, m, _FoldRun(tuple(plans), ran or any(p.landed for p in plans))
+
+    @staticmethod
+    def _has_folded(view: Sequence[Message]) -> bool:
+        """Whether a fold has landed in this view (a fold note stands in it)."""
+        return any(isinstance(m, Note) for m in view)
 
     async def _plan_fold(self, view: Sequence[Message], intent: str, *, mode: str, refusal: bool) -> FoldPlan:
         fold = self.fold

@@ -334,14 +334,19 @@ async def test_pending_marks_move_no_byte_and_land_at_the_next_commit() -> None:
 
 
 @pytest.mark.anyio
-async def test_immediate_scheduling_folds_delivered_tool_io_before_the_line() -> None:
+async def test_immediate_scheduling_commits_each_fold_once_the_line_was_reached() -> None:
     capture = provider({"n": reading(12)})
-    profile = FOLDING.evolve(fold_scheduling="immediate")
-    result, events, _ = await run(capture, node("n", iterative("read"), profile=profile))
+    immediate = FOLDING.evolve(fold_scheduling="immediate")
+    result, events, _ = await run(capture, node("n", iterative("read"), profile=immediate))
     assert result.status == "ok", result["n"].reason
     commits = of(events, "FoldCommitted")
-    assert commits and commits[0].data["estimate_before"] < 16_000  # before the fold line
-    assert all(c.data["stages"] == ("tool_io",) for c in commits)
+    assert commits and commits[0].data["estimate_before"] >= 16_000  # nothing folds before the fold line
+    later = commits[1:]
+    assert later and any(c.data["estimate_before"] < 16_000 for c in later)  # then every eligible unit, at once
+    assert all(c.data["stages"] == ("tool_io",) for c in later)
+    epoch_result, epoch_events, _ = await run(provider({"n": reading(12)}), node("n", iterative("read"), profile=FOLDING))
+    assert epoch_result.status == "ok"
+    assert len(commits) > len(of(epoch_events, "FoldCommitted"))
 
 
 @pytest.mark.anyio
