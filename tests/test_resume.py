@@ -4,16 +4,23 @@ from __future__ import annotations
 
 import io
 import sqlite3
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
+import attrs
 import pytest
 
 from actors.branch import Branch
+from runtime.compiler import Request
 from runtime.messages import AssistantResponse, Instruction, ToolCall, ToolResult
 from runtime.policies import PolicyRegistry, ScriptPolicy, ScriptStep
+from runtime.providers.base import BeforeAttempt, Provider, ProviderReply
+from runtime.providers.factory import open_provider
+from runtime.runtime import Runtime
 from runtime.scenario import load_scenario
+from runtime.scenario_run import build_flow, build_policies
 from runtime.store.commands import main
 from runtime.store.errors import NothingToResume, StoreInUse
 from runtime.store.journal import RunStore
@@ -25,6 +32,8 @@ from runtime.store.run import (
     run_scenario_stored,
 )
 from runtime.tools import BUILTIN_TOOLS
+from signals.envelope import Event
+from signals.sqlite_sink import SqliteSink
 
 SCENARIO = """
 schema = "foldline.scenario/v1"
@@ -149,6 +158,105 @@ def outcome_of(store: Path) -> dict[str, Any]:
     }
 
 
+@attrs.define(eq=False)
+class _WatchedStore:
+    """The store as a signal sink's target, telling when the sink's stream has ended."""
+
+    store: RunStore
+    ended: anyio.Event = attrs.field(factory=anyio.Event)
+
+    def events_attached(self) -> None:
+        self.store.events_attached()
+
+    def write_event(self, event: Event) -> None:
+        self.store.write_event(event)
+
+    def events_closed(self) -> None:
+        self.store.events_closed()
+        self.ended.set()
+
+
+Cut = Literal["lost", "after_sink_stopped"]
+
+
+@attrs.define(eq=False)
+class _CutProvider:
+    """A provider that stops the run (Ctrl-C: cancels ``scope``) when its ``cut_at``-th reply comes.
+
+    ``reply="lost"``: the Ctrl-C lands while that request is in flight; its reply
+    never reaches the engine. ``reply="after_sink_stopped"``: the reply reaches
+    the engine only after the store's signal sink has stopped, the interleaving
+    a scheduler may pick when the engine task passed its last checkpoint before
+    the cancellation and the sink's task took the cancellation first (the
+    shielded wait pins it down). The engine then records the response and
+    publishes a usage event no sink will store.
+    """
+
+    inner: Provider
+    cut_at: int
+    reply: Cut
+    scope: anyio.CancelScope
+    sink_ended: anyio.Event
+    sends: int = 0
+    cut_digest: str | None = None
+    name: str = "scripted"
+
+    @property
+    def caches_by_prefix(self) -> bool:
+        return self.inner.caches_by_prefix
+
+    async def send(self, request: Request, *, node_id: str | None, before_attempt: BeforeAttempt) -> ProviderReply:
+        reply = await self.inner.send(request, node_id=node_id, before_attempt=before_attempt)
+        self.sends += 1
+        if self.sends != self.cut_at:
+            return reply
+        self.cut_digest = request.digest
+        self.scope.cancel()
+        if self.reply == "lost":
+            await anyio.sleep_forever()
+        with anyio.CancelScope(shield=True):
+            await self.sink_ended.wait()
+        return reply
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def cut_stored_run(scenario_path: Path, store_path: Path, *, cut_at: int, reply: Cut) -> str:
+    """A stored run stopped as its ``cut_at``-th reply comes (see :class:`_CutProvider`);
+    returns the digest of the request that reply answers."""
+    assert reply in ("lost", "after_sink_stopped")
+    scenario = load(scenario_path)
+    spec = scenario.provider
+    with anyio.CancelScope() as scope:
+        async with await RunStore.create(
+            store_path,
+            run_id="run-cut",
+            scenario_text=scenario_path.read_text(encoding="utf-8"),
+            scenario_path=str(scenario_path),
+            provider_kind=spec.kind,
+        ) as store:
+            watched = _WatchedStore(store)
+            async with open_provider(spec, build_policies(scenario), clock=time.time) as inner:
+                provider = _CutProvider(inner, cut_at, reply, scope, watched.ended)
+                async with Runtime(
+                    provider=provider, model=spec.model_config, run_id=store.run_id, scenario=scenario.name, journal=store
+                ) as rt:
+                    SqliteSink(watched).attach(rt.signals)
+                    await rt.run(build_flow(scenario))
+    # Other engine tasks between checkpoints may still send once the run is cancelled.
+    assert scope.cancelled_caught and provider.sends >= cut_at and watched.ended.is_set()
+    assert provider.cut_digest is not None
+    return provider.cut_digest
+
+
+def responses_without_their_usage_event(store: Path) -> list[str]:
+    """Stored sent requests whose ``ResponseReceived`` is not in the store (each must have it)."""
+    with StoreReader(store) as reader:
+        received = {e.request_id for e in reader.events(types=["ResponseReceived"])}
+        return [r.request_id for r in reader.requests() if r.status == "sent" and r.request_id not in received]
+
+
 async def test_an_uninterrupted_stored_run_reports_what_it_stored(scenario_file: Path, tmp_path: Path) -> None:
     await stored_run(scenario_file, tmp_path / "full.db")
     result = outcome_of(tmp_path / "full.db")
@@ -159,21 +267,58 @@ async def test_an_uninterrupted_stored_run_reports_what_it_stored(scenario_file:
         await resume_stored_run(tmp_path / "full.db")
 
 
-@pytest.mark.parametrize("stop_after", [1, 3, 5, 8, 11])
-async def test_a_run_stopped_by_ctrl_c_resumes_to_the_uninterrupted_result(
-    scenario_file: Path, tmp_path: Path, stop_after: int
-) -> None:
-    await stored_run(scenario_file, tmp_path / "full.db")
-    await stored_run(scenario_file, tmp_path / "cut.db", stop_after_responses=stop_after)
-    with StoreReader(tmp_path / "cut.db") as reader:
-        assert not any(e.type == "RunFinished" for e in reader.events())
-    resumed = await resume_stored_run(tmp_path / "cut.db")
-    assert resumed.report["status"] == "failed" and resumed.report["nodes"]["summary"]["status"] == "ok"
-    assert outcome_of(tmp_path / "cut.db") == outcome_of(tmp_path / "full.db")
-    with StoreReader(tmp_path / "cut.db") as reader:
+def assert_resumes_to_the_uninterrupted_result(full: Path, cut: Path) -> None:
+    """What a cut store must show, and what its resumed run must end with (run both first)."""
+    assert responses_without_their_usage_event(cut) == []
+    assert outcome_of(cut) == outcome_of(full)
+    with StoreReader(cut) as reader:
         run_ids = {e.run_id for e in reader.events()}
         seqs = [e.seq for e in reader.events()]
     assert len(run_ids) == 1 and seqs == sorted(set(seqs))
+
+
+async def resume_cut_run(cut: Path) -> None:
+    with StoreReader(cut) as reader:
+        assert not any(e.type == "RunFinished" for e in reader.events())
+    assert responses_without_their_usage_event(cut) == []
+    resumed = await resume_stored_run(cut)
+    assert resumed.report["status"] == "failed" and resumed.report["nodes"]["summary"]["status"] == "ok"
+    assert resumed.report["requests"] == 13
+
+
+@pytest.mark.parametrize("cut_at", [1, 3, 5, 8, 11])
+async def test_a_run_stopped_by_ctrl_c_resumes_to_the_uninterrupted_result(
+    scenario_file: Path, tmp_path: Path, cut_at: int
+) -> None:
+    """Ctrl-C while request ``cut_at`` is in flight (its reply is lost)."""
+    await stored_run(scenario_file, tmp_path / "full.db")
+    await cut_stored_run(scenario_file, tmp_path / "cut.db", cut_at=cut_at, reply="lost")
+    await resume_cut_run(tmp_path / "cut.db")
+    assert_resumes_to_the_uninterrupted_result(tmp_path / "full.db", tmp_path / "cut.db")
+
+
+@pytest.mark.parametrize("stop_after", [1, 5])
+async def test_a_run_stopped_from_a_progress_handler_resumes_to_the_uninterrupted_result(
+    scenario_file: Path, tmp_path: Path, stop_after: int
+) -> None:
+    """Ctrl-C from a bus handler lands wherever the engine next yields; while the first
+    nodes run, it always lands before the run can finish."""
+    await stored_run(scenario_file, tmp_path / "full.db")
+    await stored_run(scenario_file, tmp_path / "cut.db", stop_after_responses=stop_after)
+    await resume_cut_run(tmp_path / "cut.db")
+    assert_resumes_to_the_uninterrupted_result(tmp_path / "full.db", tmp_path / "cut.db")
+
+
+@pytest.mark.parametrize("cut_at", [1, 6, 9, 13])
+async def test_a_reply_the_engine_takes_after_the_sink_stopped_is_not_stored_without_its_usage(
+    scenario_file: Path, tmp_path: Path, cut_at: int
+) -> None:
+    await stored_run(scenario_file, tmp_path / "full.db")
+    cut_digest = await cut_stored_run(scenario_file, tmp_path / "cut.db", cut_at=cut_at, reply="after_sink_stopped")
+    with StoreReader(tmp_path / "cut.db") as reader:
+        assert cut_digest not in {r.digest for r in reader.requests()}  # dropped with the event it never got
+    await resume_cut_run(tmp_path / "cut.db")
+    assert_resumes_to_the_uninterrupted_result(tmp_path / "full.db", tmp_path / "cut.db")
 
 
 def _drop_events(store: Path, *where: str) -> None:

@@ -26,8 +26,9 @@ from runtime.store.errors import (
 )
 from runtime.store.journal import RunStore
 from runtime.store.reader import StoreReader
+from runtime.usage import Usage
 from signals.bus import SignalBus
-from signals.events import NodeStarted, RunStarted
+from signals.events import NodeStarted, ResponseReceived, RunStarted
 from signals.sqlite_sink import SqliteSink, read_events
 
 pytestmark = pytest.mark.anyio
@@ -200,3 +201,51 @@ async def test_the_sqlite_sink_writes_every_event_into_its_own_file(tmp_path: Pa
     with pytest.raises(Exception, match="already holds 51 events"):
         async with SignalBus("run-s2", lambda: 1.0) as bus:
             SqliteSink(path).attach(bus)
+
+
+def _sent_record(branch: Branch, serial: int) -> RequestRecord:
+    return RequestRecord(
+        request_id=f"{branch.id}:{serial}", node_id="n1", digest=f"{serial:064d}", recipe_version=1,
+        system_id=branch.system.id, tools_json=(), view_ids=branch.view_ids(), model="m", max_tokens=5,
+        intent="continuing", tool_choice_json=None, marks=(), status="sent", usage={"input_tokens": 7},
+    )
+
+
+class _RunStopped(Exception):
+    """The run failed (or was cancelled) while the store was open."""
+
+
+async def test_a_response_recorded_after_the_event_stream_ended_is_never_stored_without_its_event(
+    tmp_path: Path,
+) -> None:
+    """A cancelled run's sink may stop before an engine task records a response: that response
+    waits for a usage event no sink will bring, and the stopped run leaves it out."""
+    branch = Branch.create(system="s")
+    with pytest.raises(_RunStopped):
+        async with await new_store(tmp_path / "s.db") as store:
+            branch.attach_journal(store)
+            async with SignalBus("run-t", lambda: 1.0) as bus:
+                SqliteSink(store).attach(bus)
+                await a_round(branch, 1)
+                async with branch.turn() as turn:
+                    turn.record_request(_sent_record(branch, 1))
+                await bus.publish(
+                    ResponseReceived(usage=Usage(input_tokens=7).to_dict(), stop_reason="end_turn", duration_s=0.0),
+                    branch_id=branch.id, node_id="n1", request_id=f"{branch.id}:1",
+                )
+            # The stream has ended; the engine records one more response.
+            async with branch.turn() as turn:
+                with turn.batch():
+                    turn.append(AssistantResponse((TextPart("answered after the stream ended"),), "end_turn"))
+                    turn.record_request(_sent_record(branch, 2))
+            async with branch.turn() as turn:
+                turn.append(Instruction("behind it"))
+            await store.flush()
+            with StoreReader(tmp_path / "s.db") as reader:
+                assert [r.request_id for r in reader.requests()] == [f"{branch.id}:1"]
+            raise _RunStopped
+    with StoreReader(tmp_path / "s.db") as reader:
+        assert [r.request_id for r in reader.requests()] == [f"{branch.id}:1"]
+        assert [e.request_id for e in reader.events(types=["ResponseReceived"])] == [f"{branch.id}:1"]
+        back = reader.restore_branches()[branch.id]
+    assert back.record_length() == branch.record_length() - 2  # the held batch and the one behind it

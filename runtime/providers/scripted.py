@@ -14,6 +14,7 @@ import json
 from collections.abc import Callable
 
 import anyio
+import anyio.lowlevel
 import attrs
 
 from runtime.compiler import Request
@@ -60,6 +61,9 @@ class ScriptedProvider:
 
     async def send(self, request: Request, *, node_id: str | None, before_attempt: BeforeAttempt) -> ProviderReply:
         await before_attempt(1)
+        # A network provider always yields while its request is out; so does this one,
+        # so cancellation and event delivery interleave as they would in a real run.
+        await anyio.lowlevel.checkpoint()
         headers = {"x-api-key": _KEY, "content-type": "application/json"}
         if node_id:
             headers["x-foldline-node"] = node_id

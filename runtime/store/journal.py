@@ -386,8 +386,18 @@ class RunStore:
         self._pairing.event(event.type, event.branch_id, event.request_id, [event_row(event)])
 
     def events_closed(self) -> None:
-        """The signal stream ended: no later batch waits for an event."""
-        self._pairing.capture_events = False
+        """The signal stream ended; pairing deliberately goes on as before.
+
+        A batch recorded from now on that carries a sent request can never get
+        its usage event, so it must not commit alone: it stays held (with what
+        comes after it) until the store closes. This happens when a run is
+        cancelled: the sink's task may take the cancellation before an engine
+        task that had already passed its last checkpoint records its response
+        and publishes a usage event no sink will store. The store then exits
+        with the cancellation and drops the held batch, as if the process had
+        stopped before the response (the resumed run sends it again). After a
+        normal end nothing is recorded once the stream has ended.
+        """
 
 
 def _no_setup(connection: Any) -> None:

@@ -3,7 +3,8 @@
 The engine records a response's batch (the assistant message, the state with
 its ``open_turn``, the :class:`~actors.branch.RequestRecord`) and then, with
 no checkpoint between, publishes ``ResponseReceived`` (the usage the report
-counts), so a cancellation never separates the two. The event reaches
+counts), so a cancellation never lands between the two in the engine's task
+(the sink's task may still take it first; see below). The event reaches
 the store through the signal bus a little later than the batch reaches it
 through the journal, or, when the bus makes the publisher wait, a little
 earlier. If they were committed apart, a crash between the two would either
@@ -16,6 +17,12 @@ kept. :class:`ResponsePairing` orders units so that cannot happen:
   order), until the event comes; the two then go in one unit.
 - An event that comes before its batch is held until its branch's next batch
   and joins it.
+- Once a sink has fed the store, a batch is held for its event even after the
+  event stream ended (``capture_events`` stays true): a run cancelled while an
+  engine task is between checkpoints can record a response after the sink's
+  task has already stopped, and that response's event is never stored. Letting
+  such a batch commit alone would store a request whose usage the report never
+  counts, while the resumed run, seeing the response, would not send it again.
 - Nothing is held without bound: ``max_held`` units at most wait behind one
   batch. When the run ends normally every event has arrived and nothing is
   held; :meth:`release_all` lets anything still held go as it is. When the
@@ -51,7 +58,8 @@ class ResponsePairing:
     submit: Callable[[Sequence[Statement]], None]
     max_held: int = 4096
     capture_events: bool = False
-    """True while a signal sink feeds this store (only then is a batch held for its event)."""
+    """True once a signal sink feeds this store (only then is a batch held for its event);
+    it stays true after the stream ends (see the module docstring)."""
     _waiting: deque[_Held] = attrs.field(factory=deque, init=False)
     _early: dict[str, list[tuple[str, list[Statement]]]] = attrs.field(factory=dict, init=False)
     _passed: Counter[str] = attrs.field(factory=Counter, init=False)
