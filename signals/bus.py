@@ -351,18 +351,26 @@ class SignalBus:
             )
         run_id = self.run_id
         seq = self._next_seq
-        envelope = Event(
-            SCHEMA_VERSION,
-            event_type,
-            event_id(run_id, seq),
-            self.clock(),
-            seq,
-            run_id,
-            branch_id,
-            node_id,
-            request_id,
-            to_data(),
-        )
+        frozen_data = getattr(event, "frozen_data", None)
+        if frozen_data is not None:
+            # foldline's typed events hold frozen values already: no second copy.
+            envelope = Event.with_frozen_data(
+                SCHEMA_VERSION, event_type, event_id(run_id, seq), self.clock(), seq, run_id,
+                branch_id, node_id, request_id, frozen_data(),
+            )
+        else:
+            envelope = Event(
+                SCHEMA_VERSION,
+                event_type,
+                event_id(run_id, seq),
+                self.clock(),
+                seq,
+                run_id,
+                branch_id,
+                node_id,
+                request_id,
+                to_data(),
+            )
         # Only a fully built event consumes its number, so seq has no holes.
         self._next_seq = seq + 1
         waiters = None

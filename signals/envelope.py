@@ -192,6 +192,37 @@ class Event:
             if value is not None and (type(value) is not str or not value):
                 raise _invalid(name, value, "a non-empty string or None")
 
+    @classmethod
+    def with_frozen_data(
+        cls,
+        schema_version: int,
+        type: str,
+        id: str,
+        time: float,
+        seq: int,
+        run_id: str,
+        branch_id: str | None,
+        node_id: str | None,
+        request_id: str | None,
+        data: Mapping[str, Any],
+    ) -> Event:
+        """Build an event whose ``data`` is already deep-frozen JSON (the bus's hot path).
+
+        The caller guarantees ``data`` is a mapping proxy over a dict nobody
+        else holds, whose values are JSON scalars, tuples or mapping proxies all
+        the way down (a typed event's :meth:`frozen_data`); it is not copied
+        again. Every envelope field is still checked.
+        """
+        event = object.__new__(cls)
+        for name, value in (
+            ("schema_version", schema_version), ("type", type), ("id", id), ("time", time), ("seq", seq),
+            ("run_id", run_id), ("branch_id", branch_id), ("node_id", node_id), ("request_id", request_id),
+            ("data", data),
+        ):
+            object.__setattr__(event, name, value)
+        event.__attrs_post_init__()
+        return event
+
     def to_json(self) -> dict[str, Any]:
         """All envelope fields as a fresh JSON-compatible dict (``data`` as a plain dict)."""
         return {

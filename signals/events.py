@@ -206,6 +206,18 @@ class _TypedEvent:
         """The event's ``data``: a fresh JSON-compatible dict, one key per field."""
         return {name: _plain(getattr(self, name)) for name in _field_names(type(self))}
 
+    def frozen_data(self) -> Mapping[str, Any]:
+        """The event's ``data`` deep-frozen, without copying what is frozen already.
+
+        Every field's converter froze its value at construction (tuples and
+        mapping proxies), so only a :class:`Usage` needs a JSON form here.
+        """
+        values = {}
+        for name in _field_names(type(self)):
+            value = getattr(self, name)
+            values[name] = MappingProxyType(value.to_dict()) if isinstance(value, Usage) else value
+        return MappingProxyType(values)
+
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> Any:
         """Build the event from its ``data``.

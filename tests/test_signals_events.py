@@ -405,3 +405,25 @@ def test_context_decisions_survive_the_json_round_trip(decision: ContextDecision
     event = Event(SCHEMA_VERSION, decision.TYPE, "r:9", 1.0, 9, "r", "b", "n", "q", decision.to_data())
     back = Event.from_json(json.loads(canonical_json(event.to_json())))
     assert payload_of(back) == decision
+
+
+@pytest.mark.parametrize(("example", "type_string", "data"), EXAMPLES, ids=[t for _, t, _ in EXAMPLES])
+def test_frozen_data_is_the_data_deep_frozen(example: Any, type_string: str, data: dict[str, Any]) -> None:
+    from types import MappingProxyType
+
+    from signals.envelope import thaw_json
+
+    frozen = example.frozen_data()
+    assert thaw_json(frozen) == data
+
+    def assert_deep_frozen(value: Any) -> None:
+        if isinstance(value, (dict, list)):
+            raise AssertionError(f"mutable {type(value).__name__} inside frozen data: {value!r}")
+        if isinstance(value, MappingProxyType):
+            for item in value.values():
+                assert_deep_frozen(item)
+        elif isinstance(value, tuple):
+            for item in value:
+                assert_deep_frozen(item)
+
+    assert_deep_frozen(frozen)
