@@ -73,8 +73,6 @@ async def test_retries_give_up_after_the_sdk_limit_and_respect_x_should_retry() 
 @pytest.mark.anyio
 async def test_the_api_key_never_appears_in_events_or_errors(tmp_path, monkeypatch) -> None:
     secret = "sk-ant-test-" + "9" * 30
-    from runtime.config import ProviderSpec
-    from runtime.policies import PolicyRegistry
     from runtime.providers import factory
 
     seen: list[str] = []

@@ -36,6 +36,7 @@ from runtime.messages import (
     ToolCall,
     ToolResult,
 )
+from runtime.tokenizer import encoding
 from runtime.tools import synthetic_text
 from signals.throughput import measure_bus_throughput
 
@@ -147,6 +148,28 @@ def compile_measure_figure(tokens: int = 100_000, runs: int = 20) -> Figure:
                   tuple(samples))
 
 
+def compile_measure_scratch_figure(tokens: int = 100_000, runs: int = 5) -> Figure:
+    """Milliseconds to compile and measure a ``tokens``-token conversation from scratch:
+    messages never rendered before and a token counter with an empty cache."""
+    settings = RequestSettings(model=MODEL)
+    encoding()  # the tokenizer's one-time load is not part of a measurement
+    samples = []
+    for run in range(runs):
+        view: list[Message] = [Instruction(f"Read the files and report ({run}).")]
+        i = 0
+        while len(view) < 2 * (tokens // 2_000):  # about 2,000 tokens a round
+            response, result = _round(1_000 * run + i, 8_000)
+            view += [response, result]
+            i += 1
+        counter = TokenCounter()
+        started = time.perf_counter()
+        m = measure(compile_request(system="sys", tools=(), view=view, settings=settings).pieces(), counter, 1.0)
+        samples.append((time.perf_counter() - started) * 1000)
+        if m.counted < tokens:
+            raise RuntimeError(f"the conversation measured {m.counted} tokens, expected at least {tokens}")
+    return Figure(f"compile + measure of a {tokens // 1000}k-token conversation from scratch", "ms", tuple(samples))
+
+
 def _fold_bench(function: str) -> Callable[[int], list[float]] | str:
     """``runtime.fold.bench``'s ``function``, or why it is not there."""
     try:
@@ -220,6 +243,7 @@ async def run_micro(progress: Callable[[Figure], None] | None = None) -> list[Fi
     done(await bus_figure(10))
     done(await clone_figure())
     done(compile_measure_figure())
+    done(compile_measure_scratch_figure())
     done(fold_figure())
     done(clip_figure())
     done(import_figure("runtime, actors, signals"))
