@@ -1,4 +1,4 @@
-"""The send path: how one operation runs on one branch.
+"""The send step: how one request of an operation is prepared, sent and taken in.
 
 This is the thin shell around the pure core. For every request it compiles
 the branch's view (:mod:`runtime.compiler`), measures it
@@ -7,12 +7,9 @@ places cache marks when both gates are on (:mod:`runtime.cache`), and only
 then lets the provider send it; it publishes what it decided and feeds the
 response back into the branch (calibration, delivery, cache ledger, record).
 
-Operations:
-
-- ``bounded``: one request, or a fixed planned sequence of instructions. A
-  bounded request over its ceiling is refused, never rewritten.
-- ``iterative``: a tool loop that runs until the model answers without tool
-  calls, at most ``max_rounds`` requests.
+:class:`TurnDriver` is one operation's handle on its branch for one turn; the
+operation loops that drive it (bounded and iterative) are in
+:mod:`runtime.operations`, the operation values in :mod:`runtime.operation`.
 
 A refusal is sticky on the branch: once refused, every later send on it raises
 the same refusal until the caller clears it.
@@ -52,7 +49,7 @@ from runtime.cache_step import (
 )
 from runtime.calibration import Calibration
 from runtime.canonical import sha256_hex
-from runtime.ceiling import ResolvedCeiling, decide, notice_line, resolve_ceiling
+from runtime.ceiling import ResolvedCeiling, decide, notice_line
 from runtime.compiler import Request, RequestSettings, ToolSpec, compile_request
 from runtime.config import Profile
 from runtime.env import RunEnv
@@ -80,6 +77,7 @@ from runtime.messages import (
     ToolCall,
     ToolResult,
 )
+from runtime.operation import Operation
 from runtime.providers.base import ProviderError, ProviderReply
 from runtime.tools import ToolContext, ToolFailed
 from runtime.usage import Usage
@@ -100,47 +98,6 @@ MAX_RESUMES = 2
 
 SUMMARY_MAX_TOKENS = 1024
 """Output cap of a fold's summary request."""
-
-
-class RoundLimitExceeded(FoldlineError):
-    """An iterative operation used all its rounds without a final answer."""
-
-
-class OperationError(FoldlineError):
-    """An operation cannot go on (e.g. a bounded request answered with tool calls)."""
-
-
-@attrs.frozen
-class Operation:
-    """One agent operation on a branch.
-
-    ``instructions`` has one entry for an iterative operation and for a single
-    bounded request, several for a bounded planned sequence. ``max_input_tokens``
-    is the per-call ceiling value (it may only lower the resolved ceiling).
-    """
-
-    kind: Literal["bounded", "iterative"]
-    instructions: tuple[str, ...]
-    max_rounds: int = 20
-    max_input_tokens: int | str | None = None
-
-    def __attrs_post_init__(self) -> None:
-        if self.kind not in ("bounded", "iterative"):
-            raise ValueError(f"operation kind must be 'bounded' or 'iterative', got {self.kind!r}")
-        if not self.instructions:
-            raise ValueError("an operation needs at least one instruction")
-        if self.kind == "iterative" and len(self.instructions) != 1:
-            raise ValueError("an iterative operation takes exactly one instruction")
-        if self.max_rounds < 1:
-            raise ValueError(f"max_rounds must be >= 1, got {self.max_rounds}")
-
-
-@attrs.frozen
-class OperationResult:
-    answer: str
-    rounds: int
-    requests: int
-    usage: Usage
 
 
 Spawn = Callable[[str], Awaitable[str]]
@@ -176,7 +133,7 @@ class _FoldRun:
 
 
 @attrs.define(eq=False)
-class _Driver:
+class TurnDriver:
     """Runs one operation inside one turn (an identity object, lives for the turn)."""
 
     turn: Turn
@@ -516,7 +473,7 @@ class _Driver:
         self.turn.update_state(scale=scale, delivered=delivered, recovered=frozenset())
         if plan is not None:
             self.turn.set_ledger(record_cache_outcome(plan, reply.usage, attempt_start=start, env=self.env))
-        self.turn.append(_response_message(reply))
+        self.turn.append(response_message(reply))
 
     # -- cache placement with folding ---------------------------------------------------
 
@@ -732,7 +689,7 @@ class _Driver:
             ResponseReceived(usage=reply.usage.to_dict(), stop_reason=reply.stop_reason, duration_s=round(duration, 6)),
             request_id,
         )
-        text = _response_message(reply).text
+        text = response_message(reply).text
         if not text.strip():
             return SummaryResult(failure="the summary request answered with no text", usage=reply.usage)
         return SummaryResult(text=text, usage=reply.usage)
@@ -815,7 +772,7 @@ def _mark_json(mark: Any) -> dict[str, Any]:
     return {"location": list(mark.location), "ttl": mark.ttl, "role": getattr(mark, "role", None)}
 
 
-def _response_message(reply: ProviderReply) -> AssistantResponse:
+def response_message(reply: ProviderReply) -> AssistantResponse:
     parts: list[TextPart | ToolCall] = []
     for block in reply.content:
         kind = block.get("type")
@@ -824,96 +781,3 @@ def _response_message(reply: ProviderReply) -> AssistantResponse:
         elif kind == "tool_use":
             parts.append(ToolCall.create(block["id"], block["name"], block.get("input") or {}))
     return AssistantResponse(tuple(parts), stop_reason=reply.stop_reason)
-
-
-async def run_operation(
-    branch: Branch,
-    operation: Operation,
-    *,
-    env: RunEnv,
-    profile: Profile,
-    node_id: str | None = None,
-    spawn: Spawn | None = None,
-    resume: bool = False,
-) -> OperationResult:
-    """Run one operation on a branch, holding its lock for the whole turn.
-
-    With ``resume``, an operation the branch shows as interrupted mid-turn
-    (its ``open_turn`` state, restored from a store) continues from the
-    branch's last stored state: instructions already appended are not
-    appended again, completed requests are not sent again, and a round whose
-    calls have no results yet runs just the missing calls.
-    """
-    ceiling = resolve_ceiling(
-        model=profile.model or env.model.name,
-        profile_value=profile.max_input_tokens,
-        model_value=env.model.max_input_tokens,
-        call_value=operation.max_input_tokens,
-        pricing=env.pricing,
-    )
-    async with branch.turn() as turn:
-        progress = branch.state.open_turn if resume and branch.state.open_turn is not None else (0, 0)
-        driver = _Driver(turn, env, profile, operation, node_id, spawn, ceiling)
-        driver.appended, driver.completed = progress
-        turn.update_state(open_turn=progress)
-        if operation.kind == "bounded":
-            result = await _run_bounded(driver, *progress)
-        else:
-            result = await _run_iterative(driver, *progress)
-        turn.update_state(open_turn=None)
-        return result
-
-
-async def _run_bounded(driver: _Driver, appended: int, completed: int) -> OperationResult:
-    reply_message: AssistantResponse | None = None
-    steps = driver.operation.instructions
-    for i, text in enumerate(steps):
-        if i < completed:
-            continue
-        intent = "final" if i == len(steps) - 1 else "continuing"
-        if i >= appended:
-            await driver.append_instruction(text, intent)
-        reply = await driver.send(intent)
-        reply_message = _response_message(reply)
-        if reply_message.tool_calls:
-            calls = reply_message.tool_calls
-            await _answer_unrun(driver, calls, "tools are not run in a bounded operation")
-            raise OperationError(
-                f"a bounded operation's request was answered with tool calls ({', '.join(c.name for c in calls)})"
-            )
-    if reply_message is None:
-        reply_message = _last_answer(driver)
-    return OperationResult(reply_message.text, len(steps), driver.requests, driver.usage)
-
-
-def _last_answer(driver: _Driver) -> AssistantResponse:
-    for message in reversed(driver.branch.view()):
-        if isinstance(message, AssistantResponse):
-            return message
-    raise OperationError("the resumed operation has no answer in its view")
-
-
-async def _answer_unrun(driver: _Driver, calls: Sequence[ToolCall], why: str) -> None:
-    for call in calls:
-        driver.turn.append(ToolResult.for_call(call, f"not run: {why}", is_error=True))
-
-
-async def _run_iterative(driver: _Driver, appended: int, completed: int) -> OperationResult:
-    if appended == 0:
-        await driver.append_instruction(driver.operation.instructions[0], "continuing")
-    elif completed:
-        # Resumed after at least one response: finish its round before sending again.
-        last = _last_answer(driver)
-        if not last.tool_calls:
-            return OperationResult(last.text, completed, driver.requests, driver.usage)
-        answered = {m.call_id for m in driver.branch.view() if isinstance(m, ToolResult)}
-        await driver.run_tools([c for c in last.tool_calls if c.call_id not in answered])
-    for round_no in range(completed + 1, driver.operation.max_rounds + 1):
-        reply = await driver.send("continuing")
-        message = _response_message(reply)
-        if not message.tool_calls:
-            return OperationResult(message.text, round_no, driver.requests, driver.usage)
-        await driver.run_tools(message.tool_calls)
-    raise RoundLimitExceeded(
-        f"no final answer after {driver.operation.max_rounds} rounds (max_rounds={driver.operation.max_rounds})"
-    )

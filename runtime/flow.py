@@ -27,7 +27,7 @@ import structlog
 
 from actors.branch import Branch
 from runtime.config import Profile
-from runtime.engine import Operation, OperationResult, run_operation
+from runtime.operations import Operation, OperationResult, run_operation
 from runtime.env import RunEnv
 from runtime.errors import ConfigError, FoldlineError
 from runtime.messages import AssistantResponse, ToolResult

@@ -18,7 +18,7 @@ import attrs
 
 from actors.branch import BranchJournal
 from runtime.config import Scenario
-from runtime.engine import Operation
+from runtime.operation import Operation
 from runtime.flow import Flow, FlowResult, Node
 from runtime.fold.summary_policy import FoldSummaryPolicy
 from runtime.policies import PolicyRegistry, ScriptPolicy

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from runtime.config import Profile
-from runtime.engine import Operation
+from runtime.operation import Operation
 from runtime.flow import Flow, Node
 from runtime.policies import PolicyRegistry, ScriptCall, ScriptPolicy, ScriptStep
 from runtime.providers.scripted import ScriptedProvider

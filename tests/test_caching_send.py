@@ -166,7 +166,7 @@ async def _noop(attempt: int) -> None:
 @pytest.mark.anyio
 async def test_a_tool_set_change_is_a_rewrite_with_its_cause() -> None:
     from actors.branch import Branch
-    from runtime.engine import run_operation
+    from runtime.operations import run_operation
     from runtime.tools import BUILTIN_TOOLS
 
     provider = scripted({"n": [text("one"), text("two"), text("three")]})

@@ -14,7 +14,7 @@ from actors.branch import Branch, RequestRecord
 from runtime.cache import first_divergence
 from runtime.compiler import check_pairing
 from runtime.config import Profile
-from runtime.engine import Operation, run_operation
+from runtime.operations import Operation, run_operation
 from runtime.errors import InputCeilingExceeded
 from runtime.flow import Flow
 from runtime.fold.audit import unrecoverable_bytes

@@ -6,7 +6,7 @@ import pytest
 
 from actors.branch import Branch
 from runtime.config import Profile
-from runtime.engine import Operation, run_operation
+from runtime.operations import Operation, run_operation
 from runtime.errors import InputCeilingExceeded
 from runtime.flow import Flow
 from support import READER, bounded, calls, iterative, node, read, runtime_for, scripted, text

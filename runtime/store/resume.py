@@ -33,7 +33,7 @@ import attrs
 
 from actors.branch import Branch
 from runtime.config import Scenario
-from runtime.engine import OperationResult
+from runtime.operation import OperationResult
 from runtime.flow import NodeOutcome, Restored
 from runtime.messages import AssistantResponse, ToolResult
 from runtime.store.errors import StoreCorrupt

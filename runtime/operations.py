@@ -1,0 +1,119 @@
+"""Running operations: the bounded and iterative loops over the send step.
+
+:func:`run_operation` holds a branch's lock for the whole turn and drives a
+:class:`~runtime.engine.TurnDriver`: it appends the instructions, sends, runs
+the round's tools and stops at the answer (or the round limit). A resumed
+operation continues from the branch's stored ``open_turn``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from actors.branch import Branch
+from runtime.ceiling import resolve_ceiling
+from runtime.config import Profile
+from runtime.engine import Spawn, TurnDriver, response_message
+from runtime.env import RunEnv
+from runtime.messages import AssistantResponse, ToolCall, ToolResult
+from runtime.operation import (
+    Operation,
+    OperationError,
+    OperationResult,
+    RoundLimitExceeded,
+)
+
+__all__ = ["Operation", "OperationError", "OperationResult", "RoundLimitExceeded", "run_operation"]
+
+
+async def run_operation(
+    branch: Branch,
+    operation: Operation,
+    *,
+    env: RunEnv,
+    profile: Profile,
+    node_id: str | None = None,
+    spawn: Spawn | None = None,
+    resume: bool = False,
+) -> OperationResult:
+    """Run one operation on a branch, holding its lock for the whole turn.
+
+    With ``resume``, an operation the branch shows as interrupted mid-turn
+    (its ``open_turn`` state, restored from a store) continues from the
+    branch's last stored state: instructions already appended are not
+    appended again, completed requests are not sent again, and a round whose
+    calls have no results yet runs just the missing calls.
+    """
+    ceiling = resolve_ceiling(
+        model=profile.model or env.model.name,
+        profile_value=profile.max_input_tokens,
+        model_value=env.model.max_input_tokens,
+        call_value=operation.max_input_tokens,
+        pricing=env.pricing,
+    )
+    async with branch.turn() as turn:
+        progress = branch.state.open_turn if resume and branch.state.open_turn is not None else (0, 0)
+        driver = TurnDriver(turn, env, profile, operation, node_id, spawn, ceiling)
+        driver.appended, driver.completed = progress
+        turn.update_state(open_turn=progress)
+        if operation.kind == "bounded":
+            result = await _run_bounded(driver, *progress)
+        else:
+            result = await _run_iterative(driver, *progress)
+        turn.update_state(open_turn=None)
+        return result
+
+
+async def _run_bounded(driver: TurnDriver, appended: int, completed: int) -> OperationResult:
+    reply_message: AssistantResponse | None = None
+    steps = driver.operation.instructions
+    for i, text in enumerate(steps):
+        if i < completed:
+            continue
+        intent = "final" if i == len(steps) - 1 else "continuing"
+        if i >= appended:
+            await driver.append_instruction(text, intent)
+        reply = await driver.send(intent)
+        reply_message = response_message(reply)
+        if reply_message.tool_calls:
+            calls = reply_message.tool_calls
+            await _answer_unrun(driver, calls, "tools are not run in a bounded operation")
+            raise OperationError(
+                f"a bounded operation's request was answered with tool calls ({', '.join(c.name for c in calls)})"
+            )
+    if reply_message is None:
+        reply_message = _last_answer(driver)
+    return OperationResult(reply_message.text, len(steps), driver.requests, driver.usage)
+
+
+def _last_answer(driver: TurnDriver) -> AssistantResponse:
+    for message in reversed(driver.branch.view()):
+        if isinstance(message, AssistantResponse):
+            return message
+    raise OperationError("the resumed operation has no answer in its view")
+
+
+async def _answer_unrun(driver: TurnDriver, calls: Sequence[ToolCall], why: str) -> None:
+    for call in calls:
+        driver.turn.append(ToolResult.for_call(call, f"not run: {why}", is_error=True))
+
+
+async def _run_iterative(driver: TurnDriver, appended: int, completed: int) -> OperationResult:
+    if appended == 0:
+        await driver.append_instruction(driver.operation.instructions[0], "continuing")
+    elif completed:
+        # Resumed after at least one response: finish its round before sending again.
+        last = _last_answer(driver)
+        if not last.tool_calls:
+            return OperationResult(last.text, completed, driver.requests, driver.usage)
+        answered = {m.call_id for m in driver.branch.view() if isinstance(m, ToolResult)}
+        await driver.run_tools([c for c in last.tool_calls if c.call_id not in answered])
+    for round_no in range(completed + 1, driver.operation.max_rounds + 1):
+        reply = await driver.send("continuing")
+        message = response_message(reply)
+        if not message.tool_calls:
+            return OperationResult(message.text, round_no, driver.requests, driver.usage)
+        await driver.run_tools(message.tool_calls)
+    raise RoundLimitExceeded(
+        f"no final answer after {driver.operation.max_rounds} rounds (max_rounds={driver.operation.max_rounds})"
+    )
