@@ -87,6 +87,11 @@ def read_verdict(plan: CachePlan, usage: Usage, *, attempt_start: float | None =
     return evaluate_read(plan.placement, usage, attempt_start=attempt_start, route=route)
 
 
+def mark_json(mark: object) -> dict[str, object]:
+    """A placed mark as the JSON a RequestSent event carries."""
+    return {"location": list(mark.location), "ttl": mark.ttl, "role": getattr(mark, "role", None)}  # type: ignore[attr-defined]
+
+
 def cache_summary(plan: CachePlan, verdict: ReadVerdict) -> dict[str, object]:
     """The compact cache record a ResponseReceived event carries."""
     record = plan.placement.to_record()

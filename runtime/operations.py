@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from actors.branch import Branch
 from runtime.ceiling import resolve_ceiling
 from runtime.config import Profile
-from runtime.engine import Spawn, TurnDriver, response_message
+from runtime.engine import Spawn, TurnDriver
 from runtime.env import RunEnv
 from runtime.messages import AssistantResponse, ToolCall, ToolResult
 from runtime.operation import (
@@ -74,7 +74,7 @@ async def _run_bounded(driver: TurnDriver, appended: int, completed: int) -> Ope
         if i >= appended:
             await driver.append_instruction(text, intent)
         reply = await driver.send(intent)
-        reply_message = response_message(reply)
+        reply_message = reply.message()
         if reply_message.tool_calls:
             calls = reply_message.tool_calls
             await _answer_unrun(driver, calls, "tools are not run in a bounded operation")
@@ -110,7 +110,7 @@ async def _run_iterative(driver: TurnDriver, appended: int, completed: int) -> O
         await driver.run_tools([c for c in last.tool_calls if c.call_id not in answered])
     for round_no in range(completed + 1, driver.operation.max_rounds + 1):
         reply = await driver.send("continuing")
-        message = response_message(reply)
+        message = reply.message()
         if not message.tool_calls:
             return OperationResult(message.text, round_no, driver.requests, driver.usage)
         await driver.run_tools(message.tool_calls)

@@ -17,6 +17,7 @@ import attrs
 
 from runtime.compiler import Request
 from runtime.errors import FoldlineError
+from runtime.messages import AssistantResponse, TextPart, ToolCall
 from runtime.usage import Usage
 
 BeforeAttempt = Callable[[int], Awaitable[None]]
@@ -41,6 +42,17 @@ class ProviderReply:
     model: str
     attempts: int = 1
     response_id: str | None = None
+
+    def message(self) -> AssistantResponse:
+        """The response as a record message: its text blocks and tool calls, in order."""
+        parts: list[TextPart | ToolCall] = []
+        for block in self.content:
+            kind = block.get("type")
+            if kind == "text":
+                parts.append(TextPart(block.get("text", "")))
+            elif kind == "tool_use":
+                parts.append(ToolCall.create(block["id"], block["name"], block.get("input") or {}))
+        return AssistantResponse(tuple(parts), stop_reason=self.stop_reason)
 
 
 class Provider(Protocol):
