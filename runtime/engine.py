@@ -59,7 +59,7 @@ from runtime.fold.context_tool import CONTEXT_TOOL, CONTEXT_TOOL_NAME
 from runtime.fold.measurer import ViewMeasurer
 from runtime.fold.projection import BoundProjection, request_projection
 from runtime.fold.settings import FoldSettings, fold_settings
-from runtime.fold_driving import FoldDriving, _FoldRun
+from runtime.fold_driving import FoldDriving, FoldRun
 from runtime.measure import Measurement, measure
 from runtime.messages import (
     AssistantResponse,
@@ -191,10 +191,10 @@ class TurnDriver(FoldDriving):
         request_id: str | None,
         *,
         before: int | None = None,
-        folds: _FoldRun | None = None,
+        folds: FoldRun | None = None,
     ) -> None:
         c = self.ceiling
-        folds = folds or _FoldRun()
+        folds = folds or FoldRun()
         await self.publish(
             ContextDecision(
                 ceiling=c.ceiling,
@@ -240,7 +240,7 @@ class TurnDriver(FoldDriving):
         request = self.compile(view, intent)
         m = self.measure(request)
         before = m.estimate
-        folds = _FoldRun()
+        folds = FoldRun()
         if self.fold is not None:
             view, request, m, folds = await self._fold_before_send(view, request, m, intent)
         decision = decide(m, self.ceiling, can_fold=False)
@@ -353,7 +353,7 @@ class TurnDriver(FoldDriving):
         )
 
     async def _refuse(
-        self, m: Measurement, reason: str, request_id: str, *, before: int | None = None, folds: _FoldRun | None = None
+        self, m: Measurement, reason: str, request_id: str, *, before: int | None = None, folds: FoldRun | None = None
     ) -> None:
         ceiling = self.ceiling.ceiling
         assert ceiling is not None
@@ -366,7 +366,7 @@ class TurnDriver(FoldDriving):
             branch_id=self.branch.id,
         )
         self.turn.update_state(refusal=error)
-        folds = folds or _FoldRun()
+        folds = folds or FoldRun()
         await self.publish_decision(m, "refuse", False, folds.reason(reason), request_id, before=before, folds=folds)
         log.info("request refused", branch=self.branch.id, node=self.node_id, estimate=m.estimate, ceiling=ceiling)
         raise error

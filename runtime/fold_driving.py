@@ -66,7 +66,7 @@ SUMMARY_MAX_TOKENS = 1024
 
 
 @attrs.frozen
-class _FoldRun:
+class FoldRun:
     """What the folds before one send did (for the decision event)."""
 
     plans: tuple[FoldPlan, ...] = ()
@@ -141,7 +141,7 @@ class FoldDriving:
 
     async def _fold_before_send(
         self, view: tuple[Message, ...], request: Request, m: Measurement, intent: str
-    ) -> tuple[tuple[Message, ...], Request, Measurement, _FoldRun]:
+    ) -> tuple[tuple[Message, ...], Request, Measurement, FoldRun]:
         """Fold while due; a refusal a landed fold may still clear resumes, at most twice per turn."""
         fold = self.fold
         assert fold is not None and self.ceiling.ceiling is not None
@@ -175,7 +175,7 @@ class FoldDriving:
                 break
             self.resumes += 1
             log.info("fold resumes after a refusal", branch=self.branch.id, estimate=m.estimate, resume=self.resumes)
-        return view, request, m, _FoldRun(tuple(plans), ran or any(p.landed for p in plans))
+        return view, request, m, FoldRun(tuple(plans), ran or any(p.landed for p in plans))
 
     @staticmethod
     def _has_folded(view: Sequence[Message]) -> bool:
