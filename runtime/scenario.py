@@ -23,14 +23,8 @@ from collections.abc import Collection, Mapping
 from pathlib import PurePath
 from typing import Any
 
-from runtime.config import (
-    NodeSpec,
-    Profile,
-    ProviderSpec,
-    RunSettings,
-    Scenario,
+from runtime.checks import (
     check_array,
-    check_known_tools,
     check_name,
     check_text,
     join_index,
@@ -39,6 +33,14 @@ from runtime.config import (
     render_value,
     require_table,
     wrong_type,
+)
+from runtime.config import (
+    NodeSpec,
+    Profile,
+    ProviderSpec,
+    RunSettings,
+    Scenario,
+    check_known_tools,
 )
 from runtime.errors import ConfigError
 
