@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from runtime.canonical import sha256_hex
+from runtime.canonical import canonical_json, sha256_hex
 from runtime.fold.formats import call_line, listing_lines, message_line, note_header
 from runtime.fold.units import RecordAccess, Unit
 from runtime.messages import AssistantResponse, Instruction, Message, Note, TextPart, ToolResult
@@ -27,9 +27,30 @@ CALLS_HEADING = (
 )
 
 
+def structural_digest(message: Message) -> str:
+    """A message's digest with message ids left out (they are random per run).
+
+    A note is addressed by its text, stage and first index (its text names
+    every original by record index); a clipped copy by its content with
+    ``clipped_from`` left out (its clip info names the original's index). Any
+    other message's content holds no id, so its own SHA-256 serves. Fold ids
+    and span digests built from these depend on the conversation's structure
+    and content alone, so the same run gives the same request bytes every time.
+    """
+    if isinstance(message, Note):
+        return sha256_hex(
+            canonical_json({"kind": "note", "text": message.text, "stage": message.stage, "first_index": message.first_index})
+        )
+    if isinstance(message, ToolResult) and message.clipped_from is not None:
+        content = message.content()
+        content["clipped_from"] = "original"
+        return sha256_hex(canonical_json(content))
+    return message.sha256
+
+
 def span_digest(messages: Sequence[Message]) -> str:
-    """SHA-256 addressing a folded span: over the replaced messages' digests, in order."""
-    return sha256_hex("\n".join(m.sha256 for m in messages))
+    """SHA-256 addressing a folded span: over the replaced messages' structural digests, in order."""
+    return sha256_hex("\n".join(structural_digest(m) for m in messages))
 
 
 def fold_id(stage: str, messages: Sequence[Message]) -> str:
