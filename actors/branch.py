@@ -64,6 +64,14 @@ class LedgerSet:
 
 
 @attrs.frozen
+class SetupSet:
+    """The branch's setup changed: its system message (an id in its record) and tool definitions."""
+
+    system_id: str | None
+    tools_json: tuple[str, ...]
+
+
+@attrs.frozen
 class RequestRecord:
     """What one send was built from and what came of it (for the store and replay).
 
@@ -93,7 +101,7 @@ class RequestRecord:
     """The placement's record (``Placement.to_record()``: marks, landing, g1, tail_skip) when caching was on."""
 
 
-Change = Union[MessageAdded, ViewSet, StateSet, LedgerSet, RequestRecord]
+Change = Union[MessageAdded, ViewSet, StateSet, LedgerSet, RequestRecord, SetupSet]
 
 
 class BranchJournal(Protocol):
@@ -289,14 +297,20 @@ class Branch:
         """
         if self.busy:
             raise BranchBusy(f"branch {self._id} is in a turn; configure it before or after")
+        changes: list[Change] = []
         if system is not None and (self._system is None or self._system.text != system):
             message = SystemMessage(system)
             index = self._record.append(message)
             self._system = message
-            if self._journal is not None:
-                self._journal.changed(self, (MessageAdded(index, message, False),))
-        if tools is not None:
+            changes.append(MessageAdded(index, message, False))
+        if tools is not None and tuple(tools) != self._tools:
             self._tools = tuple(tools)
+        if changes or tools is not None:
+            changes.append(
+                SetupSet(self._system.id if self._system else None, tuple(t.piece() for t in self._tools))
+            )
+        if changes and self._journal is not None:
+            self._journal.changed(self, tuple(changes))
 
     def clear_refusal(self) -> None:
         """Clear the sticky refusal (the caller decided to go on)."""

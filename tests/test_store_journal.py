@@ -249,3 +249,18 @@ async def test_a_response_recorded_after_the_event_stream_ended_is_never_stored_
         assert [e.request_id for e in reader.events(types=["ResponseReceived"])] == [f"{branch.id}:1"]
         back = reader.restore_branches()[branch.id]
     assert back.record_length() == branch.record_length() - 2  # the held batch and the one behind it
+
+
+async def test_a_setup_changed_after_attaching_comes_back(tmp_path: Path) -> None:
+    branch = Branch.create(system="first system", tools=[TOOL])
+    other = ToolSpec.create("search", "Search the corpus.", {"type": "object"})
+    async with await new_store(tmp_path / "s.db") as store:
+        branch.attach_journal(store)
+        await a_round(branch, 1)
+        branch.configure(system="second system", tools=[TOOL, other])
+        await store.flush()
+    with StoreReader(tmp_path / "s.db") as reader:
+        back = reader.restore_branches()[branch.id]
+    assert back.system is not None and back.system.text == "second system" and back.system == branch.system
+    assert back.tools == (TOOL, other)
+    assert back.message_at(0).text == "first system"  # the old system text stays in the record

@@ -39,6 +39,7 @@ from actors.branch import (
     LedgerSet,
     MessageAdded,
     RequestRecord,
+    SetupSet,
     StateSet,
     ViewSet,
 )
@@ -368,6 +369,13 @@ class RunStore:
                 tracked.open_turn = change.state.open_turn
             elif isinstance(change, LedgerSet):
                 statements += _ledger_rows(branch.id, change.ledger)
+            elif isinstance(change, SetupSet):
+                statements.append(
+                    (
+                        "UPDATE branches SET system_id = ?, tools = ? WHERE id = ?",
+                        (change.system_id, canonical_json(list(change.tools_json)), branch.id),
+                    )
+                )
             elif isinstance(change, RequestRecord):
                 statements.append(_request_row(branch.id, change))
                 if change.status == "sent" and change.usage is not None:
