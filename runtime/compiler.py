@@ -160,6 +160,10 @@ class Request:
     messages: tuple[RenderedMessage, ...]
     marks: tuple[Any, ...] = ()
     recipe_version: int = RECIPE_VERSION
+    # The payload text and digest, rendered once on first use: a send reads them
+    # several times (the digest for events and records, the body for the provider).
+    _text: str | None = attrs.field(default=None, init=False, eq=False, repr=False)
+    _digest: str | None = attrs.field(default=None, init=False, eq=False, repr=False)
 
     def with_marks(self, marks: Sequence[MarkLike]) -> Request:
         return attrs.evolve(self, marks=tuple(marks))
@@ -218,7 +222,10 @@ class Request:
 
     def payload_text(self) -> str:
         """The canonical JSON text of the Anthropic payload (sorted keys, no whitespace)."""
-        return "".join(text for _, text in self.pieces())
+        if self._text is None:
+            object.__setattr__(self, "_text", "".join(text for _, text in self.pieces()))
+        assert self._text is not None
+        return self._text
 
     def payload_bytes(self) -> bytes:
         return self.payload_text().encode("utf-8")
@@ -230,7 +237,10 @@ class Request:
     @property
     def digest(self) -> str:
         """SHA-256 of the payload as sent (marks included)."""
-        return sha256_hex(self.payload_bytes())
+        if self._digest is None:
+            object.__setattr__(self, "_digest", sha256_hex(self.payload_bytes()))
+        assert self._digest is not None
+        return self._digest
 
     def message_digests(self) -> tuple[str, ...]:
         """SHA-256 of each rendered message without marks (for prefix checks)."""

@@ -22,17 +22,21 @@ def test_runtime_actors_signals_are_foldlines_own_packages() -> None:
 
 
 def test_distribution_metadata_names_the_three_packages_and_the_console_script() -> None:
+    import tomllib
     from importlib.metadata import distribution
 
     dist = distribution("foldline")
-    top_level = {str(f).split("/")[0] for f in dist.files or ()} if dist.files else set()
     entry = [ep for ep in dist.entry_points if ep.group == "console_scripts" and ep.name == "foldline"]
     assert entry and entry[0].value == "runtime.cli:main"
-    # editable installs list no files; the explicit package list lives in pyproject.toml
-    text = (ROOT / "pyproject.toml").read_text()
-    for name in ("runtime", "actors", "signals"):
-        assert f'"{name}"' in text
-    assert top_level is not None
+    packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    assert {"runtime", "actors", "signals"} <= set(packages)
+    # every package directory in the tree is listed, so none is left out of a wheel
+    on_disk = {
+        ".".join(p.parent.relative_to(ROOT).parts)
+        for top in ("runtime", "actors", "signals")
+        for p in (ROOT / top).rglob("__init__.py")
+    }
+    assert on_disk == set(packages)
 
 
 def test_tokenizer_never_calls_get_encoding() -> None:
