@@ -27,8 +27,8 @@ import structlog
 
 from actors.branch import Branch
 from runtime.config import Profile
-from runtime.operations import Operation, OperationResult, run_operation
-from runtime.env import RunEnv
+from actors.operations import Operation, OperationResult, run_operation
+from actors.env import RunEnv
 from runtime.errors import ConfigError, FoldlineError
 from runtime.messages import AssistantResponse, ToolResult
 from signals.events import ChildSpawned, NodeFailed, NodeFinished, NodeSkipped, NodeStarted

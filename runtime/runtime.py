@@ -31,14 +31,14 @@ import structlog
 from actors.branch import Branch, BranchJournal
 from runtime.canonical import canonical_json, sha256_hex
 from runtime.config import ModelConfig
-from runtime.env import RunEnv
+from actors.env import RunEnv
 from runtime.flow import Flow, FlowResult, Node, Restored, run_flow
 from runtime.fold.audit import unrecoverable_bytes
 from runtime.measure import TokenCounter
 from runtime.pricing import PricingTable
 from runtime.providers.base import Provider
 from runtime.report import ReportBuilder
-from runtime.tools import BUILTIN_TOOLS, ToolRegistry
+from actors.tools import BUILTIN_TOOLS, ToolRegistry
 from signals.bus import SignalBus
 from signals.envelope import Event
 from signals.events import RunFinished, RunStarted

@@ -20,11 +20,11 @@ from actors.branch import BranchJournal
 from runtime.config import Scenario
 from runtime.operation import Operation
 from runtime.flow import Flow, FlowResult, Node
-from runtime.fold.summary_policy import FoldSummaryPolicy
+from runtime.sim.summary_policy import FoldSummaryPolicy
 from runtime.policies import PolicyRegistry, ScriptPolicy
 from runtime.providers.factory import open_provider
 from runtime.runtime import Runtime
-from runtime.tools import BUILTIN_TOOLS, ToolRegistry
+from actors.tools import BUILTIN_TOOLS, ToolRegistry
 from signals.bus import SignalBus
 from signals.envelope import Event
 

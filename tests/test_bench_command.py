@@ -10,7 +10,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from runtime.bench import command, micro, workloads
+from runtime.bench import micro, workloads
+from runtime.cli import bench as command
 
 
 def parse(*argv: str) -> argparse.Namespace:

@@ -21,7 +21,7 @@ from runtime.bench.tools import (
     stage_fact,
     stage_text,
 )
-from runtime.tools import BUILTIN_TOOLS, ToolContext, ToolFailed
+from actors.tools import BUILTIN_TOOLS, ToolContext, ToolFailed
 
 CONTEXT = ToolContext(node_id="n", branch_id="b")
 fact_ids = st.from_regex(r"[A-Za-z0-9_-]{1,12}", fullmatch=True)

@@ -9,7 +9,7 @@ import attrs
 import pytest
 
 from runtime.cache import first_divergence
-from runtime.cache_step import plan_cache, read_verdict, record_cache_outcome
+from actors.cache_step import plan_cache, read_verdict, record_cache_outcome
 from runtime.compiler import RequestSettings, compile_request
 from runtime.flow import Flow
 from runtime.messages import Instruction
@@ -166,8 +166,8 @@ async def _noop(attempt: int) -> None:
 @pytest.mark.anyio
 async def test_a_tool_set_change_is_a_rewrite_with_its_cause() -> None:
     from actors.branch import Branch
-    from runtime.operations import run_operation
-    from runtime.tools import BUILTIN_TOOLS
+    from actors.operations import run_operation
+    from actors.tools import BUILTIN_TOOLS
 
     provider = scripted({"n": [text("one"), text("two"), text("three")]})
     branch = Branch.create(system=SYSTEM, tools=BUILTIN_TOOLS.specs(("read_file",)))

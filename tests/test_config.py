@@ -7,7 +7,7 @@ import math
 import attrs
 import pytest
 
-from runtime.checks import render_value
+from runtime.config.checks import render_value
 from runtime.config import ModelConfig, NodeSpec, Profile, ProviderSpec, RunSettings
 from runtime.errors import ConfigError
 from runtime.policies import ScriptCall, ScriptStep

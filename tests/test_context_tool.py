@@ -14,14 +14,14 @@ from runtime.fold.context_tool import (
     run_context_call,
     settled_view,
 )
-from runtime.fold.conversations import Conversation, measurer_for
+from runtime.bench.conversations import Conversation, measurer_for
 from runtime.fold.formats import parse_read_result
 from runtime.fold.marks import FoldMark
 from runtime.fold.projection import clipped_copy
 from runtime.fold.settings import FoldSettings
 from runtime.measure import TokenCounter
 from runtime.messages import AssistantResponse, ToolCall
-from runtime.tools import synthetic_text
+from actors.tools import synthetic_text
 
 COUNTER = TokenCounter()
 SETTINGS = FoldSettings(ceiling=20_000)

@@ -107,7 +107,7 @@ def driver(argv: list[str]) -> int:
     """``python tests/test_crash.py KILL_AT COMMAND ARGS...``: run a store command, SIGKILLed at statement KILL_AT (0: never)."""
     kill_at = int(argv[0])
     from runtime.store import writer
-    from runtime.store.commands import main
+    from runtime.cli.store import main
 
     writer.MAX_UNITS_PER_TRANSACTION = 1
     executed = 0

@@ -14,12 +14,12 @@ from actors.branch import Branch, RequestRecord
 from runtime.cache import first_divergence
 from runtime.compiler import check_pairing
 from runtime.config import Profile
-from runtime.operations import Operation, run_operation
+from actors.operations import Operation, run_operation
 from runtime.errors import InputCeilingExceeded
 from runtime.flow import Flow
 from runtime.fold.audit import unrecoverable_bytes
 from runtime.fold.formats import parse_clip_marker
-from runtime.fold.summary_policy import FoldSummaryPolicy
+from runtime.sim.summary_policy import FoldSummaryPolicy
 from runtime.messages import Instruction, Note, ToolResult
 from runtime.policies import PolicyRegistry, ScriptPolicy, ScriptStep
 from runtime.providers.scripted import ScriptedProvider

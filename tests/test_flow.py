@@ -137,7 +137,7 @@ async def test_concurrency_limit_holds() -> None:
     running = 0
     peak = 0
 
-    from runtime.tools import BUILTIN_TOOLS, Tool, ToolSpec
+    from actors.tools import BUILTIN_TOOLS, Tool, ToolSpec
 
     async def slow(arguments, context):
         nonlocal running, peak
@@ -169,7 +169,7 @@ def test_bad_graphs_are_refused() -> None:
 
 @pytest.mark.anyio
 async def test_cancelling_a_flow_leaves_every_view_paired() -> None:
-    from runtime.tools import BUILTIN_TOOLS, Tool, ToolSpec
+    from actors.tools import BUILTIN_TOOLS, Tool, ToolSpec
 
     async def forever(arguments, context):
         await anyio.sleep_forever()

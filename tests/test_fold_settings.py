@@ -7,7 +7,7 @@ import pytest
 from runtime.config import Profile
 from runtime.errors import ConfigError
 from runtime.fold.settings import FoldSettings, fold_settings
-from runtime.scenario import ScenarioError, loads_scenario
+from runtime.config.loader import ScenarioError, loads_scenario
 
 
 def scenario(profile_lines: str) -> str:

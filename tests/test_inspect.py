@@ -12,11 +12,11 @@ from test_replay import RECOVER
 from actors.branch import Branch
 from runtime.fold.formats import read_call
 from runtime.messages import AssistantResponse, Instruction, Note, ToolCall, ToolResult
-from runtime.scenario import load_scenario
-from runtime.store.commands import main
+from runtime.config.loader import load_scenario
+from runtime.cli.store import main
 from runtime.store.inspect import describe_branch, format_branch
 from runtime.store.run import run_scenario_stored
-from runtime.tools import BUILTIN_TOOLS
+from actors.tools import BUILTIN_TOOLS
 
 
 def inspect_cli(*args: str) -> tuple[int, str, str]:

@@ -17,7 +17,7 @@ from runtime.fold.projection import BoundProjection, ProjectionError, clipped_co
 from runtime.fold.recovery import read_result
 from runtime.fold.units import RecordReader
 from runtime.messages import AssistantResponse, Instruction, ToolCall, ToolResult
-from runtime.tools import synthetic_text
+from actors.tools import synthetic_text
 
 BIG = synthetic_text("listing", 100_045)
 

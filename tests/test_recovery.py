@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.fold.conversations import Conversation, fold_input, measurer_for, run_planner
+from runtime.bench.conversations import Conversation, fold_input, measurer_for, run_planner
 from runtime.fold.formats import parse_read_result
 from runtime.fold.planner import FoldPlanner
 from runtime.fold.projection import clipped_copy
@@ -15,7 +15,7 @@ from runtime.fold.settings import FoldSettings
 from runtime.fold.units import units_of
 from runtime.measure import TokenCounter
 from runtime.messages import Note, ToolResult
-from runtime.tools import synthetic_text
+from actors.tools import synthetic_text
 
 COUNTER = TokenCounter()
 

@@ -12,13 +12,13 @@ import anyio
 import pytest
 
 from runtime.canonical import canonical_json, sha256_hex
-from runtime.scenario import load_scenario
-from runtime.store.commands import main
+from runtime.config.loader import load_scenario
+from runtime.cli.store import main
 from runtime.store.errors import ReplayMismatch, UnknownRecipe
 from runtime.store.reader import StoreReader
 from runtime.store.replay import Replayed, replay_all
 from runtime.store.run import resume_stored_run, run_scenario_stored
-from runtime.tools import BUILTIN_TOOLS
+from actors.tools import BUILTIN_TOOLS
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 

@@ -19,9 +19,9 @@ from runtime.policies import PolicyRegistry, ScriptPolicy, ScriptStep
 from runtime.providers.base import BeforeAttempt, Provider, ProviderReply
 from runtime.providers.factory import open_provider
 from runtime.runtime import Runtime
-from runtime.scenario import load_scenario
+from runtime.config.loader import load_scenario
 from runtime.scenario_run import build_flow, build_policies
-from runtime.store.commands import main
+from runtime.cli.store import main
 from runtime.store.errors import NothingToResume, StoreInUse
 from runtime.store.journal import RunStore
 from runtime.store.reader import StoreReader
@@ -31,7 +31,7 @@ from runtime.store.run import (
     resume_stored_run,
     run_scenario_stored,
 )
-from runtime.tools import BUILTIN_TOOLS
+from actors.tools import BUILTIN_TOOLS
 from signals.envelope import Event
 from signals.sqlite_sink import SqliteSink
 

@@ -11,9 +11,9 @@ import pytest
 from runtime.config import ModelConfig, NodeSpec, Profile, ProviderSpec, RunSettings, Scenario
 from runtime.errors import ConfigError
 from runtime.policies import ScriptCall, ScriptStep
-from runtime.scenario import SCHEMA, ScenarioError, load_scenario, loads_scenario
+from runtime.config.loader import SCHEMA, ScenarioError, load_scenario, loads_scenario
 from runtime.sim.faults import FaultRule
-from runtime.tools import BUILTIN_TOOLS
+from actors.tools import BUILTIN_TOOLS
 
 TOOLS = frozenset({"read_file", "search", "spawn", "fail"})
 HEAD = 'schema = "foldline.scenario/v1"\n'

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from runtime.config import NodeSpec, Profile, ProviderSpec, RunSettings
 from runtime.errors import ConfigError
-from runtime.scenario import ScenarioError, loads_scenario
+from runtime.config.loader import ScenarioError, loads_scenario
 
 LABEL = "scenarios/prop.toml"
 NODE = '\n[[nodes]]\nid = "solo"\ninstruction = "Answer."\n'

@@ -6,7 +6,7 @@ import pytest
 
 from actors.branch import Branch
 from runtime.config import Profile
-from runtime.operations import Operation, run_operation
+from actors.operations import Operation, run_operation
 from runtime.errors import InputCeilingExceeded
 from runtime.flow import Flow
 from support import READER, bounded, calls, iterative, node, read, runtime_for, scripted, text
@@ -153,7 +153,7 @@ async def test_what_the_cache_would_read_counts_against_the_ceiling() -> None:
     branch = Branch.create(system="You read files.", tools=())
     async with runtime_for(provider) as rt:
         env = rt.env()
-        from runtime.tools import BUILTIN_TOOLS
+        from actors.tools import BUILTIN_TOOLS
 
         branch.configure(tools=BUILTIN_TOOLS.specs(("read_file",)))
         await run_operation(branch, iterative("read"), env=env, profile=cached, node_id="n")

@@ -12,11 +12,11 @@ from pathlib import Path
 import anyio
 import pytest
 
-from runtime.scenario import load_scenario
-from runtime.store.commands import main
+from runtime.config.loader import load_scenario
+from runtime.cli.store import main
 from runtime.store.reader import StoreReader
 from runtime.store.run import run_scenario_stored
-from runtime.tools import BUILTIN_TOOLS
+from actors.tools import BUILTIN_TOOLS
 
 QUICKSTART = Path(__file__).resolve().parent.parent / "scenarios" / "quickstart.toml"
 
@@ -62,14 +62,14 @@ def test_a_missing_store_is_bad_input(tmp_path: Path) -> None:
 def test_follow_prints_a_live_run_to_its_end(tmp_path: Path) -> None:
     store = tmp_path / "live.db"
     run = subprocess.Popen(
-        [sys.executable, "-m", "runtime.store.commands", "run", str(QUICKSTART), "--store", str(store), "--quiet"],
+        [sys.executable, "-m", "runtime.cli.store", "run", str(QUICKSTART), "--store", str(store), "--quiet"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
     deadline = time.monotonic() + 60
     while not store.exists() and time.monotonic() < deadline:
         time.sleep(0.01)
     follow = subprocess.run(
-        [sys.executable, "-m", "runtime.store.commands", "events", str(store), "--follow"],
+        [sys.executable, "-m", "runtime.cli.store", "events", str(store), "--follow"],
         capture_output=True, text=True, timeout=120, check=False,
     )
     assert run.wait(timeout=120) == 0, run.stderr.read() if run.stderr else ""

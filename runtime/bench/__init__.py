@@ -10,5 +10,5 @@
 - :mod:`runtime.bench.harness`: runs a workload under a strategy and measures it.
 - :mod:`runtime.bench.table`: the table, the JSON document and the targets.
 - :mod:`runtime.bench.micro`: the micro benchmarks.
-- :mod:`runtime.bench.command`: ``foldline bench``.
+- :mod:`runtime.cli.bench`: ``foldline bench``.
 """

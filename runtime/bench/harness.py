@@ -35,7 +35,7 @@ from runtime.bench.strategies import BASELINE, STRATEGIES, Strategy, StrategyNot
 from runtime.bench.tools import BENCH_TOOLS, facts_printed
 from runtime.config import Scenario
 from runtime.errors import ConfigError, FoldlineError
-from runtime.fold.summary_policy import FoldSummaryPolicy
+from runtime.sim.summary_policy import FoldSummaryPolicy
 from runtime.policies import Policy, PolicyRegistry, Reply
 from runtime.pricing import PricingTable
 from runtime.providers.factory import open_provider
@@ -43,7 +43,7 @@ from runtime.runtime import Runtime
 from runtime.scenario_run import build_flow
 from runtime.sim.clock import ManualClock
 from runtime.sim.tokens import SimTokenCounter
-from runtime.tools import ToolRegistry
+from actors.tools import ToolRegistry
 from signals.bus import Gap
 from signals.envelope import Event
 

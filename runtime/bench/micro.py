@@ -9,7 +9,7 @@ of the pure core.
 - compile and measure of a 100k-token conversation after one appended turn
   (the counter already knows the earlier turns, as it does in a run);
 - one ``tool_io`` fold at 98k tokens and one clip pass over a 100,045-character
-  result (from the fold package's own bench, :mod:`runtime.fold.bench`);
+  result (from the fold package's own bench, :mod:`runtime.bench.fold_micro`);
 - signal-bus throughput with 1 and 10 subscribers;
 - import time of the runtime, in a fresh interpreter.
 """
@@ -37,7 +37,7 @@ from runtime.messages import (
     ToolResult,
 )
 from runtime.tokenizer import encoding
-from runtime.tools import synthetic_text
+from actors.tools import synthetic_text
 from signals.throughput import measure_bus_throughput
 
 MODEL = "claude-haiku-5-5"
@@ -171,19 +171,19 @@ def compile_measure_scratch_figure(tokens: int = 100_000, runs: int = 5) -> Figu
 
 
 def _fold_bench(function: str) -> Callable[[int], list[float]] | str:
-    """``runtime.fold.bench``'s ``function``, or why it is not there."""
+    """``runtime.bench.fold_micro``'s ``function``, or why it is not there."""
     try:
-        module = importlib.import_module("runtime.fold.bench")
+        module = importlib.import_module("runtime.bench.fold_micro")
     except ModuleNotFoundError as exc:
-        if exc.name not in ("runtime.fold.bench", "runtime.fold"):
+        if exc.name not in ("runtime.bench.fold_micro", "runtime.fold"):
             raise
-        return "not built yet (runtime.fold.bench is missing)"
+        return "not built yet (runtime.bench.fold_micro is missing)"
     found = getattr(module, function, None)
-    return found if callable(found) else f"not built yet (runtime.fold.bench has no {function})"
+    return found if callable(found) else f"not built yet (runtime.bench.fold_micro has no {function})"
 
 
 def fold_figure(runs: int = 7) -> Figure:
-    """Milliseconds for one tool_io fold of a 98k-token branch (``runtime.fold.bench.bench_tool_io_fold``)."""
+    """Milliseconds for one tool_io fold of a 98k-token branch (``runtime.bench.fold_micro.bench_tool_io_fold``)."""
     name = "one tool_io fold at 98k tokens"
     bench = _fold_bench("bench_tool_io_fold")
     if isinstance(bench, str):
@@ -192,7 +192,7 @@ def fold_figure(runs: int = 7) -> Figure:
 
 
 def clip_figure(runs: int = 7) -> Figure:
-    """Milliseconds for one clip pass over a 100,045-character result (``runtime.fold.bench.bench_clip_pass``)."""
+    """Milliseconds for one clip pass over a 100,045-character result (``runtime.bench.fold_micro.bench_clip_pass``)."""
     name = "one clip pass over a 100,045-character result"
     bench = _fold_bench("bench_clip_pass")
     if isinstance(bench, str):

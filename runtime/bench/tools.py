@@ -24,7 +24,7 @@ from typing import Any
 
 from runtime.bench.facts import VALUE_CHARS, check_fact_id, fact_line, fact_value
 from runtime.compiler import ToolSpec
-from runtime.tools import (
+from actors.tools import (
     BUILTIN_TOOLS,
     Tool,
     ToolContext,

@@ -39,8 +39,8 @@ import attrs
 
 from runtime.bench.tools import BENCH_TOOLS, stage_fact
 from runtime.config import Scenario
-from runtime.scenario import load_scenario, loads_scenario
-from runtime.tools import synthetic_text
+from runtime.config.loader import load_scenario, loads_scenario
+from actors.tools import synthetic_text
 
 MODEL = "claude-haiku-5-5"
 TOOLS = ("read_doc", "answer")

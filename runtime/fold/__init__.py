@@ -1,7 +1,7 @@
 """Folding: keeping a conversation under its ceiling without losing a byte (the pure core).
 
 Everything here is synchronous and pure: no I/O, no clock, no event loop.
-The engine (:mod:`runtime.engine`) runs the decisions: it sends the summary
+The engine (:mod:`actors.send`) runs the decisions: it sends the summary
 requests the planner asks for and lands each fold commit in one batch.
 
 - :mod:`runtime.fold.formats`: the text formats the model sees, and their parsers.
@@ -18,7 +18,7 @@ requests the planner asks for and lands each fold commit in one batch.
 - :mod:`runtime.fold.measurer`: measuring candidate views like requests.
 - :mod:`runtime.fold.settings`: the fold's settings.
 - :mod:`runtime.fold.audit`: bytes a view dropped with no recovery path.
-- :mod:`runtime.fold.summary_policy`: a deterministic scripted summarizer.
-- :mod:`runtime.fold.conversations`: building conversations outside a run.
-- :mod:`runtime.fold.bench`: micro-benchmarks (they read a clock; not part of the core).
+- :mod:`runtime.sim.summary_policy`: a deterministic scripted summarizer.
+- :mod:`runtime.bench.conversations`: building conversations outside a run.
+- :mod:`runtime.bench.fold_micro`: micro-benchmarks (they read a clock; not part of the core).
 """

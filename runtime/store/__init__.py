@@ -6,6 +6,6 @@
 - :mod:`runtime.store.replay`: rebuilding a stored request and proving its digest.
 - :mod:`runtime.store.resume` / :mod:`runtime.store.run`: continuing a stopped run.
 - :mod:`runtime.store.inspect`: a branch's view as the model sees it.
-- :mod:`runtime.store.commands`: the ``run --store``, ``resume``, ``replay``,
+- :mod:`runtime.cli.store`: the ``run --store``, ``resume``, ``replay``,
   ``events`` and ``inspect`` commands.
 """

@@ -32,13 +32,13 @@ from runtime.pricing import PricingTable
 from runtime.providers.factory import open_provider
 from runtime.report import ReportBuilder
 from runtime.runtime import Runtime
-from runtime.scenario import loads_scenario
+from runtime.config.loader import loads_scenario
 from runtime.scenario_run import ScenarioRun, build_flow, build_policies, run_scenario
 from runtime.store.errors import NothingToResume, StoreError
 from runtime.store.journal import RunStore
 from runtime.store.reader import StoreReader
 from runtime.store.resume import ResumePlan, plan_resume, view_without_cancelled_results
-from runtime.tools import BUILTIN_TOOLS, ToolRegistry
+from actors.tools import BUILTIN_TOOLS, ToolRegistry
 from signals.envelope import Event
 from signals.sqlite_sink import SqliteSink
 

@@ -1,7 +1,7 @@
 """The checks behind every configuration value: key paths, messages, type rules.
 
 Shared by :mod:`runtime.config` (frozen values built from code or from a plain
-dict) and :mod:`runtime.scenario` (the file loader), so code and files refuse
+dict) and :mod:`runtime.config.loader` (the file loader), so code and files refuse
 exactly the same values with the same words. Every refusal is a
 :class:`~runtime.errors.ConfigError` whose message starts with the key path.
 Booleans are never numbers, strings are never numbers, an explicit null is

@@ -16,7 +16,7 @@ verification failed, 2 bad input):
 - ``inspect PATH [--branch B]``: list the branches, or show one branch's view
   (``B`` is a branch id or a node id).
 
-``python -m runtime.store.commands CMD ...`` runs them on their own.
+``python -m runtime.cli.store CMD ...`` runs them on their own.
 """
 
 from __future__ import annotations
@@ -55,9 +55,7 @@ def _fail(err: TextIO, message: str, code: int) -> int:
 def _progress(args: argparse.Namespace, err: TextIO) -> Any:
     if getattr(args, "quiet", False):
         return None
-    from runtime.cli import (
-        progress_printer,  # the CLI's progress lines, shared by run and resume
-    )
+    from runtime.cli.progress import progress_printer  # shared by run and resume
 
     return progress_printer(err)
 
@@ -81,9 +79,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``foldline run SCENARIO --store PATH [--provider K] [--signals F] [--report F] [--quiet]``."""
-    from runtime.scenario import load_scenario
+    from runtime.config.loader import load_scenario
     from runtime.store.run import run_scenario_stored
-    from runtime.tools import BUILTIN_TOOLS
+    from actors.tools import BUILTIN_TOOLS
 
     try:
         scenario = load_scenario(args.scenario, tool_names=BUILTIN_TOOLS.names())
@@ -139,8 +137,8 @@ def run_resume(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _stored_model(reader: Any) -> str:
-    from runtime.scenario import loads_scenario
-    from runtime.tools import BUILTIN_TOOLS
+    from runtime.config.loader import loads_scenario
+    from actors.tools import BUILTIN_TOOLS
 
     meta = reader.meta()
     scenario = loads_scenario(meta["scenario_text"], path_label=meta["scenario_path"], tool_names=BUILTIN_TOOLS.names())
@@ -306,7 +304,7 @@ def run_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m runtime.store.commands", description="foldline's store commands")
+    parser = argparse.ArgumentParser(prog="python -m runtime.cli.store", description="foldline's store commands")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a scenario, storing it")
     run.add_argument("scenario")

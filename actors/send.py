@@ -9,7 +9,7 @@ response back into the branch (calibration, delivery, cache ledger, record).
 
 :class:`TurnDriver` is one operation's handle on its branch for one turn; the
 operation loops that drive it (bounded and iterative) are in
-:mod:`runtime.operations`, the operation values in :mod:`runtime.operation`.
+:mod:`actors.operations`, the operation values in :mod:`runtime.operation`.
 
 A refusal is sticky on the branch: once refused, every later send on it raises
 the same refusal until the caller clears it.
@@ -26,7 +26,7 @@ pending marks, and the rewrite cause that explains the next request's
 CacheRewrite. A refusal the fold clears resumes the turn, at most twice per
 turn. The model's ``context`` tool calls are run here too, against the
 branch (:mod:`runtime.fold.context_tool`). The folding half of the driver
-lives in :mod:`runtime.fold_driving`.
+lives in :mod:`actors.folding`.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ import structlog
 
 from actors.branch import Branch, RequestRecord, Turn
 from runtime.cache import Placement, ReadVerdict
-from runtime.cache_step import (
+from actors.cache_step import (
     CachePlan,
     cache_summary,
     mark_json,
@@ -53,13 +53,13 @@ from runtime.canonical import sha256_hex
 from runtime.ceiling import ResolvedCeiling, decide, notice_line
 from runtime.compiler import Request, RequestSettings, ToolSpec, compile_request
 from runtime.config import Profile
-from runtime.env import RunEnv
+from actors.env import RunEnv
 from runtime.errors import FoldlineError, InputCeilingExceeded
 from runtime.fold.context_tool import CONTEXT_TOOL, CONTEXT_TOOL_NAME
 from runtime.fold.measurer import ViewMeasurer
 from runtime.fold.projection import BoundProjection, request_projection
 from runtime.fold.settings import FoldSettings, fold_settings
-from runtime.fold_driving import FoldDriving, FoldRun
+from actors.folding import FoldDriving, FoldRun
 from runtime.measure import Measurement, measure
 from runtime.messages import (
     AssistantResponse,
@@ -70,7 +70,7 @@ from runtime.messages import (
 )
 from runtime.operation import Operation
 from runtime.providers.base import ProviderReply
-from runtime.tools import ToolContext, ToolFailed
+from actors.tools import ToolContext, ToolFailed
 from runtime.usage import Usage
 from signals.events import (
     CacheRewrite,

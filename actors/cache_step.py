@@ -23,7 +23,7 @@ from runtime.cache import (
 )
 from runtime.cache.blocks import Location
 from runtime.compiler import Request
-from runtime.env import RunEnv
+from actors.env import RunEnv
 from runtime.usage import Usage
 
 

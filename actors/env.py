@@ -18,7 +18,7 @@ from runtime.config import ModelConfig
 from runtime.measure import TokenCounter
 from runtime.pricing import PricingTable
 from runtime.providers.base import Provider
-from runtime.tools import ToolRegistry
+from actors.tools import ToolRegistry
 from signals.bus import SignalBus
 
 if TYPE_CHECKING:

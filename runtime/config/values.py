@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from runtime.checks import (
+from runtime.config.checks import (
     _ENV_NAME_EXPECTED,
     _ENV_NAME_RE,
     _NAME_EXPECTED,

@@ -1,7 +1,7 @@
 """Running operations: the bounded and iterative loops over the send step.
 
 :func:`run_operation` holds a branch's lock for the whole turn and drives a
-:class:`~runtime.engine.TurnDriver`: it appends the instructions, sends, runs
+:class:`~actors.send.TurnDriver`: it appends the instructions, sends, runs
 the round's tools and stops at the answer (or the round limit). A resumed
 operation continues from the branch's stored ``open_turn``.
 """
@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from actors.branch import Branch
 from runtime.ceiling import resolve_ceiling
 from runtime.config import Profile
-from runtime.engine import Spawn, TurnDriver
-from runtime.env import RunEnv
+from actors.send import Spawn, TurnDriver
+from actors.env import RunEnv
 from runtime.messages import AssistantResponse, ToolCall, ToolResult
 from runtime.operation import (
     Operation,

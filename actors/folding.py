@@ -1,6 +1,6 @@
 """The fold-driving half of the send step (DESIGN.md section 5).
 
-:class:`FoldDriving` is mixed into :class:`runtime.engine.TurnDriver`: before
+:class:`FoldDriving` is mixed into :class:`actors.send.TurnDriver`: before
 a send it runs the pure fold planner (:mod:`runtime.fold.planner`) while the
 request is due to fold, sends the ``side`` summary requests the planner asks
 for, and lands each plan in one ``turn.batch()`` (notes and copies into the
@@ -20,7 +20,7 @@ import attrs
 import structlog
 
 from runtime.cache import TailSkip
-from runtime.cache_step import (
+from actors.cache_step import (
     CachePlan,
     anchor_locations,
     mark_json,
@@ -95,7 +95,7 @@ class FoldRun:
 
 
 class FoldDriving:
-    """Folding, anchors and the context tool for :class:`runtime.engine.TurnDriver`."""
+    """Folding, anchors and the context tool for :class:`actors.send.TurnDriver`."""
 
     # -- cache placement with folding ---------------------------------------------------
 

@@ -23,7 +23,7 @@ from collections.abc import Collection, Mapping
 from pathlib import PurePath
 from typing import Any
 
-from runtime.checks import (
+from runtime.config.checks import (
     check_array,
     check_name,
     check_text,
@@ -34,7 +34,7 @@ from runtime.checks import (
     require_table,
     wrong_type,
 )
-from runtime.config import (
+from runtime.config.values import (
     NodeSpec,
     Profile,
     ProviderSpec,

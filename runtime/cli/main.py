@@ -23,8 +23,8 @@ from typing import TextIO
 import anyio
 
 from runtime.errors import ConfigError, FoldlineError
+from runtime.cli.progress import progress_printer
 from runtime.logs import configure_logging
-from signals.envelope import Event
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -43,8 +43,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="no progress lines")
     run.add_argument("--store", metavar="PATH", help="store the run in SQLite at PATH as it goes (resumable)")
 
-    from runtime.bench import command as bench_command
-    from runtime.store import commands as store_commands
+    from runtime.cli import bench as bench_command
+    from runtime.cli import store as store_commands
 
     bench_command.add_arguments(sub.add_parser("bench", help="run the benchmark workloads under every strategy"))
     store_commands.add_resume_arguments(sub.add_parser("resume", help="continue a stored run that stopped"))
@@ -64,44 +64,15 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def progress_printer(stream: TextIO):
-    def show(event: Event) -> None:
-        node = event.node_id or "-"
-        data = event.data
-        line = None
-        if event.type == "NodeStarted":
-            line = f"[{node}] started ({data['operation']})"
-        elif event.type == "NodeFinished":
-            line = f"[{node}] finished after {data['rounds']} round(s)"
-        elif event.type == "NodeFailed":
-            line = f"[{node}] FAILED: {data['error_type']}: {data['message']}"
-        elif event.type == "NodeSkipped":
-            line = f"[{node}] skipped: {data['reason']}"
-        elif event.type == "ChildSpawned":
-            line = f"[{node}] spawned {data['child']} (inherits {data['inherit']}, {data['view_length']} messages)"
-        elif event.type == "ContextDecision" and data["action"] in ("notice", "refuse", "fold"):
-            line = f"[{node}] {data['action']}: {data['reason']}"
-        elif event.type == "ResponseReceived":
-            u = data["usage"]
-            line = (
-                f"[{node}] response: in {u['input_tokens']} read {u['cache_read_input_tokens']} "
-                f"write {u['cache_write_5m_tokens'] + u['cache_write_1h_tokens']} out {u['output_tokens']}"
-            )
-        if line is not None:
-            print(line, file=stream, flush=True)
-
-    return show
-
-
 def _cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.store:
-        from runtime.store.commands import run_run
+        from runtime.cli.store import run_run
 
         return run_run(args, out, err)
     from runtime.report import format_report
-    from runtime.scenario import load_scenario
+    from runtime.config.loader import load_scenario
     from runtime.scenario_run import run_scenario
-    from runtime.tools import BUILTIN_TOOLS
+    from actors.tools import BUILTIN_TOOLS
 
     try:
         scenario = load_scenario(args.scenario, tool_names=BUILTIN_TOOLS.names())
@@ -131,9 +102,9 @@ def _cmd_sim(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     policies = PolicyRegistry()
     if args.scenario:
-        from runtime.scenario import load_scenario
+        from runtime.config.loader import load_scenario
         from runtime.scenario_run import build_policies
-        from runtime.tools import BUILTIN_TOOLS
+        from actors.tools import BUILTIN_TOOLS
 
         try:
             policies = build_policies(load_scenario(args.scenario, tool_names=BUILTIN_TOOLS.names()))
@@ -168,11 +139,11 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
         if args.command == "sim":
             return _cmd_sim(args, out, err)
         if args.command == "bench":
-            from runtime.bench.command import run as run_bench
+            from runtime.cli.bench import run as run_bench
 
             return run_bench(args, out, err)
         if args.command in ("resume", "replay", "events", "inspect"):
-            from runtime.store import commands as store_commands
+            from runtime.cli import store as store_commands
 
             return getattr(store_commands, f"run_{args.command}")(args, out, err)
     except FoldlineError as exc:

@@ -161,7 +161,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m runtime.bench.command``: the same command without the foldline CLI around it."""
+    """``python -m runtime.cli.bench``: the same command without the foldline CLI around it."""
     import sys
 
     from runtime.logs import configure_logging

@@ -1,0 +1,16 @@
+"""The ``foldline`` command line: one module per group of commands.
+
+- :mod:`runtime.cli.main`: the parser, ``run`` and ``sim``, and :func:`main`.
+- :mod:`runtime.cli.progress`: progress lines while a run goes.
+- :mod:`runtime.cli.bench`: ``foldline bench``.
+- :mod:`runtime.cli.store`: ``run --store``, ``resume``, ``replay``, ``events``, ``inspect``.
+
+Heavy modules are imported inside the command that needs them, so
+``foldline --help`` and bad-input exits stay fast.
+"""
+
+from __future__ import annotations
+
+from runtime.cli.main import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, main
+
+__all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_OK", "main"]

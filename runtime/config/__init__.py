@@ -1,0 +1,40 @@
+"""Configuration: frozen, validated values and the scenario file loader.
+
+- :mod:`runtime.config.checks`: the key-path checks that code and files share
+  (types, bounds, names, the messages they raise).
+- :mod:`runtime.config.values`: profiles, the provider, nodes, run settings and
+  the scenario, validated when built, by code or from a dict.
+- :mod:`runtime.config.loader`: TOML in, a frozen :class:`Scenario` out.
+
+Code and files refuse exactly the same values with the same message; a file's
+message also names the file.
+"""
+
+from __future__ import annotations
+
+from runtime.config.loader import SCHEMA, ScenarioError, load_scenario, loads_scenario
+from runtime.config.values import (
+    ModelConfig,
+    NodeSpec,
+    Profile,
+    ProviderSpec,
+    RunSettings,
+    Scenario,
+    UnknownNode,
+    check_known_tools,
+)
+
+__all__ = [
+    "SCHEMA",
+    "ModelConfig",
+    "NodeSpec",
+    "Profile",
+    "ProviderSpec",
+    "RunSettings",
+    "Scenario",
+    "ScenarioError",
+    "UnknownNode",
+    "check_known_tools",
+    "load_scenario",
+    "loads_scenario",
+]
