@@ -89,17 +89,21 @@ def run_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         scenario = load_scenario(args.scenario, tool_names=BUILTIN_TOOLS.names())
     except ConfigError as exc:
         return _fail(err, str(exc), EXIT_BAD_INPUT)
-    progress = _progress(args, err)
+    from runtime.cli import progress_printer
+    from runtime.display.live import progress_view
+
+    quiet, plain = getattr(args, "quiet", False), getattr(args, "plain", False)
     try:
-        run = anyio.run(
-            lambda: run_scenario_stored(
-                scenario,
-                store_path=args.store,
-                provider_kind=getattr(args, "provider", None),
-                signals_path=getattr(args, "signals", None),
-                progress=progress,
+        with progress_view(err, quiet=quiet, plain=plain, plain_printer=progress_printer) as progress:
+            run = anyio.run(
+                lambda: run_scenario_stored(
+                    scenario,
+                    store_path=args.store,
+                    provider_kind=getattr(args, "provider", None),
+                    signals_path=getattr(args, "signals", None),
+                    progress=progress,
+                )
             )
-        )
     except ConfigError as exc:
         return _fail(err, f"{args.scenario}: {exc}", EXIT_BAD_INPUT)
     except (StorePathRefused, StoreInUse, NotAStore) as exc:
