@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from runtime.ceiling import DEFAULT_FOLD_AT
 from runtime.display.model import FoldMark, NodePicture, RequestPoint
-from runtime.display.svg import axis_ticks, el, esc, nice_ceiling, num, svg, title, tokens, void
+from runtime.display.svg import AttrValue, axis_ticks, el, esc, nice_ceiling, num, svg, title, tokens, void
 
 WIDTH, HEIGHT = 960.0, 300.0
 LEFT, RIGHT, TOP, BOTTOM = 62.0, 14.0, 58.0, 34.0
