@@ -64,7 +64,7 @@ def workload_chart(workload: Mapping[str, Any]) -> str:
             el("text", {"class": "axis", "x": x_of(bit) + 6, "y": y + BAR * 0.7}, text=_ratio(run)),
         ))
     bx = x_of(bound)
-    parts.append(el("g", {"class": "bound", "data-bound-bit": f"{bound:.2f}"}, title(f"lower bound {bound:,.1f} BIT"),
+    parts.append(el("g", {"class": "bound", "data-workload": workload["workload"], "data-bound-bit": f"{bound:.2f}"}, title(f"lower bound {bound:,.1f} BIT"),
                     void("line", {"x1": bx, "x2": bx, "y1": TOP - 6, "y2": height - 6}),
                     el("text", {"class": "axis", "x": bx + 4, "y": TOP - 8}, text=f"lower bound {bound:,.0f}")))
     return svg(WIDTH, height, f"{workload['workload']}: strategies against the lower bound", parts)
