@@ -110,7 +110,7 @@ def check_folds_and_refusals(page: Page, events: list[Event]) -> None:
 
 def check_totals(page: Page, report: dict[str, Any]) -> None:
     cards = {c.text for c in page.find("div", "card")}
-    assert f"{report['requests']:,} ({report['attempts']:,} attempts)requests" in cards
+    assert f"{report['requests']:,}requests ({report['attempts']:,} attempts)" in cards
     assert f"{report['cost']['bit']:,.0f}cost (BIT)" in cards
     assert f"{report['folds']} / {report['tokens_freed']:,}folds / freed" in cards
 

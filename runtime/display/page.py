@@ -53,9 +53,9 @@ path.foldline { stroke: var(--fold); stroke-width: 1.3; stroke-dasharray: 5 3; f
 ul.marks { margin: 4px 0; padding-left: 18px; font-size: 12.5px; } ul.marks li.fold { color: var(--fold); }
 ul.marks li.refuse { color: var(--ceiling); } ul.marks li.notice { color: var(--notice); }
 ul.marks li.rewrite { color: var(--rewrite); }
-.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(150px, 1fr)); gap: 8px; margin: 8px 0; }
-.card { border: 1px solid var(--line); border-radius: 6px; padding: 6px 10px; }
-.card b { display: block; font-size: 17px; } .card span { color: var(--quiet); font-size: 12px; }
+.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(128px, 1fr)); gap: 6px; margin: 8px 0; }
+.card { border: 1px solid var(--line); border-radius: 6px; padding: 4px 9px; }
+.card b { display: block; font-size: 16px; white-space: nowrap; } .card span { color: var(--quiet); font-size: 11.5px; }
 table { border-collapse: collapse; font-size: 12px; width: 100%; margin: 6px 0; }
 th, td { text-align: left; padding: 2px 6px; border-bottom: 1px solid #eef1f4; vertical-align: top; }
 td.preview { color: var(--quiet); max-width: 320px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
@@ -67,7 +67,7 @@ tr.entry.restored td:nth-child(3) { color: var(--read); }
 .tfold { fill: var(--fold); font-size: 10px; } .refusal, .end.failed { fill: var(--ceiling); font-weight: 700; }
 .end.ok { fill: var(--fold); font-weight: 700; } .end.skipped { fill: var(--quiet); }
 .spawn line { stroke: var(--rewrite); stroke-width: 1.3; } .spawn polygon { fill: var(--rewrite); }
-.rowlabel { font-size: 12px; }
+.rowlabel { font-size: 12px; } svg .offscale { fill: var(--ceiling); font-size: 11px; }
 rect.record { fill: #cfd6de; } rect.part.visible, .key.part.visible { fill: var(--read); --sw: var(--read); }
 rect.part.note, .key.part.note { fill: var(--fold); --sw: var(--fold); }
 rect.part.clipped, .key.part.clipped { fill: var(--w1); --sw: var(--w1); }
@@ -78,6 +78,7 @@ rect.part.restored, .key.part.restored { fill: #2b9fd9; --sw: #2b9fd9; }
 .bound line { stroke: var(--fold); stroke-width: 2; stroke-dasharray: 4 3; }
 li.met { color: var(--fold); } li.missed { color: var(--ceiling); }
 pre { font: 12px ui-monospace, Menlo, Consolas, monospace; background: #f6f8fa; padding: 8px; overflow-x: auto; }
+ul.facts { columns: 2; column-gap: 28px; margin: 4px 0; font-size: 12.5px; }
 .unavailable { border-left: 3px solid var(--notice); padding: 4px 10px; background: #fffaf0; }
 @media print {
   body { max-width: none; padding: 0; font-size: 11px; } details { display: none; }
@@ -101,7 +102,7 @@ def _cards(report: Mapping[str, Any]) -> str:
     u, cost = report["usage"], report["cost"]
     usd = f"${cost['usd']:.4f}" if cost.get("usd") is not None else "no USD price"
     cards = [
-        ("status", str(report.get("status"))), ("requests", f"{report['requests']:,} ({report['attempts']:,} attempts)"),
+        ("status", str(report.get("status"))), (f"requests ({report['attempts']:,} attempts)", f"{report['requests']:,}"),
         ("cost (BIT)", f"{cost['bit']:,.0f}"), ("cost (USD)", usd), ("cached share", f"{report['cached_share']:.3f}"),
         ("cache read", f"{u['cache_read_input_tokens']:,}"),
         ("cache write 5m / 1h", f"{u['cache_write_5m_tokens']:,} / {u['cache_write_1h_tokens']:,}"),
@@ -124,10 +125,14 @@ def _totals(report: Mapping[str, Any]) -> str:
     )
 
 
-def _node_section(node: NodePicture, report_node: Mapping[str, Any], fold_at_known: bool) -> str:
+def _plural(count: int, word: str) -> str:
+    return f"{count:,} {word}" + ("" if count == 1 else "s")
+
+
+def _node_section(node: NodePicture, report_node: Mapping[str, Any]) -> str:
     cost = sum(r.cost_bit or 0.0 for r in node.requests)
     ceilings = sorted(set(node.ceilings()))
-    line = (f"{node.status}" + (f" ({node.reason})" if node.reason else "") + f"; {len(node.requests)} requests"
+    line = (f"{node.status}" + (f" ({node.reason})" if node.reason else "") + f"; {_plural(len(node.requests), 'request')}"
             f" ({sum(1 for r in node.requests if r.refused)} refused); ceiling "
             + (", ".join(f"{c:,}" for c in ceilings) or "none")
             + (f"; fold line {node.fold_at:g} x ceiling" if node.fold_at is not None else "")
@@ -137,7 +142,6 @@ def _node_section(node: NodePicture, report_node: Mapping[str, Any], fold_at_kno
         el("h3", text=f"node {node.node_id}" + (f" (spawned by {node.parent})" if node.parent else "")),
         el("p", {"class": "quiet"}, text=line),
         node_chart(node, node.fold_at),
-        legend(fold_at_known) if node.requests else "",
         node_notes(node),
         request_table(node) if node.requests else "",
     )
@@ -171,11 +175,10 @@ def run_page(source: RunSource) -> str:
                               "fold fractions (the fold line is drawn at the default).")
     intro = el("p", {"class": "quiet"},
                text=f"from the {source.kind} {source.path}: {run.events:,} events, models {', '.join(run.models()) or '-'}")
-    nodes = [_node_section(node, report["nodes"].get(node.node_id, {}), source.kind == "store")
-             for node in run.nodes.values()]
+    nodes = [_node_section(node, report["nodes"].get(node.node_id, {})) for node in run.nodes.values()]
     body = (intro + unavailable + _totals(report)
             + el("section", {"class": "timeline"}, el("h2", text="timeline"), timeline(run))
-            + el("h2", text="requests per node") + "".join(nodes) + _branches(source))
+            + el("h2", text="requests per node") + legend(source.kind == "store") + "".join(nodes) + _branches(source))
     return document(f"foldline report: {heading}", heading, body)
 
 

@@ -16,7 +16,7 @@ from runtime.ceiling import DEFAULT_FOLD_AT
 from runtime.display.model import FoldMark, NodePicture, RequestPoint
 from runtime.display.svg import AttrValue, axis_ticks, el, esc, nice_ceiling, num, svg, title, tokens, void
 
-WIDTH, HEIGHT = 960.0, 300.0
+WIDTH, HEIGHT = 960.0, 250.0
 LEFT, RIGHT, TOP, BOTTOM = 62.0, 14.0, 58.0, 34.0
 SEGMENTS = (
     ("read", "cache read", "cache_read_input_tokens"),
@@ -24,6 +24,7 @@ SEGMENTS = (
     ("write-1h", "cache write 1h", "cache_write_1h_tokens"),
     ("fresh", "fresh input", "input_tokens"),
 )
+OFF_SCALE = 0.25
 MARK_ROWS = {"fold": 16.0, "notice": 30.0, "refuse": 30.0, "rewrite": 44.0}
 MARK_GLYPHS = {"fold": "▼", "notice": "!", "refuse": "✕", "rewrite": "◆"}
 
@@ -37,11 +38,13 @@ def short(value: float) -> str:
     return f"{value:g}"
 
 
-def _top(node: NodePicture, fold_at: float) -> float:
-    highest = 1.0
-    for r in node.requests:
-        highest = max(highest, r.estimate_after, r.usage.total_input if r.usage else 0, r.ceiling or 0)
-    return nice_ceiling(highest * 1.04)
+def _scale(node: NodePicture) -> tuple[float, bool]:
+    """The axis top, and whether the ceiling is left off it (when the largest request is under a quarter of it)."""
+    peak = max([1] + [max(r.estimate_after, r.usage.total_input if r.usage else 0) for r in node.requests])
+    ceiling = max(node.ceilings(), default=0)
+    if ceiling and peak < OFF_SCALE * ceiling:
+        return nice_ceiling(peak * 1.1), True
+    return nice_ceiling(max(peak, ceiling) * 1.04), False
 
 
 def request_tooltip(r: RequestPoint) -> str:
@@ -168,7 +171,7 @@ def node_chart(node: NodePicture, fold_at: float | None) -> str:
     if n == 0:
         return el("p", {"class": "empty"}, text="No requests: the node never reached the model.")
     line_at = fold_at if fold_at is not None else DEFAULT_FOLD_AT
-    top = _top(node, line_at)
+    top, off_scale = _scale(node)
     plot_h = HEIGHT - TOP - BOTTOM
     band = (WIDTH - LEFT - RIGHT) / n
     width = max(min(band * 0.78, 28.0), 0.6)
@@ -181,7 +184,14 @@ def node_chart(node: NodePicture, fold_at: float | None) -> str:
         x = LEFT + i * band + (band - width) / 2
         parts.append(_request_group(r, x, width, y_of))
         parts.extend(_marks(r, x + width / 2))
-    parts.extend(_lines(node, line_at, band, y_of))
+    if off_scale:
+        ceiling = max(node.ceilings())
+        peak = max(max(r.estimate_after, r.usage.total_input if r.usage else 0) for r in node.requests)
+        parts.append(el("text", {"class": "offscale", "x": WIDTH - RIGHT, "y": TOP - 6, "text-anchor": "end"},
+                        text=f"↑ ceiling {ceiling:,} and fold line {round(ceiling * line_at):,} are off this scale: "
+                             f"the largest request is {100 * peak / ceiling:.0f}% of the ceiling"))
+    else:
+        parts.extend(_lines(node, line_at, band, y_of))
     return svg(WIDTH, HEIGHT, f"node {node.node_id}: {n} requests against the ceiling", parts)
 
 

@@ -8,6 +8,7 @@ string; an SVG is inline in the page (no external file, font or script).
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Iterable, Mapping
 
 AttrValue = str | int | float | None
@@ -74,8 +75,8 @@ def tokens(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
-def nice_ceiling(value: float) -> float:
-    """The smallest 1, 2, 2.5 or 5 times a power of ten at or above ``value`` (an axis' top)."""
+def nice_step(value: float) -> float:
+    """The smallest 1, 2, 2.5 or 5 times a power of ten at or above ``value`` (a tick step)."""
     if value <= 0:
         return 1.0
     power = 1.0
@@ -89,6 +90,13 @@ def nice_ceiling(value: float) -> float:
     return 10 * power
 
 
+def nice_ceiling(value: float, ticks: int = 5) -> float:
+    """An axis top at or above ``value`` that ``ticks`` equal steps of a round size reach."""
+    step = nice_step(value / ticks)
+    return step * max(1, math.ceil(value / step - 1e-9))
+
+
 def axis_ticks(top: float, count: int = 5) -> list[float]:
-    """``count + 1`` evenly spaced ticks from 0 to ``top``."""
-    return [top * i / count for i in range(count + 1)]
+    """Ticks from 0 to ``top`` at the round step :func:`nice_ceiling` chose (about ``count`` of them)."""
+    step = nice_step(top / count)
+    return [step * i for i in range(int(top / step + 1e-9) + 1)]
