@@ -259,3 +259,16 @@ def test_inspect_html_draws_one_branch_like_the_report(fold_run: tuple[Path, Pat
     assert code == 2 and "'nobody' names no branch or node; nodes: digest, lead, reader" in err
     code, _, err = run_cli("inspect", str(tmp_path / "none.db"), "--html", str(out))
     assert code == 2
+
+
+def test_a_malformed_store_fails_naming_the_row(fold_run: tuple[Path, Path], tmp_path: Path) -> None:
+    import shutil
+    import sqlite3
+
+    store, _ = fold_run
+    copy = tmp_path / "copy.db"
+    shutil.copyfile(store, copy)
+    with sqlite3.connect(copy) as connection:
+        connection.execute("UPDATE events SET body = '{not json' WHERE rowid = (SELECT MIN(rowid) FROM events)")
+    code, _, err = run_cli("report", str(copy), "--html", str(tmp_path / "r.html"))
+    assert code == 1 and "malformed store" in err and "events row" in err

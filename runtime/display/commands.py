@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import TextIO
 
-from runtime.display.sources import BenchSource, ReportSourceError, load_source
+from runtime.display.sources import BenchSource, MalformedSource, ReportSourceError, load_source
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -45,9 +45,10 @@ def run_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     try:
         source = load_source(args.source)
+    except MalformedSource as exc:
+        return _fail(err, str(exc), EXIT_FAILED)
     except ReportSourceError as exc:
-        code = EXIT_FAILED if "malformed" in str(exc) else EXIT_BAD_INPUT
-        return _fail(err, str(exc), code)
+        return _fail(err, str(exc), EXIT_BAD_INPUT)
     page = bench_page(source.document) if isinstance(source, BenchSource) else run_page(source)
     return write_page(args.html, page, err)
 

@@ -38,6 +38,10 @@ class ReportSourceError(FoldlineError):
     """A report source that cannot be read: the message names the path, what it is and what was expected."""
 
 
+class MalformedSource(ReportSourceError):
+    """A store that opens but whose content cannot be read back (a corrupt row, event or message)."""
+
+
 @attrs.frozen
 class RunSource:
     """A run read from a store or a signals file."""
@@ -154,7 +158,7 @@ def _load_store(label: str) -> RunSource:
             scenario = _stored_scenario(reader)
             branches = branch_facts_of(reader)
         except StoreCorrupt as exc:
-            raise ReportSourceError(f"{label}: malformed store: {exc}") from exc
+            raise MalformedSource(f"{label}: malformed store: {exc}") from exc
     model = scenario.provider.model_config.name if scenario is not None else None
     fold_at: dict[str, float] = {}
     if scenario is not None:
