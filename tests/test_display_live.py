@@ -156,3 +156,25 @@ def test_board_lines_follow_the_events() -> None:
     assert bar(5000, 4000) == "[" + "█" * 24 + "]" and board.bar_style(board.nodes["a"]) == "red"
     assert waiting == "waiting: b"
     assert bar(None, 4000) == "[" + " " * 24 + "]" and "no ceiling" in bar(10, None)
+
+
+@pytest.mark.slow
+def test_the_styled_board_matches_its_plain_lines(tmp_path: Path) -> None:
+    """The ceiling scenario's board through rich's own test console: a notice, a refusal, a failure in red."""
+    rich_console = pytest.importorskip("rich.console")
+    from runtime.display.live import _renderable
+
+    signals = tmp_path / "s.jsonl"
+    code, _, err = run_cli("run", str(SCENARIOS / "ceiling.toml"), "--signals", str(signals), "--quiet")
+    assert code == 1, err
+    board = Board()
+    for event in read_jsonl(signals):
+        board.feed(event)
+    console = rich_console.Console(file=io.StringIO(), force_terminal=True, width=150, color_system="standard")
+    console.print(_renderable(board))
+    drawn = console.file.getvalue()
+    assert re.sub(r"\x1b\[[0-9;]*m", "", drawn) == "\n".join(board.lines()) + "\n"
+    (tight,) = [line for line in drawn.splitlines() if line.startswith("tight-review")]
+    assert "\x1b[1;31mfailed" in tight and "\x1b[31m[" + "█" * 24 + "]" in tight and tight.endswith("refuse")
+    (near,) = [line for line in board.lines() if line.startswith("near-limit")]
+    assert re.search(r"ok\s+2 req .*2,413 / 3,000\s+80%\s+notice$", near), near

@@ -29,6 +29,7 @@ from signals.envelope import Event
 BAR_WIDTH = 24
 REFRESH_SECONDS = 0.05
 NOTABLE = ("notice", "refuse", "fold")
+STATE_STYLES = {"running": "bold cyan", "ok": "green", "failed": "bold red", "skipped": "dim"}
 NODE_EVENTS = ("RunStarted", "NodeStarted", "NodeFinished", "NodeFailed", "NodeSkipped")
 
 
@@ -105,7 +106,7 @@ class Board:
 
     def rows(self) -> list[tuple[NodeLine | None, str]]:
         """The board: (node, its text line) per started node, then (None, the nodes still waiting)."""
-        width = min(max((len(line.node_id) for line in self.nodes.values()), default=4), 24)
+        width = self.name_width()
         out: list[tuple[NodeLine | None, str]] = []
         for line in self.nodes.values():
             if line.state == "waiting":
@@ -122,6 +123,9 @@ class Board:
         if waiting:
             out.append((None, "waiting: " + ", ".join(waiting)))
         return out
+
+    def name_width(self) -> int:
+        return min(max((len(line.node_id) for line in self.nodes.values()), default=4), 24)
 
     def lines(self) -> list[str]:
         """The board as plain text lines."""
@@ -143,9 +147,12 @@ def _renderable(board: Board) -> Any:
         if line is None:
             text.append(plain + "\n", style="dim")
             continue
+        state_at = board.name_width() + 2
         start = plain.index("[", plain.index(" req"))
         end = plain.index("]", start) + 1
-        text.append(plain[:start])
+        text.append(plain[:state_at])
+        text.append(plain[state_at:state_at + 7], style=STATE_STYLES.get(line.state, ""))
+        text.append(plain[state_at + 7:start])
         text.append(plain[start:end], style=board.bar_style(line))
         text.append(plain[end:] + "\n")
     text.rstrip()
