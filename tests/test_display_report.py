@@ -272,3 +272,46 @@ def test_a_malformed_store_fails_naming_the_row(fold_run: tuple[Path, Path], tmp
         connection.execute("UPDATE events SET body = '{not json' WHERE rowid = (SELECT MIN(rowid) FROM events)")
     code, _, err = run_cli("report", str(copy), "--html", str(tmp_path / "r.html"))
     assert code == 1 and "malformed store" in err and "events row" in err
+
+
+RESTORING = """schema = "foldline.scenario/v1"
+name = "restoring"
+[provider]
+kind = "scripted"
+model = "claude-haiku-5-5"
+[profiles.reader]
+system = "You read modules."
+tools = ["read_file"]
+max_input_tokens = 8000
+context_management = true
+[[nodes]]
+id = "reader"
+profile = "reader"
+max_rounds = 40
+instruction = "Read the modules."
+script = [
+%s
+  { tool_calls = [{ name = "context", arguments = { action = "restore", index = 3 } }] },
+  { text = "done" },
+]
+"""
+
+
+def test_restored_originals_are_drawn_as_such(tmp_path: Path) -> None:
+    """A read folded away and restored with the context tool is a restored original in the branch's view."""
+    reads = "\n".join(
+        f'  {{ tool_calls = [{{ name = "read_file", arguments = {{ path = "src/m{i:02d}.py", size = 3000 }} }}] }},'
+        for i in range(12)
+    )
+    scenario = tmp_path / "restoring.toml"
+    scenario.write_text(RESTORING % reads)
+    store = tmp_path / "r.db"
+    code, _, err = run_cli("run", str(scenario), "--store", str(store), "--quiet")
+    assert code == 0, err
+    _, page = _report(store, tmp_path)
+    (section,) = page.find("section", "branch", data_node="reader")
+    restored = {int(tr.attrs["data-index"]) for tr in page.find("tr", "restored")}
+    assert restored == {2, 3}  # the call and its result come back together
+    assert "restored originals: 2" in section.text
+    notes = page.find("tr", "note")
+    assert notes and all(int(tr.attrs["data-index"]) not in restored for tr in notes)
