@@ -132,8 +132,12 @@ def test_store_report_of_the_fold_scenario(fold_run: tuple[Path, Path], tmp_path
     assert any("lead spawned digest" in g.text for g in page.find("g", "spawn"))
     sent = {e.request_id for e in events if e.type == "RequestSent"}
     assert {r.attrs["data-request"] for r in page.find("rect", "span")} == sent
-    # Each node's fold line comes from its profile (0.8 here), not a default.
+    # Each node's dashed line comes from its profile: a fold line where it folds, a notice line where it cannot.
     assert "drawn at the default" not in text
+    lines = {s.attrs["data-node"]: s.text for s in page.find("section", "node")}
+    assert "fold line 0.8 x ceiling (its profile's)" in lines["reader"]
+    assert "fold line 0.8 x ceiling (its profile's)" in lines["digest"]
+    assert "notice line 0.8 x ceiling (this node does not fold)" in lines["lead"]
 
 
 def test_store_report_draws_each_branch_with_its_recovery_calls(fold_run: tuple[Path, Path], tmp_path: Path) -> None:
@@ -165,6 +169,7 @@ def test_signals_report_of_the_fold_scenario(fold_run: tuple[Path, Path], tmp_pa
     assert "Not available from a signals file" in branches.text
     assert not page.find("section", "branch")
     assert "drawn at the default 0.8" in text
+    assert all("fold line 0.8 x ceiling (the default; " in s.text for s in page.find("section", "node"))
 
 
 def test_refusals_and_notices_are_marked_at_their_request(ceiling_run: tuple[Path, Path], tmp_path: Path) -> None:

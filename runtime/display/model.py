@@ -19,6 +19,7 @@ from typing import Any
 
 import attrs
 
+from runtime.ceiling import DEFAULT_FOLD_AT, DEFAULT_NOTICE_AT
 from runtime.pricing import PricingTable
 from runtime.usage import Usage
 from signals.envelope import Event
@@ -107,6 +108,16 @@ class NodePicture:
     requests: list[RequestPoint] = attrs.field(factory=list)
     trailing_folds: list[FoldMark] = attrs.field(factory=list)
     fold_at: float | None = None
+    can_fold: bool | None = None
+    """Whether the node folds (its profile has context management with the fold strategy); None: not known."""
+
+    def dashed_line(self) -> tuple[str, float, str]:
+        """The dashed line drawn under the ceiling: (name, fraction of the ceiling, how it is known)."""
+        if self.can_fold is False:
+            return "notice line", DEFAULT_NOTICE_AT, "this node does not fold"
+        if self.fold_at is None:
+            return "fold line", DEFAULT_FOLD_AT, "the default; the source does not name the profile's"
+        return "fold line", self.fold_at, "its profile's"
 
     def ceilings(self) -> list[int]:
         return [r.ceiling for r in self.requests if r.ceiling is not None]
@@ -269,9 +280,10 @@ def picture_events(
     *,
     pricing: PricingTable,
     default_model: str | None,
-    fold_at: Mapping[str, float] | None = None,
+    fold_at: Mapping[str, float | None] | None = None,
 ) -> RunPicture:
-    """The run the events tell of. ``fold_at`` gives each node's fold fraction when it is known."""
+    """The run the events tell of. ``fold_at`` gives each node's fold fraction when it is known (None: the node
+    does not fold)."""
     builder = _Builder(pricing, default_model)
     for event in events:
         builder.feed(event)
@@ -282,6 +294,7 @@ def picture_events(
     for node_id, fraction in (fold_at or {}).items():
         if node_id in builder.run.nodes:
             builder.run.nodes[node_id].fold_at = fraction
+            builder.run.nodes[node_id].can_fold = fraction is not None
     return builder.run
 
 

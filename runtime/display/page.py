@@ -135,13 +135,13 @@ def _node_section(node: NodePicture, report_node: Mapping[str, Any]) -> str:
     line = (f"{node.status}" + (f" ({node.reason})" if node.reason else "") + f"; {_plural(len(node.requests), 'request')}"
             f" ({sum(1 for r in node.requests if r.refused)} refused); ceiling "
             + (", ".join(f"{c:,}" for c in ceilings) or "none")
-            + (f"; fold line {node.fold_at:g} x ceiling" if node.fold_at is not None else "")
+            + "; {} {:g} x ceiling ({})".format(*node.dashed_line())
             + f"; cached share {float(report_node.get('cached_share', 0.0)):.3f}; cost {cost:,.1f} BIT")
     return el(
         "section", {"class": "node", "data-node": node.node_id},
         el("h3", text=f"node {node.node_id}" + (f" (spawned by {node.parent})" if node.parent else "")),
         el("p", {"class": "quiet"}, text=line),
-        node_chart(node, node.fold_at),
+        node_chart(node),
         node_notes(node),
         request_table(node) if node.requests else "",
     )
@@ -172,13 +172,13 @@ def run_page(source: RunSource) -> str:
     if source.kind == "signals":
         unavailable = el("p", {"class": "unavailable"},
                          text="From a signals file: the branches' views are not in it, and neither are the profiles' "
-                              "fold fractions (the fold line is drawn at the default).")
+                              "fold settings (the fold line is drawn at the default 0.8 x ceiling).")
     intro = el("p", {"class": "quiet"},
                text=f"from the {source.kind} {source.path}: {run.events:,} events, models {', '.join(run.models()) or '-'}")
     nodes = [_node_section(node, report["nodes"].get(node.node_id, {})) for node in run.nodes.values()]
     body = (intro + unavailable + _totals(report)
             + el("section", {"class": "timeline"}, el("h2", text="timeline"), timeline(run))
-            + el("h2", text="requests per node") + legend(source.kind == "store") + "".join(nodes) + _branches(source))
+            + el("h2", text="requests per node") + legend() + "".join(nodes) + _branches(source))
     return document(f"foldline report: {heading}", heading, body)
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from runtime.ceiling import DEFAULT_FOLD_AT
 from runtime.display.model import FoldMark, NodePicture, RequestPoint
 from runtime.display.svg import AttrValue, axis_ticks, el, esc, nice_ceiling, num, svg, title, tokens, void
 
@@ -132,8 +131,9 @@ def _marks(r: RequestPoint, cx: float) -> list[str]:
     return out
 
 
-def _lines(node: NodePicture, fold_at: float, band: float, y_of: Callable[[float], float]) -> list[str]:
-    """The ceiling (solid) and fold line (dashed) as step paths over the requests."""
+def _lines(node: NodePicture, band: float, y_of: Callable[[float], float]) -> list[str]:
+    """The ceiling (solid) and the fold or notice line (dashed) as step paths over the requests."""
+    name, fold_at, known = node.dashed_line()
     ceiling_path, fold_path = [], []
     for i, r in enumerate(node.requests):
         if r.ceiling is None:
@@ -145,7 +145,7 @@ def _lines(node: NodePicture, fold_at: float, band: float, y_of: Callable[[float
     parts = []
     if ceiling_path:
         parts.append(el("path", {"class": "ceiling", "d": "".join(ceiling_path)}, title("ceiling")))
-        parts.append(el("path", {"class": "foldline", "d": "".join(fold_path)}, title(f"fold line ({fold_at:g} x ceiling)")))
+        parts.append(el("path", {"class": "foldline", "d": "".join(fold_path)}, title(f"{name} ({fold_at:g} x ceiling: {known})")))
     return parts
 
 
@@ -165,12 +165,12 @@ def _axes(top: float, n: int, band: float, y_of: Callable[[float], float]) -> li
     return parts
 
 
-def node_chart(node: NodePicture, fold_at: float | None) -> str:
+def node_chart(node: NodePicture) -> str:
     """The SVG of one node's requests (an empty note when it made none)."""
     n = len(node.requests)
     if n == 0:
         return el("p", {"class": "empty"}, text="No requests: the node never reached the model.")
-    line_at = fold_at if fold_at is not None else DEFAULT_FOLD_AT
+    name, line_at, _ = node.dashed_line()
     top, off_scale = _scale(node)
     plot_h = HEIGHT - TOP - BOTTOM
     band = (WIDTH - LEFT - RIGHT) / n
@@ -188,20 +188,19 @@ def node_chart(node: NodePicture, fold_at: float | None) -> str:
         ceiling = max(node.ceilings())
         peak = max(max(r.estimate_after, r.usage.total_input if r.usage else 0) for r in node.requests)
         parts.append(el("text", {"class": "offscale", "x": WIDTH - RIGHT, "y": TOP - 6, "text-anchor": "end"},
-                        text=f"↑ ceiling {ceiling:,} and fold line {round(ceiling * line_at):,} are off this scale: "
+                        text=f"↑ ceiling {ceiling:,} and {name} {round(ceiling * line_at):,} are off this scale: "
                              f"the largest request is {100 * peak / ceiling:.0f}% of the ceiling"))
     else:
-        parts.extend(_lines(node, line_at, band, y_of))
+        parts.extend(_lines(node, band, y_of))
     return svg(WIDTH, HEIGHT, f"node {node.node_id}: {n} requests against the ceiling", parts)
 
 
-def legend(fold_at_known: bool) -> str:
+def legend() -> str:
     items = [el("span", {"class": f"key {css}"}, text=label) for css, label, _ in SEGMENTS]
     items += [
         el("span", {"class": "key estimate-key"}, text="our estimate"),
         el("span", {"class": "key ceiling-key"}, text="ceiling"),
-        el("span", {"class": "key fold-key"}, text="fold line" + ("" if fold_at_known else
-                                                                   f" (drawn at the default {DEFAULT_FOLD_AT:g} x ceiling)")),
+        el("span", {"class": "key fold-key"}, text="fold line (notice line for a node that does not fold)"),
         el("span", {"class": "key refused-key"}, text="refused (not sent)"),
         el("span", {"class": "glyph"}, text="▼ fold  ! notice  ✕ refusal  ◆ cache rewrite"),
     ]

@@ -51,7 +51,8 @@ class RunSource:
     events: tuple[Event, ...]
     report: Mapping[str, Any]
     default_model: str | None
-    fold_at: Mapping[str, float]
+    fold_at: Mapping[str, float | None]
+    """Each node's fold fraction, None for a node that does not fold (from a store's scenario; empty otherwise)."""
     branches: tuple[BranchFacts, ...] | None
     """Every branch's picture (from a store), or None: a signals file holds no records or views."""
 
@@ -160,12 +161,13 @@ def _load_store(label: str) -> RunSource:
         except StoreCorrupt as exc:
             raise MalformedSource(f"{label}: malformed store: {exc}") from exc
     model = scenario.provider.model_config.name if scenario is not None else None
-    fold_at: dict[str, float] = {}
+    fold_at: dict[str, float | None] = {}
     if scenario is not None:
         for node in scenario.nodes:
             profile = scenario.profiles.get(node.profile)
             if profile is not None:
-                fold_at[node.id] = profile.context_fold_at
+                folds = profile.context_management and profile.context_strategy == "fold"
+                fold_at[node.id] = profile.context_fold_at if folds else None
     return RunSource("store", label, events, _report(events, model), model, fold_at, branches)
 
 
