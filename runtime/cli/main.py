@@ -6,8 +6,9 @@
   succeeded, 1 when the run finished with failed nodes, 2 on bad input.
 - ``foldline sim [--port N]``: serve the simulated Anthropic server.
 - ``foldline bench [--micro] [--json FILE]``: the benchmarks.
-- ``foldline resume PATH``, ``replay PATH``, ``events PATH``, ``inspect PATH``:
+- ``foldline resume PATH``, ``replay PATH``, ``events PATH``, ``inspect PATH [--html F]``:
   the durable store of a run started with ``foldline run --store PATH``.
+- ``foldline report SOURCE --html FILE``: a store, signals file or bench JSON as one HTML page.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--signals", metavar="FILE.jsonl", help="write every event, one JSON object per line")
     run.add_argument("--report", metavar="FILE.json", help="write the report as JSON")
     run.add_argument("--quiet", action="store_true", help="no progress lines")
+    run.add_argument("--plain", action="store_true", help="plain progress lines even on a terminal (no live view)")
     run.add_argument("--store", metavar="PATH", help="store the run in SQLite at PATH as it goes (resumable)")
 
     from runtime.cli import bench as bench_command
@@ -52,7 +54,12 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_parser("replay", help="rebuild stored requests and verify their digests (no model, no tool)")
     )
     store_commands.add_events_arguments(sub.add_parser("events", help="print a stored run's events"))
-    store_commands.add_inspect_arguments(sub.add_parser("inspect", help="show a stored branch's view as the model sees it"))
+    inspect = sub.add_parser("inspect", help="show a stored branch's view as the model sees it")
+    store_commands.add_inspect_arguments(inspect)
+    from runtime.display import commands as display_commands
+
+    display_commands.add_inspect_html_argument(inspect)
+    display_commands.add_report_arguments(sub.add_parser("report", help="draw a run or a bench output as one HTML file"))
 
     sim = sub.add_parser("sim", help="serve the simulated Anthropic server")
     sim.add_argument("--host", default="127.0.0.1")
@@ -79,11 +86,13 @@ def _cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except ConfigError as exc:
         print(f"foldline: {exc}", file=err)
         return EXIT_BAD_INPUT
-    progress = None if args.quiet else progress_printer(err)
+    from runtime.display.live import progress_view
+
     try:
-        run = anyio.run(
-            lambda: run_scenario(scenario, provider_kind=args.provider, signals_path=args.signals, progress=progress)
-        )
+        with progress_view(err, quiet=args.quiet, plain=args.plain, plain_printer=progress_printer) as progress:
+            run = anyio.run(
+                lambda: run_scenario(scenario, provider_kind=args.provider, signals_path=args.signals, progress=progress)
+            )
     except ConfigError as exc:
         print(f"foldline: {args.scenario}: {exc}", file=err)
         return EXIT_BAD_INPUT
@@ -142,6 +151,11 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
             from runtime.cli.bench import run as run_bench
 
             return run_bench(args, out, err)
+        if args.command == "report" or (args.command == "inspect" and args.html):
+            from runtime.display import commands as display_commands
+
+            run_display = display_commands.run_report if args.command == "report" else display_commands.run_inspect_html
+            return run_display(args, out, err)
         if args.command in ("resume", "replay", "events", "inspect"):
             from runtime.cli import store as store_commands
 

@@ -87,17 +87,21 @@ def run_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         scenario = load_scenario(args.scenario, tool_names=BUILTIN_TOOLS.names())
     except ConfigError as exc:
         return _fail(err, str(exc), EXIT_BAD_INPUT)
-    progress = _progress(args, err)
+    from runtime.cli.progress import progress_printer
+    from runtime.display.live import progress_view
+
+    quiet, plain = getattr(args, "quiet", False), getattr(args, "plain", False)
     try:
-        run = anyio.run(
-            lambda: run_scenario_stored(
-                scenario,
-                store_path=args.store,
-                provider_kind=getattr(args, "provider", None),
-                signals_path=getattr(args, "signals", None),
-                progress=progress,
+        with progress_view(err, quiet=quiet, plain=plain, plain_printer=progress_printer) as progress:
+            run = anyio.run(
+                lambda: run_scenario_stored(
+                    scenario,
+                    store_path=args.store,
+                    provider_kind=getattr(args, "provider", None),
+                    signals_path=getattr(args, "signals", None),
+                    progress=progress,
+                )
             )
-        )
     except ConfigError as exc:
         return _fail(err, f"{args.scenario}: {exc}", EXIT_BAD_INPUT)
     except (StorePathRefused, StoreInUse, NotAStore) as exc:
@@ -241,17 +245,6 @@ def add_inspect_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--branch", metavar="B", help="a branch id or a node id (default: list the branches)")
 
 
-def _node_of_branches(reader: Any) -> dict[str, str]:
-    nodes: dict[str, str] = {}
-    for row in reader.requests():
-        if row.node_id:
-            nodes.setdefault(row.branch_id, row.node_id)
-    for event in reader.events(types=("NodeStarted", "NodeFinished", "NodeFailed")):
-        if event.branch_id and event.node_id:
-            nodes.setdefault(event.branch_id, event.node_id)
-    return nodes
-
-
 def _projection_of(branch: Any, bounds: dict[str, int | None]) -> Any:
     """The result bound the branch's latest request compiled under, as a projection."""
     from runtime.store.replay import result_projection
@@ -271,7 +264,7 @@ def run_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     with reader:
         try:
             branches = reader.restore_branches()
-            nodes = _node_of_branches(reader)
+            nodes = reader.node_of_branches()
             bounds = {row.branch_id: row.result_bound for row in reader.requests() if row.intent != "side"}
         except StoreCorrupt as exc:
             return _fail(err, f"{args.path}: malformed store: {exc}", EXIT_FAILED)

@@ -283,6 +283,17 @@ class StoreReader:
 
     # -- events -------------------------------------------------------------------------------------------------
 
+    def node_of_branches(self) -> dict[str, str]:
+        """Each stored branch's node: from its requests, else from its node events."""
+        nodes: dict[str, str] = {}
+        for row in self.requests():
+            if row.node_id:
+                nodes.setdefault(row.branch_id, row.node_id)
+        for event in self.events(types=("NodeStarted", "NodeFinished", "NodeFailed")):
+            if event.branch_id and event.node_id:
+                nodes.setdefault(event.branch_id, event.node_id)
+        return nodes
+
     def events(self, types: Collection[str] | None = None) -> list[Event]:
         """The stored events in ``seq`` order (``types`` keeps only those types)."""
         sql = "SELECT rowid, body FROM events"

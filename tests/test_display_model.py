@@ -1,0 +1,119 @@
+"""The run the report draws, rebuilt from events: requests in order, retries, folds attached to the request
+that sent them, trailing folds, rewrites; and a page built from hostile strings stays inert."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from display_support import Page, outside_references
+
+from runtime.canonical import canonical_json
+from runtime.display.model import picture_events
+from runtime.display.page import run_page
+from runtime.display.sources import RunSource, load_source
+from runtime.display.svg import axis_ticks, nice_ceiling
+from runtime.pricing import PricingTable
+from runtime.usage import Usage
+from signals.envelope import Event
+
+DIGEST = "a" * 64
+
+
+class Events:
+    def __init__(self) -> None:
+        self.items: list[Event] = []
+
+    def add(self, kind: str, node: str | None, data: dict[str, Any], request: str | None = None) -> None:
+        seq = len(self.items) + 1
+        self.items.append(Event.from_json({
+            "schema_version": 1, "type": kind, "id": f"run-t:{seq}", "time": 100.0 + seq, "seq": seq,
+            "run_id": "run-t", "branch_id": "br-1" if node else None, "node_id": node, "request_id": request,
+            "data": data,
+        }))
+
+
+def _decision(action: str, estimate: int, ceiling: int = 1000, reason: str = "r") -> dict[str, Any]:
+    return {"action": action, "ceiling": ceiling, "ceiling_source": "profile", "estimate_after": estimate,
+            "estimate_before": estimate, "folded_ids": [], "method": "m", "reason": reason,
+            "sent": action != "refuse", "stages": [], "tier": None}
+
+
+def _sent(attempt: int) -> dict[str, Any]:
+    return {"attempt": attempt, "bytes": 10, "digest": DIGEST, "intent": "continuing", "marks": [],
+            "model": "claude-haiku-5-5"}
+
+
+def _response(read: int, fresh: int, out: int = 5) -> dict[str, Any]:
+    usage = {"cache_read_input_tokens": read, "cache_write_1h_tokens": 0, "cache_write_5m_tokens": 0,
+             "input_tokens": fresh, "output_tokens": out}
+    return {"usage": usage, "stop_reason": "tool_use", "duration_s": 0.1, "cache": None}
+
+
+def _fold(freed: int) -> dict[str, Any]:
+    return {"stages": ["tool_io"], "agent_marks": 0, "host_stages": 1, "tokens_freed": freed, "target_reached": True,
+            "estimate_before": 900, "estimate_after": 900 - freed}
+
+
+def a_run(node: str = "a", reason: str = "r") -> Events:
+    e = Events()
+    e.add("RunStarted", None, {"scenario": "t", "provider": "scripted", "nodes": [node, "never"]})
+    e.add("NodeStarted", node, {"operation": "iterative", "parent": None})
+    e.add("ContextDecision", node, _decision("pass", 500), "br-1:1")
+    e.add("RequestSent", node, _sent(1), "br-1:1")
+    e.add("RequestSent", node, _sent(2), "br-1:1")  # a retry: one request, two attempts
+    e.add("ResponseReceived", node, _response(0, 520), "br-1:1")
+    e.add("FoldCommitted", node, _fold(400))
+    e.add("ContextDecision", node, _decision("fold", 500), "br-1:2")
+    e.add("RequestSent", node, _sent(1), "br-1:2")
+    e.add("ResponseReceived", node, _response(100, 410), "br-1:2")
+    e.add("CacheRewrite", node, {"cause": "fold f-1 (tool_io)", "first_changed_message": 2,
+                                 "request_digest": DIGEST}, "br-1:2")
+    e.add("ContextDecision", node, _decision("refuse", 1200, reason=reason), "br-1:3")
+    e.add("FoldCommitted", node, _fold(100))
+    e.add("NodeFailed", node, {"error_type": "InputCeilingExceeded", "message": reason})
+    e.add("RunFinished", None, {"status": "failed", "nodes": {node: "failed", "never": "pending"}})
+    return e
+
+
+def test_requests_retries_folds_and_rewrites_land_where_they_happened() -> None:
+    run = picture_events(a_run().items, pricing=PricingTable.load_default(), default_model=None)
+    node = run.nodes["a"]
+    assert [r.request_id for r in node.requests] == ["br-1:1", "br-1:2", "br-1:3"]
+    first, second, third = node.requests
+    assert first.attempts == 2 and first.usage == Usage(520, 0, 0, 0, 5) and first.cost_bit is not None
+    assert first.folds == [] and [f.tokens_freed for f in second.folds] == [400]
+    assert second.action == "fold" and second.rewrites[0].cause == "fold f-1 (tool_io)"
+    assert third.refused and not third.sent and third.usage is None and third.estimate_after == 1200
+    assert [f.tokens_freed for f in node.trailing_folds] == [100]
+    assert node.status == "failed" and "InputCeilingExceeded" in (node.reason or "")
+    assert run.nodes["never"].requests == [] and run.nodes["never"].status == "pending"
+    assert run.status == "failed" and run.events == len(a_run().items)
+
+
+def test_hostile_strings_are_escaped_and_fetch_nothing(tmp_path: Path) -> None:
+    node = '<script src="http://x/a.js"></script>'
+    reason = '<img src=http://x/p.png onerror=alert(1)> url(http://x) @import "http://x"'
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(canonical_json(e.to_json()) + "\n" for e in a_run(node, reason).items))
+    source = load_source(path)
+    assert isinstance(source, RunSource) and source.kind == "signals"
+    text = run_page(source)
+    assert "<script" not in text and "<img" not in text
+    assert "&lt;script src=&quot;http://x/a.js&quot;&gt;" in text
+    page = Page(text)
+    assert [g.attrs["data-node"] for g in page.find("g", "req")] == [node] * 3
+    # Only the hostile text mentions url( or @import, and as escaped text, never as markup or style.
+    assert "@import" not in "".join(page.styles)
+    assert outside_references(text, textual=False) == []
+    assert {e.tag for e in page.elements} <= {"html", "head", "meta", "title", "style", "body", "header", "h1", "h2",
+                                              "h3", "p", "section", "div", "span", "b", "ul", "li", "details",
+                                              "summary", "pre", "table", "thead", "tbody", "tr", "th", "td", "code",
+                                              "svg", "g", "rect", "line", "path", "text", "polygon"}
+
+
+def test_axis_tops_are_round_and_cover_the_value() -> None:
+    for value in (0.5, 1, 7, 99, 104_000, 16_000, 23_835 * 1.04, 3_140):
+        top = nice_ceiling(value)
+        ticks = axis_ticks(top)
+        assert top >= value and ticks[0] == 0 and abs(ticks[-1] - top) < 1e-9 and 3 <= len(ticks) <= 7
