@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from runtime.config import ModelConfig
+from runtime.ids import IdSource, current_ids
 from runtime.measure import TokenCounter
 from runtime.pricing import PricingTable
 from runtime.providers.base import Provider
@@ -40,3 +41,5 @@ class RunEnv:
     route: str = "direct"
     journal: BranchJournal | None = attrs.field(default=None, eq=False)
     """Where new branches report their changes (a durable store), if anywhere."""
+    ids: IdSource = attrs.field(factory=current_ids, eq=False)
+    """Where request ids (and, through the run's scope, message and branch ids) come from."""

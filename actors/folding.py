@@ -135,7 +135,7 @@ class FoldDriving:
             now=self.env.clock(),
             by=request_id,
         )
-        self.turn.update_state(protected_round=decision)
+        self.turn.protect_first_round(decision)
 
     # -- folding ------------------------------------------------------------------------
 
@@ -164,8 +164,8 @@ class FoldDriving:
                 with self.turn.batch():
                     for message in plan.added:  # a rejected summary note: kept, outside the view
                         self.turn.add_to_record(message)
-                    if plan.held_marks != self.branch.state.pending_marks and not plan.deferred:
-                        self.turn.update_state(pending_marks=plan.held_marks)
+                    if not plan.deferred:
+                        self.turn.hold_marks(plan.held_marks)
                 break
             await self._commit(plan)
             view = self.branch.view()
@@ -207,14 +207,7 @@ class FoldDriving:
     async def _commit(self, plan: FoldPlan) -> None:
         """Land a fold in one batch: its notes and copies, the view, the pending marks and the rewrite cause."""
         cause = f"fold {plan.fold_id} ({'+'.join(plan.stages)})"
-        previous = self.branch.state.rewrite_cause
-        with self.turn.batch():
-            for message in plan.added:
-                self.turn.add_to_record(message)
-            self.turn.set_view(plan.view_ids)
-            self.turn.update_state(
-                pending_marks=plan.held_marks, rewrite_cause=f"{previous}; {cause}" if previous else cause
-            )
+        self.turn.commit_fold(plan.added, plan.view_ids, plan.held_marks, cause)
         await self.publish(
             FoldCommitted(
                 stages=list(plan.stages),
@@ -239,7 +232,7 @@ class FoldDriving:
         """Send one fold summary as a ``side`` request carrying only the span; never raises a provider failure."""
         branch = self.branch
         self.summaries += 1
-        request_id = f"{branch.id}:{branch.state.request_serial}:summary-{self.summaries}"
+        request_id = self.env.ids.request_id(branch.id, branch.state.request_serial, self.summaries)
         # The side request shares nothing with the conversation: no tools, no
         # system text of its own (the summarizer's instructions lead its one
         # user message, which is kept in the record, outside the view, so the
@@ -299,8 +292,7 @@ class FoldDriving:
         self.usage = self.usage + reply.usage
         # As for a main request: the batch first, then the usage event, no checkpoint between.
         with self.turn.batch():
-            scale = Calibration(branch.state.scale).after_response(m.counted, reply.usage).scale
-            self.turn.update_state(scale=scale)
+            self.turn.calibrate(m.counted, reply.usage)
             if plan is not None:
                 self.turn.set_ledger(record_cache_outcome(plan, reply.usage, attempt_start=attempt_start[0], env=self.env))
             self.turn.add_to_record(prompt)
@@ -331,18 +323,14 @@ class FoldDriving:
             estimator=self.measurer("continuing"),
         )
         result = ToolResult.for_call(call, outcome.text, is_error=outcome.is_error)
-        changes: dict[str, Any] = {}
         recovered = outcome.recovered | ({result.id} if outcome.protect_answer else set())
-        if recovered:
-            changes["recovered"] = state.recovered | recovered
-        if outcome.marks is not None:
-            changes["pending_marks"] = outcome.marks
-        if outcome.rewrite_cause is not None:
-            previous = state.rewrite_cause
-            changes["rewrite_cause"] = f"{previous}; {outcome.rewrite_cause}" if previous else outcome.rewrite_cause
         with self.turn.batch():
             if outcome.view_ids is not None:
                 self.turn.set_view(outcome.view_ids)
-            if changes:
-                self.turn.update_state(**changes)
+            if recovered:
+                self.turn.recover(recovered)
+            if outcome.marks is not None:
+                self.turn.hold_marks(outcome.marks)
+            if outcome.rewrite_cause is not None:
+                self.turn.explain_rewrite(outcome.rewrite_cause)
         return result

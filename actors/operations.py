@@ -55,12 +55,12 @@ async def run_operation(
         progress = branch.state.open_turn if resume and branch.state.open_turn is not None else (0, 0)
         driver = TurnDriver(turn, env, profile, operation, node_id, spawn, ceiling)
         driver.appended, driver.completed = progress
-        turn.update_state(open_turn=progress)
+        turn.open_turn(*progress)
         if operation.kind == "bounded":
             result = await _run_bounded(driver, *progress)
         else:
             result = await _run_iterative(driver, *progress)
-        turn.update_state(open_turn=None)
+        turn.close_turn()
         return result
 
 

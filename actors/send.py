@@ -224,7 +224,7 @@ class TurnDriver(FoldDriving):
         with self.turn.batch():
             self.turn.append(instruction)
             self.appended += 1
-            self.turn.update_state(open_turn=(self.appended, self.completed))
+            self.turn.open_turn(self.appended, self.completed)
 
     async def send(self, intent: str) -> ProviderReply:
         """Measure, fold when due, decide, place marks and send the branch's view as one request."""
@@ -232,9 +232,8 @@ class TurnDriver(FoldDriving):
         if branch.refusal is not None:
             raise branch.refusal
         self.requests += 1
-        serial = branch.state.request_serial + 1
-        self.turn.update_state(request_serial=serial)
-        request_id = f"{branch.id}:{serial}"
+        serial = self.turn.next_request_serial()
+        request_id = self.env.ids.request_id(branch.id, serial)
         view = branch.view()
         self._decide_first_round(view, intent, request_id)
         request = self.compile(view, intent)
@@ -299,7 +298,7 @@ class TurnDriver(FoldDriving):
         with self.turn.batch():
             self._absorb(reply, m, view, plan, attempt_start[0])
             self.completed += 1
-            self.turn.update_state(open_turn=(self.appended, self.completed))
+            self.turn.open_turn(self.appended, self.completed)
             self.turn.record_request(
                 self._record_of(request, request_id, view, "sent", reply.usage, plan, verdict=verdict)
             )
@@ -365,7 +364,7 @@ class TurnDriver(FoldDriving):
             largest_parts=[(self._describe_part(label), tokens) for label, tokens in m.parts],
             branch_id=self.branch.id,
         )
-        self.turn.update_state(refusal=error)
+        self.turn.refuse(error)
         folds = folds or FoldRun()
         await self.publish_decision(m, "refuse", False, folds.reason(reason), request_id, before=before, folds=folds)
         log.info("request refused", branch=self.branch.id, node=self.node_id, estimate=m.estimate, ceiling=ceiling)
@@ -393,6 +392,7 @@ class TurnDriver(FoldDriving):
         """
         stable = _stable_digests(request)
         last_stable = self.branch.state.last_stable
+        previous = self.branch.state.last_request_digests
         if last_stable and stable != last_stable:
             changed = [name for name, a, b in zip(("tools", "system text", "model"), last_stable, stable) if a != b]
             await self.publish(
@@ -403,11 +403,8 @@ class TurnDriver(FoldDriving):
                 ),
                 request_id,
             )
-            self.turn.update_state(last_stable=stable, last_request_digests=())
-        elif not last_stable:
-            self.turn.update_state(last_stable=stable)
+            previous = ()
         digests = request.message_digests()
-        previous = self.branch.state.last_request_digests
         if previous and tuple(digests[: len(previous)]) != tuple(previous):
             padded = digests + ("",) * len(previous)
             first = next(i for i, (a, b) in enumerate(zip(previous, padded)) if a != b)
@@ -417,17 +414,14 @@ class TurnDriver(FoldDriving):
             )
             if cause is None:
                 log.warning("unexplained prefix rewrite", branch=self.branch.id, first_changed_message=first)
-        self.turn.update_state(last_request_digests=digests, rewrite_cause=None)
+        self.turn.sent_prefix(stable, digests)
 
     def _absorb(
         self, reply: ProviderReply, m: Measurement, view: Sequence[Message], plan: CachePlan | None, start: float
     ) -> None:
         """Feed a completed response back: calibration, delivery, ledger, record."""
-        state = self.branch.state
-        scale = Calibration(state.scale).after_response(m.counted, reply.usage).scale
-        delivered = state.delivered | {msg.id for msg in view}
-        # What was restored or read is protected until a completed main request carried it.
-        self.turn.update_state(scale=scale, delivered=delivered, recovered=frozenset())
+        self.turn.calibrate(m.counted, reply.usage)
+        self.turn.deliver(msg.id for msg in view)
         if plan is not None:
             self.turn.set_ledger(record_cache_outcome(plan, reply.usage, attempt_start=start, env=self.env))
         self.turn.append(reply.message())

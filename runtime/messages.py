@@ -23,18 +23,21 @@ Kinds:
 from __future__ import annotations
 
 import json
-import secrets
 from collections.abc import Mapping
 from typing import Any, Literal, Union
 
 import attrs
 
 from runtime.canonical import canonical_json, sha256_hex
+from runtime.ids import current_ids
 
 
 def new_message_id() -> str:
-    """A fresh message id: 16 random hex digits (ids carry no content)."""
-    return secrets.token_hex(8)
+    """A fresh message id from the id source in force (:mod:`runtime.ids`; random: 16 hex digits).
+
+    Ids carry no content.
+    """
+    return current_ids().message_id()
 
 
 def _set_digest(instance: Any) -> None:

@@ -17,7 +17,6 @@ recoverable byte for byte, and keeps a report rebuilt from the events.
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
@@ -34,6 +33,7 @@ from runtime.config import ModelConfig
 from actors.env import RunEnv
 from runtime.flow import Flow, FlowResult, Node, Restored, run_flow
 from runtime.fold.audit import unrecoverable_bytes
+from runtime.ids import IdSource, current_ids, use_ids
 from runtime.measure import TokenCounter
 from runtime.pricing import PricingTable
 from runtime.providers.base import Provider
@@ -78,7 +78,9 @@ class Runtime:
     registry: ToolRegistry = BUILTIN_TOOLS
     clock: Callable[[], float] = time.time
     monotonic: Callable[[], float] = time.monotonic
-    run_id: str = attrs.field(factory=lambda: "run-" + secrets.token_hex(6))
+    ids: IdSource = attrs.field(factory=current_ids, kw_only=True)
+    """Where the run's ids come from (random by default; a deterministic host passes its own)."""
+    run_id: str = attrs.field(default=attrs.Factory(lambda self: self.ids.run_id(), takes_self=True))
     signals_path: str | Path | None = None
     scenario: str | None = None
     journal: BranchJournal | None = None
@@ -138,6 +140,7 @@ class Runtime:
             monotonic=self.monotonic,
             process_id=self.run_id,
             journal=self.journal,
+            ids=self.ids,
         )
 
     def new_branch(self, node: Node) -> Branch:
@@ -150,7 +153,7 @@ class Runtime:
 
         ``restored`` resumes an interrupted run (see :func:`runtime.flow.run_flow`).
         """
-        with structlog.contextvars.bound_contextvars(run_id=self.run_id):
+        with structlog.contextvars.bound_contextvars(run_id=self.run_id), use_ids(self.ids):
             return await self._run(flow, restored)
 
     async def _run(self, flow: Flow, restored: Mapping[str, Restored] | None) -> FlowResult:

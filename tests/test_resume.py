@@ -382,7 +382,7 @@ def test_a_cancelled_round_resumes_by_running_its_calls() -> None:
 
     async def build() -> None:
         async with branch.turn() as turn:
-            turn.update_state(open_turn=(1, 1))
+            turn.open_turn(1, 1)
             turn.append(Instruction("go"))
             turn.append(AssistantResponse((call_a, call_b), "tool_use"))
             turn.append(ToolResult.for_call(call_a, "done"))
