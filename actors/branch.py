@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any, Protocol, Union
+from typing import Any, Protocol
 
 import anyio
 import attrs
@@ -33,6 +33,10 @@ from runtime.fold.protected import ProtectedRound
 from runtime.ids import current_ids
 from runtime.messages import Message, SystemMessage
 from runtime.usage import Usage
+
+
+def _tool_tuple(tools: Iterable[ToolSpec]) -> tuple[ToolSpec, ...]:
+    return tuple(tools)
 
 
 def new_branch_id() -> str:
@@ -108,7 +112,7 @@ class RequestRecord:
     """The placement's record (``Placement.to_record()``: marks, landing, g1, tail_skip) when caching was on."""
 
 
-Change = Union[MessageAdded, ViewSet, StateSet, LedgerSet, RequestRecord, SetupSet]
+Change = MessageAdded | ViewSet | StateSet | LedgerSet | RequestRecord | SetupSet
 
 
 class BranchJournal(Protocol):
@@ -163,7 +167,7 @@ class Branch:
 
     _id: str = attrs.field(factory=new_branch_id, alias="branch_id")
     _system: SystemMessage | None = attrs.field(default=None, alias="system")
-    _tools: tuple[ToolSpec, ...] = attrs.field(default=(), converter=tuple, alias="tools")
+    _tools: tuple[ToolSpec, ...] = attrs.field(default=(), converter=_tool_tuple, alias="tools")
     _record: Record = attrs.field(factory=Record, alias="record")
     _view: list[str] = attrs.field(factory=list, alias="view")
     _state: ContextState = attrs.field(factory=ContextState, alias="state")
@@ -429,18 +433,12 @@ class Turn:
 
     def calibrate(self, counted: int, usage: Usage) -> float:
         """Calibrate the scale from a completed response; the scale never falls. Returns it."""
-        state = self._check()._state
-        scale = Calibration(state.scale).after_response(counted, usage).scale
-        if scale != state.scale:
-            self._set_state(scale=scale)
+        scale = Calibration(self._check()._state.scale).after_response(counted, usage).scale
+        self._set_state(scale=scale)
         return scale
 
     def deliver(self, ids: Iterable[str]) -> None:
-        """A main request carrying ``ids`` completed: they were delivered (and may fold from now on).
-
-        What was restored or read stays protected until a completed main
-        request carried it, so the recovered set empties here.
-        """
+        """A main request carrying ``ids`` completed: they may fold from now on, and nothing is recovered any more."""
         state = self._check()._state
         self._set_state(delivered=state.delivered | frozenset(ids), recovered=frozenset())
 
@@ -481,17 +479,11 @@ class Turn:
             for message in added:
                 self.add_to_record(message)
             self.set_view(view_ids)
-            branch = self._check()
-            previous = branch._state.rewrite_cause
-            self._set_state(
-                pending_marks=tuple(held_marks), rewrite_cause=f"{previous}; {cause}" if previous else cause
-            )
+            self.hold_marks(held_marks)
+            self.explain_rewrite(cause)
 
     def sent_prefix(self, stable: tuple[str, str, str], message_digests: Sequence[str]) -> None:
-        """Remember what the request just sent was made of (the next one is checked against it).
-
-        The recorded rewrite cause is spent on this request.
-        """
+        """Remember what the request being sent is made of (the next is checked against it); spends the cause."""
         self._set_state(last_stable=stable, last_request_digests=tuple(message_digests), rewrite_cause=None)
 
     def record_request(self, record: RequestRecord) -> None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 import attrs
 
@@ -241,7 +241,7 @@ class Note:
         }
 
 
-Message = Union[SystemMessage, Instruction, AssistantResponse, ToolResult, Note]
+Message = SystemMessage | Instruction | AssistantResponse | ToolResult | Note
 
 ROLE_OF_KIND: Mapping[str, str] = {
     "instruction": "user",

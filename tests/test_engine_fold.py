@@ -11,8 +11,8 @@ import pytest
 from support import calls, iterative, node, read, runtime_for, text
 
 from actors.branch import Branch, RequestRecord
-from runtime.cache import first_divergence
-from runtime.compiler import check_pairing
+from tests.payload_rewrites import first_divergence
+from tests.pairing import check_pairing
 from runtime.config import Profile
 from actors.operations import Operation, run_operation
 from runtime.errors import InputCeilingExceeded
@@ -49,9 +49,13 @@ class Capture:
     def caches_by_prefix(self) -> bool:
         return self.inner.caches_by_prefix
 
-    async def send(self, request, *, node_id, before_attempt):
+    @property
+    def max_retries(self) -> int:
+        return self.inner.max_retries
+
+    async def send(self, request, *, node_id):
         self.sent.append((node_id, request.payload()))
-        return await self.inner.send(request, node_id=node_id, before_attempt=before_attempt)
+        return await self.inner.send(request, node_id=node_id)
 
     async def aclose(self) -> None:
         await self.inner.aclose()
