@@ -183,14 +183,15 @@ class SendPipeline:
             await self._refuse(m, decision.reason, request_id, before=before, folds=folds)
         plan: CachePlan | None = None
         if self.caching:
-            continuing = self.folding is not None and intent == "continuing"
+            # A folding branch anchors its continuing requests and may skip their turn mark.
+            folding = self.folding if intent == "continuing" else None
             plan = plan_cache(
                 request,
                 self.turn.branch.ledger,
                 now=self.env.clock(),
                 env=self.env,
-                anchors=self.folding.anchors(request, view) if continuing and self.folding else (),
-                tail_skip=self.folding.tail_skip(m) if continuing and self.folding else None,
+                anchors=folding.anchors(request, view) if folding is not None else (),
+                tail_skip=folding.tail_skip(m) if folding is not None else None,
                 previous=self.previous_placement,
             )
             request = request.with_marks(plan.placement.marks)

@@ -63,7 +63,8 @@ class ToolCall:
     @property
     def arguments(self) -> dict[str, Any]:
         """A fresh dict of the arguments (mutating it changes nothing here)."""
-        return json.loads(self.arguments_json)
+        arguments: dict[str, Any] = json.loads(self.arguments_json)
+        return arguments
 
     def content(self) -> dict[str, Any]:
         return {"type": "tool_call", "call_id": self.call_id, "name": self.name, "arguments": self.arguments_json}

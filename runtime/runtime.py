@@ -161,7 +161,8 @@ class Runtime:
     def new_branch(self, node: Node) -> Branch:
         """A fresh branch set up from a node's profile (system text and tools)."""
         profile = node.profile
-        return Branch.create(system=profile.system, tools=self.registry.specs(profile.tools))
+        with use_ids(self.ids):
+            return Branch.create(system=profile.system, tools=self.registry.specs(profile.tools))
 
     async def run(self, flow: Flow, *, restored: Mapping[str, Restored] | None = None) -> FlowResult:
         """Run a flow to completion and publish its start and finish.

@@ -51,3 +51,11 @@ async def test_a_run_with_a_deterministic_source_makes_the_same_ids_every_time(t
     run_id, branch_id = names.split()
     assert run_id.startswith("run-det-") and branch_id.startswith("br-det-")
     assert request_ids == [f"{branch_id}:1", f"{branch_id}:2", f"{branch_id}:3"]
+
+
+@pytest.mark.anyio
+async def test_a_branch_made_outside_a_run_takes_its_ids_from_the_runtimes_source() -> None:
+    provider = scripted({"n": [text("hi")]})
+    async with runtime_for(provider, ids=CountingIds("rt")) as rt:
+        branch = rt.new_branch(node("n", iterative("x")))
+    assert branch.id.startswith("br-rt-") and branch.system is not None and branch.system.id.startswith("rt-m")
