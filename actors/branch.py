@@ -16,21 +16,32 @@ and starts with no cache evidence.
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any, Protocol, Union
+from typing import Any, Protocol
 
 import anyio
 import attrs
 
 from actors.record import Record
+from runtime.cache import CacheLedger
+from runtime.calibration import Calibration
 from runtime.compiler import ToolSpec
+from runtime.errors import InputCeilingExceeded
+from runtime.fold.marks import FoldMark
+from runtime.fold.protected import ProtectedRound
+from runtime.ids import current_ids
 from runtime.messages import Message, SystemMessage
+from runtime.usage import Usage
+
+
+def _tool_tuple(tools: Iterable[ToolSpec]) -> tuple[ToolSpec, ...]:
+    return tuple(tools)
 
 
 def new_branch_id() -> str:
-    return "br-" + secrets.token_hex(6)
+    """A fresh branch id from the id source in force (:mod:`runtime.ids`)."""
+    return current_ids().branch_id()
 
 
 class BranchBusy(RuntimeError):
@@ -60,7 +71,7 @@ class StateSet:
 
 @attrs.frozen
 class LedgerSet:
-    ledger: Any
+    ledger: CacheLedger
 
 
 @attrs.frozen
@@ -94,14 +105,14 @@ class RequestRecord:
     tool_choice_json: str | None
     marks: tuple[tuple[tuple[Any, ...], str, str], ...]
     status: str
-    usage: Any = None
+    usage: dict[str, Any] | None = None
     result_bound: int | None = None
     """The ``tool_result_max_chars`` the request compiled under (replay projects results with it)."""
-    prompt_cache: Any = None
+    prompt_cache: dict[str, Any] | None = None
     """The placement's record (``Placement.to_record()``: marks, landing, g1, tail_skip) when caching was on."""
 
 
-Change = Union[MessageAdded, ViewSet, StateSet, LedgerSet, RequestRecord, SetupSet]
+Change = MessageAdded | ViewSet | StateSet | LedgerSet | RequestRecord | SetupSet
 
 
 class BranchJournal(Protocol):
@@ -136,12 +147,12 @@ class ContextState:
 
     scale: float = 1.0
     delivered: frozenset[str] = frozenset()
-    refusal: BaseException | None = None
-    protected_round: Any = None
-    pending_marks: tuple[Any, ...] = ()
+    refusal: InputCeilingExceeded | None = None
+    protected_round: ProtectedRound | None = None
+    pending_marks: tuple[FoldMark, ...] = ()
     last_request_digests: tuple[str, ...] = ()
     rewrite_cause: str | None = None
-    last_stable: tuple[str, str, str] = ()  # type: ignore[assignment]
+    last_stable: tuple[str, str, str] | tuple[()] = ()
     """Digests of the last request's tools, system text and model (empty before the first)."""
     request_serial: int = 0
     """Requests this branch has started (numbers its request ids; never reused, across resumes too)."""
@@ -156,11 +167,11 @@ class Branch:
 
     _id: str = attrs.field(factory=new_branch_id, alias="branch_id")
     _system: SystemMessage | None = attrs.field(default=None, alias="system")
-    _tools: tuple[ToolSpec, ...] = attrs.field(default=(), converter=tuple, alias="tools")
+    _tools: tuple[ToolSpec, ...] = attrs.field(default=(), converter=_tool_tuple, alias="tools")
     _record: Record = attrs.field(factory=Record, alias="record")
     _view: list[str] = attrs.field(factory=list, alias="view")
     _state: ContextState = attrs.field(factory=ContextState, alias="state")
-    _ledger: Any = attrs.field(default=None, alias="ledger")
+    _ledger: CacheLedger | None = attrs.field(default=None, alias="ledger")
     _lock: anyio.Lock = attrs.field(factory=anyio.Lock, init=False)
     _turn_serial: int = attrs.field(default=0, init=False)
     parent_id: str | None = attrs.field(default=None)
@@ -219,11 +230,11 @@ class Branch:
         return self._state.scale
 
     @property
-    def refusal(self) -> BaseException | None:
+    def refusal(self) -> InputCeilingExceeded | None:
         return self._state.refusal
 
     @property
-    def ledger(self) -> Any:
+    def ledger(self) -> CacheLedger | None:
         return self._ledger
 
     @property
@@ -269,8 +280,7 @@ class Branch:
         view = self._view[:upto] if upto is not None else list(self._view)
         seen = set(view)
         protected = self._state.protected_round
-        members = getattr(protected, "member_ids", None)
-        if members is not None and not set(members) <= seen:
+        if protected is not None and not set(protected.member_ids) <= seen:
             protected = None  # a clone missing a member of the round starts with its round pending
         state = ContextState(
             scale=self._state.scale,
@@ -343,6 +353,10 @@ class Turn:
 
     def _emit(self, change: Change) -> None:
         if self._pending is not None:
+            if isinstance(change, StateSet) and self._pending and isinstance(self._pending[-1], StateSet):
+                # A state is stored whole: of two state changes in a row the later one says it all.
+                self._pending[-1] = change
+                return
             self._pending.append(change)
         elif self._branch._journal is not None:
             self._branch._journal.changed(self._branch, (change,))
@@ -393,17 +407,90 @@ class Turn:
         branch._view = list(ids)
         self._emit(ViewSet(tuple(ids)))
 
-    def update_state(self, **changes: Any) -> ContextState:
+    def _set_state(self, **changes: Any) -> ContextState:
         branch = self._check()
         branch._state = attrs.evolve(branch._state, **changes)
         self._emit(StateSet(branch._state))
         return branch._state
+
+    # -- the context state, one named change each (the branch keeps its invariants) -----
+
+    def open_turn(self, appended: int, completed: int) -> None:
+        """An operation runs: its progress (instructions appended, requests completed) so far."""
+        if appended < 0 or completed < 0:
+            raise ValueError(f"turn progress ({appended}, {completed}) must not be negative")
+        self._set_state(open_turn=(appended, completed))
+
+    def close_turn(self) -> None:
+        """The operation finished: no turn is open any more."""
+        self._set_state(open_turn=None)
+
+    def next_request_serial(self) -> int:
+        """Number the next request of this branch (serials are never reused, across resumes too)."""
+        serial = self._check()._state.request_serial + 1
+        self._set_state(request_serial=serial)
+        return serial
+
+    def calibrate(self, counted: int, usage: Usage) -> float:
+        """Calibrate the scale from a completed response; the scale never falls. Returns it."""
+        scale = Calibration(self._check()._state.scale).after_response(counted, usage).scale
+        self._set_state(scale=scale)
+        return scale
+
+    def deliver(self, ids: Iterable[str]) -> None:
+        """A main request carrying ``ids`` completed: they may fold from now on, and nothing is recovered any more."""
+        state = self._check()._state
+        self._set_state(delivered=state.delivered | frozenset(ids), recovered=frozenset())
+
+    def recover(self, ids: Iterable[str]) -> None:
+        """Originals restored or read (and recovery answers): no fold takes them before the next delivery."""
+        state = self._check()._state
+        self._set_state(recovered=state.recovered | frozenset(ids))
+
+    def refuse(self, error: InputCeilingExceeded) -> None:
+        """Refuse the branch: sticky, every later send raises it until ``branch.clear_refusal()``."""
+        if not isinstance(error, InputCeilingExceeded):
+            raise TypeError(f"a refusal is an InputCeilingExceeded, not a {type(error).__name__}")
+        if self._check()._state.refusal is None:
+            self._set_state(refusal=error)
+
+    def protect_first_round(self, decision: ProtectedRound) -> None:
+        """Record the first-round decision; it is taken once and never changes."""
+        if self._check()._state.protected_round is not None:
+            raise ValueError(f"branch {self._branch.id} already decided its protected first round")
+        self._set_state(protected_round=decision)
+
+    def hold_marks(self, marks: Sequence[FoldMark]) -> None:
+        """The model's fold marks waiting for the next commit (replacing those held)."""
+        marks = tuple(marks)
+        if marks != self._check()._state.pending_marks:
+            self._set_state(pending_marks=marks)
+
+    def explain_rewrite(self, cause: str) -> None:
+        """Record why the next request rewrites an earlier prefix (causes add up until a send)."""
+        previous = self._check()._state.rewrite_cause
+        self._set_state(rewrite_cause=f"{previous}; {cause}" if previous else cause)
+
+    def commit_fold(
+        self, added: Sequence[Message], view_ids: Sequence[str], held_marks: Sequence[FoldMark], cause: str
+    ) -> None:
+        """Land a fold in one batch: its notes and copies, the new view, the held marks and its rewrite cause."""
+        with self.batch():
+            for message in added:
+                self.add_to_record(message)
+            self.set_view(view_ids)
+            self.hold_marks(held_marks)
+            self.explain_rewrite(cause)
+
+    def sent_prefix(self, stable: tuple[str, str, str], message_digests: Sequence[str]) -> None:
+        """Remember what the request being sent is made of (the next is checked against it); spends the cause."""
+        self._set_state(last_stable=stable, last_request_digests=tuple(message_digests), rewrite_cause=None)
 
     def record_request(self, record: RequestRecord) -> None:
         """Report a completed (or refused) send to the journal."""
         self._check()
         self._emit(record)
 
-    def set_ledger(self, ledger: Any) -> None:
+    def set_ledger(self, ledger: CacheLedger) -> None:
         self._check()._ledger = ledger
         self._emit(LedgerSet(ledger))

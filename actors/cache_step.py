@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
+from actors.env import RunEnv
 from runtime.cache import (
     CacheLedger,
     Placement,
@@ -23,7 +24,6 @@ from runtime.cache import (
 )
 from runtime.cache.blocks import Location
 from runtime.compiler import Request
-from actors.env import RunEnv
 from runtime.usage import Usage
 
 

@@ -1,59 +1,46 @@
-"""The fold-driving half of the send step (DESIGN.md section 5).
+"""Folding a branch before a send (DESIGN.md section 5): an object of its own.
 
-:class:`FoldDriving` is mixed into :class:`actors.send.TurnDriver`: before
-a send it runs the pure fold planner (:mod:`runtime.fold.planner`) while the
-request is due to fold, sends the ``side`` summary requests the planner asks
-for, and lands each plan in one ``turn.batch()`` (notes and copies into the
-record, the new view, the pending marks, the rewrite cause). It also places
-the cache anchors and tail_skip a folding branch needs, decides the protected
-first round, and runs the model's ``context`` tool against the branch. It
-relies on the driver's ``turn``, ``env``, ``profile``, ``ceiling``, ``fold``,
-``compile``, ``measure``, ``publish`` and ``_record_of``.
+A :class:`Folding` is installed for an iterative operation whose profile has
+``context_management = true`` and a resolved ceiling. Before each main send
+the pipeline (:mod:`actors.pipeline`) hands it the compiled, measured request;
+while :func:`runtime.ceiling.decide` says the request is due to fold (at or
+past the fold line, or over the ceiling), or, under immediate scheduling, once
+a first fold has landed, it runs the pure planner (:mod:`runtime.fold.planner`),
+has the ``side`` summary requests the planner asks for sent by a
+:class:`Summarizer` (the pipeline), and lands each plan in one batch
+(:meth:`actors.branch.Turn.commit_fold`). A refusal a landed fold may clear
+resumes the turn, at most :data:`MAX_RESUMES` times.
+
+It also decides the protected first round, names the cache anchors and the
+tail_skip a folding branch needs, and runs the model's ``context`` tool
+against the branch. Its dependencies are its constructor arguments: the turn,
+the fold settings, the request shape, the event publisher and the clock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Literal, Protocol
 
 import attrs
 import structlog
 
+from actors.branch import Turn
+from actors.cache_step import anchor_locations
+from actors.publisher import Publisher
+from actors.shape import RequestShape
 from runtime.cache import TailSkip
-from actors.cache_step import (
-    CachePlan,
-    anchor_locations,
-    mark_json,
-    plan_cache,
-    record_cache_outcome,
-)
-from runtime.calibration import Calibration
-from runtime.ceiling import decide
-from runtime.compiler import Request, RequestSettings, compile_request
+from runtime.cache.blocks import Location
+from runtime.ceiling import ResolvedCeiling, decide
+from runtime.compiler import Intent, Request
 from runtime.fold.context_tool import run_context_call
-from runtime.fold.planner import (
-    FoldInput,
-    FoldPlan,
-    FoldPlanner,
-    NeedSummary,
-    SummaryResult,
-)
+from runtime.fold.planner import FoldInput, FoldPlan, FoldPlanner, NeedSummary, SummaryResult
 from runtime.fold.protected import decide as decide_first_round
 from runtime.fold.protected import first_round, protected_ids, round_end_in_view
+from runtime.fold.settings import FoldSettings
 from runtime.measure import Measurement
-from runtime.messages import (
-    Instruction,
-    Message,
-    Note,
-    ToolCall,
-    ToolResult,
-)
-from runtime.providers.base import ProviderError
-from signals.events import (
-    FoldCommitted,
-    RequestSent,
-    ResponseReceived,
-)
+from runtime.messages import Message, Note, ToolCall, ToolResult
+from signals.events import FoldCommitted
 
 log = structlog.get_logger("foldline.fold")
 
@@ -61,8 +48,11 @@ log = structlog.get_logger("foldline.fold")
 MAX_RESUMES = 2
 """Refusals a fold may clear in one turn; past that the turn fails with the refusal."""
 
-SUMMARY_MAX_TOKENS = 1024
-"""Output cap of a fold's summary request."""
+
+class Summarizer(Protocol):
+    """Sends a fold's summary request (the send pipeline does); never raises a provider failure."""
+
+    async def summarize(self, need: NeedSummary) -> SummaryResult: ...
 
 
 @attrs.frozen
@@ -94,127 +84,134 @@ class FoldRun:
         return f"{ceiling_reason}; {described}"
 
 
-class FoldDriving:
-    """Folding, anchors and the context tool for :class:`actors.send.TurnDriver`."""
+@attrs.frozen
+class Folded:
+    """A request after the folds before its send: the view, the request and its measurement, and the run."""
+
+    view: tuple[Message, ...]
+    request: Request
+    measurement: Measurement
+    run: FoldRun
+
+
+@attrs.define(eq=False)
+class Folding:
+    """Folds one branch for one operation's turn (see the module docstring)."""
+
+    turn: Turn
+    settings: FoldSettings
+    ceiling: ResolvedCeiling
+    shape: RequestShape
+    publish: Publisher
+    clock: Callable[[], float]
+    resumes: int = 0
+    """Refusals a fold cleared in this turn."""
 
     # -- cache placement with folding ---------------------------------------------------
 
-    def _anchors(self, request: Request, view: Sequence[Message]) -> tuple[Any, ...]:
+    def anchors(self, request: Request, view: Sequence[Message]) -> tuple[Location, ...]:
         """The end of the protected first round and of the newest note (placement's step 5)."""
-        if self.fold is None:
-            return ()
         view_ids = [m.id for m in view]
-        round_end = round_end_in_view(self.branch.state.protected_round, view_ids)
+        round_end = round_end_in_view(self.turn.branch.state.protected_round, view_ids)
         newest_note = next((m.id for m in reversed(view) if isinstance(m, Note)), None)
         return anchor_locations(request, (round_end, newest_note))
 
-    def _tail_skip(self, m: Measurement) -> TailSkip | None:
-        if self.fold is None:
-            return None
+    def tail_skip(self, m: Measurement) -> TailSkip | None:
+        fold = self.settings
         return TailSkip.decide(
-            estimate=m.estimate,
-            ceiling=self.fold.ceiling,
-            context_fold_at=self.fold.fold_at,
-            margin=self.fold.tail_margin,
+            estimate=m.estimate, ceiling=fold.ceiling, context_fold_at=fold.fold_at, margin=fold.tail_margin
         )
 
-    def _decide_first_round(self, view: Sequence[Message], intent: str, request_id: str) -> None:
+    def decide_first_round(self, view: Sequence[Message], intent: Intent, request_id: str) -> None:
         """Decide the protected first round once, in the compile of the first request carrying it whole."""
-        if self.fold is None or not self.caching or self.branch.state.protected_round is not None:
+        if not self.settings.caching or self.turn.branch.state.protected_round is not None:
             return
         members = first_round(view)
         if members is None:
             return
-        measurer = self.measurer(intent)
         decision = decide_first_round(
             members,
-            estimate_of=measurer.messages_estimate,
-            ceiling=self.fold.ceiling,
-            scale=self.branch.scale,
-            result_bound=self.profile.tool_result_max_chars,
-            now=self.env.clock(),
+            estimate_of=self.shape.measurer(intent).messages_estimate,
+            ceiling=self.settings.ceiling,
+            scale=self.turn.branch.scale,
+            result_bound=self.settings.result_bound,
+            now=self.clock(),
             by=request_id,
         )
-        self.turn.update_state(protected_round=decision)
+        self.turn.protect_first_round(decision)
 
     # -- folding ------------------------------------------------------------------------
 
-    async def _fold_before_send(
-        self, view: tuple[Message, ...], request: Request, m: Measurement, intent: str
-    ) -> tuple[tuple[Message, ...], Request, Measurement, FoldRun]:
+    def _mode(self, view: Sequence[Message], m: Measurement) -> Literal["full", "light"] | None:
+        """How to fold a request before its send: fully when due, lightly under immediate scheduling."""
+        fold = self.settings
+        if decide(m, self.ceiling, can_fold=True, fold_at=fold.fold_at).action == "fold":
+            return "full"
+        if fold.scheduling == "immediate" and fold.strategy == "fold" and any(isinstance(x, Note) for x in view):
+            # Immediate scheduling: once the conversation has reached its fold line (a fold
+            # note stands in the view), each unit that leaves the kept tail is folded as soon as it can be.
+            return "light"
+        return None
+
+    async def before_send(
+        self, view: tuple[Message, ...], request: Request, m: Measurement, intent: Intent, summarizer: Summarizer
+    ) -> Folded:
         """Fold while due; a refusal a landed fold may still clear resumes, at most twice per turn."""
-        fold = self.fold
-        assert fold is not None and self.ceiling.ceiling is not None
+        fold = self.settings
         plans: list[FoldPlan] = []
         ran = False
-        while True:
-            over = m.estimate > fold.ceiling
-            if fold.due(m.estimate) or over:
-                mode = "full"
-            elif fold.scheduling == "immediate" and fold.strategy == "fold" and self._has_folded(view):
-                # Immediate scheduling: once the conversation has reached its fold line,
-                # each unit that leaves the kept tail is folded as soon as it can be.
-                mode = "light"
-            else:
-                break
+        while (mode := self._mode(view, m)) is not None:
             ran = ran or mode == "full"
-            plan = await self._plan_fold(view, intent, mode=mode, refusal=over)
+            plan = await self._plan(view, intent, mode=mode, refusal=m.estimate > fold.ceiling, summarizer=summarizer)
             plans.append(plan)
             if not plan.landed:
                 with self.turn.batch():
                     for message in plan.added:  # a rejected summary note: kept, outside the view
                         self.turn.add_to_record(message)
-                    if plan.held_marks != self.branch.state.pending_marks and not plan.deferred:
-                        self.turn.update_state(pending_marks=plan.held_marks)
+                    if not plan.deferred:
+                        self.turn.hold_marks(plan.held_marks)
                 break
             await self._commit(plan)
-            view = self.branch.view()
-            request = self.compile(view, intent)
-            m = self.measure(request)
+            view = self.turn.branch.view()
+            request = self.shape.compile(view, intent)
+            m = self.shape.measure(request)
             if m.estimate <= fold.ceiling or self.resumes >= MAX_RESUMES:
                 break
             self.resumes += 1
-            log.info("fold resumes after a refusal", branch=self.branch.id, estimate=m.estimate, resume=self.resumes)
-        return view, request, m, FoldRun(tuple(plans), ran or any(p.landed for p in plans))
+            log.info("fold resumes after a refusal", branch=self.turn.branch.id, estimate=m.estimate, resume=self.resumes)
+        return Folded(view, request, m, FoldRun(tuple(plans), ran or any(p.landed for p in plans)))
 
-    @staticmethod
-    def _has_folded(view: Sequence[Message]) -> bool:
-        """Whether a fold has landed in this view (a fold note stands in it)."""
-        return any(isinstance(m, Note) for m in view)
-
-    async def _plan_fold(self, view: Sequence[Message], intent: str, *, mode: str, refusal: bool) -> FoldPlan:
-        fold = self.fold
-        assert fold is not None
-        state = self.branch.state
+    async def _plan(
+        self,
+        view: Sequence[Message],
+        intent: Intent,
+        *,
+        mode: Literal["full", "light"],
+        refusal: bool,
+        summarizer: Summarizer,
+    ) -> FoldPlan:
+        state = self.turn.branch.state
         fold_input = FoldInput(
-            record=self.branch,
+            record=self.turn.branch,
             view=tuple(view),
             delivered=state.delivered,
             recovered=state.recovered,
-            protected=protected_ids(state.protected_round, view) if fold.caching else frozenset(),
+            protected=protected_ids(state.protected_round, view) if self.settings.caching else frozenset(),
             marks=tuple(state.pending_marks),
-            settings=fold,
-            mode=mode,  # type: ignore[arg-type]
+            settings=self.settings,
+            mode=mode,
             refusal=refusal,
         )
-        planner = FoldPlanner(fold_input, self.measurer(intent))
+        planner = FoldPlanner(fold_input, self.shape.measurer(intent))
         step = planner.start()
         while isinstance(step, NeedSummary):
-            result = await self._send_summary(step)
-            step = planner.resume(result, self.measurer(intent))
+            result = await summarizer.summarize(step)
+            step = planner.resume(result, self.shape.measurer(intent))
         return step
 
     async def _commit(self, plan: FoldPlan) -> None:
-        """Land a fold in one batch: its notes and copies, the view, the pending marks and the rewrite cause."""
-        cause = f"fold {plan.fold_id} ({'+'.join(plan.stages)})"
-        previous = self.branch.state.rewrite_cause
-        with self.turn.batch():
-            for message in plan.added:
-                self.turn.add_to_record(message)
-            self.turn.set_view(plan.view_ids)
-            self.turn.update_state(
-                pending_marks=plan.held_marks, rewrite_cause=f"{previous}; {cause}" if previous else cause
-            )
+        """Land a fold in one batch (its notes and copies, the view, the held marks, the rewrite cause)."""
+        self.turn.commit_fold(plan.added, plan.view_ids, plan.held_marks, f"fold {plan.fold_id} ({'+'.join(plan.stages)})")
         await self.publish(
             FoldCommitted(
                 stages=list(plan.stages),
@@ -228,121 +225,41 @@ class FoldDriving:
         )
         log.info(
             "fold committed",
-            branch=self.branch.id,
+            branch=self.turn.branch.id,
             fold=plan.fold_id,
             stages=list(plan.stages),
             before=plan.estimate_before,
             after=plan.estimate_after,
         )
 
-    async def _send_summary(self, need: NeedSummary) -> SummaryResult:
-        """Send one fold summary as a ``side`` request carrying only the span; never raises a provider failure."""
-        branch = self.branch
-        self.summaries += 1
-        request_id = f"{branch.id}:{branch.state.request_serial}:summary-{self.summaries}"
-        # The side request shares nothing with the conversation: no tools, no
-        # system text of its own (the summarizer's instructions lead its one
-        # user message, which is kept in the record, outside the view, so the
-        # request can be replayed from its record).
-        prompt = Instruction(f"{need.system}\n\n{need.prompt}")
-        settings = RequestSettings(
-            model=self.profile.model or self.env.model.name,
-            max_tokens=min(self.profile.max_tokens, SUMMARY_MAX_TOKENS),
-            intent="side",
-        )
-        request = compile_request(system=None, tools=(), view=(prompt,), settings=settings)
-        m = self.measure(request)
-        ceiling = self.ceiling.ceiling
-        if ceiling is not None and m.estimate > ceiling:
-            await self.publish_decision(
-                m, "refuse", False, f"fold summary request: estimate {m.estimate} is over the ceiling {ceiling}",
-                request_id,
-            )
-            return SummaryResult(failure=f"the summary request ({m.estimate} tokens) would exceed the ceiling")
-        plan: CachePlan | None = None
-        if self.caching:
-            plan = plan_cache(request, branch.ledger, now=self.env.clock(), env=self.env)
-            request = request.with_marks(plan.placement.marks)
-        attempt_start = [self.env.clock()]
 
-        async def before_attempt(attempt: int) -> None:
-            attempt_start[0] = self.env.clock()
-            measured = self.measure(request)
-            verdict = decide(measured, self.ceiling, can_fold=False)
-            await self.publish_decision(measured, "pass" if verdict.action != "notice" else "notice", True,
-                                        f"fold summary request: {verdict.reason}", request_id)
-            await self.publish(
-                RequestSent(
-                    digest=request.digest,
-                    bytes=len(request.payload_bytes()),
-                    attempt=attempt,
-                    intent="side",
-                    marks=[mark_json(mark) for mark in request.marks],
-                    model=request.settings.model,
-                ),
-                request_id,
-            )
+def context_call(
+    turn: Turn, call: ToolCall, *, settings: FoldSettings | None, shape: RequestShape, completed: int
+) -> ToolResult:
+    """Run one call of the model's context tool against the branch and apply what it changes.
 
-        started = self.env.monotonic()
-        try:
-            # A side request names no node: it is not one of the node's own model turns.
-            reply = await self.env.provider.send(request, node_id=None, before_attempt=before_attempt)
-        except ProviderError as exc:
-            with self.turn.batch():
-                self.turn.add_to_record(prompt)
-                self.turn.record_request(
-                    self._record_of(request, request_id, (prompt,), "failed", None, plan, node_id=None, system_id=None)
-                )
-            log.info("fold summary request failed", branch=branch.id, error=str(exc))
-            return SummaryResult(failure=f"the summary request failed: {exc}")
-        duration = self.env.monotonic() - started
-        self.usage = self.usage + reply.usage
-        # As for a main request: the batch first, then the usage event, no checkpoint between.
-        with self.turn.batch():
-            scale = Calibration(branch.state.scale).after_response(m.counted, reply.usage).scale
-            self.turn.update_state(scale=scale)
-            if plan is not None:
-                self.turn.set_ledger(record_cache_outcome(plan, reply.usage, attempt_start=attempt_start[0], env=self.env))
-            self.turn.add_to_record(prompt)
-            self.turn.record_request(
-                self._record_of(request, request_id, (prompt,), "sent", reply.usage, plan, node_id=None, system_id=None)
-            )
-        await self.publish(
-            ResponseReceived(usage=reply.usage.to_dict(), stop_reason=reply.stop_reason, duration_s=round(duration, 6)),
-            request_id,
-        )
-        text = reply.message().text
-        if not text.strip():
-            return SummaryResult(failure="the summary request answered with no text", usage=reply.usage)
-        return SummaryResult(text=text, usage=reply.usage)
-
-    # -- the context tool -------------------------------------------------------------------
-
-    def context_call(self, call: ToolCall) -> ToolResult:
-        """Run one call of the model's context tool against the branch and apply what it changes."""
-        state = self.branch.state
-        outcome = run_context_call(
-            call.arguments,
-            view=self.branch.view(),
-            record=self.branch,
-            settings=self.fold,
-            marks=tuple(state.pending_marks),
-            completed=self.completed,
-            estimator=self.measurer("continuing"),
-        )
-        result = ToolResult.for_call(call, outcome.text, is_error=outcome.is_error)
-        changes: dict[str, Any] = {}
-        recovered = outcome.recovered | ({result.id} if outcome.protect_answer else set())
+    ``settings`` is None when no fold is installed for the operation (the
+    tool still answers reads; a fold or restore says why it cannot).
+    """
+    branch = turn.branch
+    outcome = run_context_call(
+        call.arguments,
+        view=branch.view(),
+        record=branch,
+        settings=settings,
+        marks=tuple(branch.state.pending_marks),
+        completed=completed,
+        estimator=shape.measurer("continuing"),
+    )
+    result = ToolResult.for_call(call, outcome.text, is_error=outcome.is_error)
+    recovered = outcome.recovered | ({result.id} if outcome.protect_answer else set())
+    with turn.batch():
+        if outcome.view_ids is not None:
+            turn.set_view(outcome.view_ids)
         if recovered:
-            changes["recovered"] = state.recovered | recovered
+            turn.recover(recovered)
         if outcome.marks is not None:
-            changes["pending_marks"] = outcome.marks
+            turn.hold_marks(outcome.marks)
         if outcome.rewrite_cause is not None:
-            previous = state.rewrite_cause
-            changes["rewrite_cause"] = f"{previous}; {outcome.rewrite_cause}" if previous else outcome.rewrite_cause
-        with self.turn.batch():
-            if outcome.view_ids is not None:
-                self.turn.set_view(outcome.view_ids)
-            if changes:
-                self.turn.update_state(**changes)
-        return result
+            turn.explain_rewrite(outcome.rewrite_cause)
+    return result

@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from actors.branch import Branch
-from runtime.ceiling import resolve_ceiling
-from runtime.config import Profile
-from actors.send import Spawn, TurnDriver
 from actors.env import RunEnv
+from actors.pipeline import TurnProgress
+from actors.send import Spawn, TurnDriver
+from runtime.ceiling import resolve_ceiling
+from runtime.compiler import Intent
+from runtime.config import Profile
 from runtime.messages import AssistantResponse, ToolCall, ToolResult
 from runtime.operation import (
     Operation,
@@ -45,7 +47,7 @@ async def run_operation(
     calls have no results yet runs just the missing calls.
     """
     ceiling = resolve_ceiling(
-        model=profile.model or env.model.name,
+        model=env.model_name(profile),
         profile_value=profile.max_input_tokens,
         model_value=env.model.max_input_tokens,
         call_value=operation.max_input_tokens,
@@ -53,14 +55,13 @@ async def run_operation(
     )
     async with branch.turn() as turn:
         progress = branch.state.open_turn if resume and branch.state.open_turn is not None else (0, 0)
-        driver = TurnDriver(turn, env, profile, operation, node_id, spawn, ceiling)
-        driver.appended, driver.completed = progress
-        turn.update_state(open_turn=progress)
+        driver = TurnDriver(turn, env, profile, operation, node_id, spawn, ceiling, TurnProgress(*progress))
+        turn.open_turn(*progress)
         if operation.kind == "bounded":
             result = await _run_bounded(driver, *progress)
         else:
             result = await _run_iterative(driver, *progress)
-        turn.update_state(open_turn=None)
+        turn.close_turn()
         return result
 
 
@@ -70,11 +71,10 @@ async def _run_bounded(driver: TurnDriver, appended: int, completed: int) -> Ope
     for i, text in enumerate(steps):
         if i < completed:
             continue
-        intent = "final" if i == len(steps) - 1 else "continuing"
+        intent: Intent = "final" if i == len(steps) - 1 else "continuing"
         if i >= appended:
             await driver.append_instruction(text, intent)
-        reply = await driver.send(intent)
-        reply_message = reply.message()
+        reply_message = await driver.send(intent)
         if reply_message.tool_calls:
             calls = reply_message.tool_calls
             await _answer_unrun(driver, calls, "tools are not run in a bounded operation")
@@ -83,7 +83,7 @@ async def _run_bounded(driver: TurnDriver, appended: int, completed: int) -> Ope
             )
     if reply_message is None:
         reply_message = _last_answer(driver)
-    return OperationResult(reply_message.text, len(steps), driver.requests, driver.usage)
+    return OperationResult(reply_message.text, len(steps), driver.progress.requests, driver.progress.usage)
 
 
 def _last_answer(driver: TurnDriver) -> AssistantResponse:
@@ -105,14 +105,13 @@ async def _run_iterative(driver: TurnDriver, appended: int, completed: int) -> O
         # Resumed after at least one response: finish its round before sending again.
         last = _last_answer(driver)
         if not last.tool_calls:
-            return OperationResult(last.text, completed, driver.requests, driver.usage)
+            return OperationResult(last.text, completed, driver.progress.requests, driver.progress.usage)
         answered = {m.call_id for m in driver.branch.view() if isinstance(m, ToolResult)}
         await driver.run_tools([c for c in last.tool_calls if c.call_id not in answered])
     for round_no in range(completed + 1, driver.operation.max_rounds + 1):
-        reply = await driver.send("continuing")
-        message = reply.message()
+        message = await driver.send("continuing")
         if not message.tool_calls:
-            return OperationResult(message.text, round_no, driver.requests, driver.usage)
+            return OperationResult(message.text, round_no, driver.progress.requests, driver.progress.usage)
         await driver.run_tools(message.tool_calls)
     raise RoundLimitExceeded(
         f"no final answer after {driver.operation.max_rounds} rounds (max_rounds={driver.operation.max_rounds})"

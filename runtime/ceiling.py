@@ -5,13 +5,16 @@ positive int, ``"auto"``, ``"none"`` or unset, on a profile or a model
 configuration, and may be lowered (never raised) per call. Unset and
 ``"auto"`` resolve to the first price tier's ``max_prompt_tokens`` for a model
 the pricing table prices by prompt length, and to no ceiling for any other
-model (the resolution says why). Before every send, :func:`decide` compares the
-request's estimate with the resolved ceiling.
+model (the resolution says why). Before every send attempt, :func:`decide`
+compares the request's estimate with the resolved ceiling; it is also the one
+fold trigger (``can_fold``: at or past the fold line, or over the ceiling).
+:func:`refusal` builds the error a refused request raises.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from typing import Any, Literal
 
 import attrs
@@ -41,7 +44,10 @@ CeilingSource = Literal["profile", "model", "call", "auto", "none", "unpriced"]
 Action = Literal["pass", "notice", "fold", "refuse"]
 
 DEFAULT_FOLD_AT = 0.8
-DEFAULT_NOTICE_AT = 0.8
+"""The fold line's default share of the ceiling (``context_fold_at``)."""
+
+DEFAULT_NOTICE_AT = DEFAULT_FOLD_AT
+"""A turn appended at or past this share of the ceiling carries the size notice: the fold line."""
 
 # A threshold within this distance of an integer is taken as that integer
 # (0.14 x 100000 is 14000.000000000002 in binary floating point).
@@ -173,7 +179,8 @@ def _check_fraction(name: str, value: Any) -> float:
     return float(value)
 
 
-def _line(fraction: float, ceiling: int) -> float:
+def line_at(fraction: float, ceiling: int) -> float:
+    """``fraction`` x ``ceiling`` in tokens, with binary floating-point noise rounded away."""
     return round(fraction * ceiling, _FLOAT_NOISE_DECIMALS)
 
 
@@ -207,7 +214,7 @@ def decide(
         return Decision(
             "refuse", estimate, ceiling, f"estimate {estimate} is over the ceiling {ceiling} and nothing may fold"
         )
-    fold_line = _line(fold_at, ceiling)
+    fold_line = line_at(fold_at, ceiling)
     if can_fold and estimate >= fold_line:
         return Decision(
             "fold",
@@ -215,7 +222,7 @@ def decide(
             ceiling,
             f"estimate {estimate} reaches the fold line {_tokens(fold_line)} ({fold_at:g} x ceiling {ceiling})",
         )
-    notice_line_at = _line(notice_at, ceiling)
+    notice_line_at = line_at(notice_at, ceiling)
     if estimate >= notice_line_at:
         return Decision(
             "notice",
@@ -243,13 +250,24 @@ def notice_line(measurement: Measurement, ceiling: int) -> str:
     )
 
 
-def refusal(measurement: Measurement, ceiling: int, *, branch_id: str | None = None) -> InputCeilingExceeded:
-    """The error for refusing ``measurement`` under ``ceiling`` (the caller raises it)."""
+def refusal(
+    measurement: Measurement,
+    ceiling: int,
+    *,
+    branch_id: str | None = None,
+    describe: Callable[[str], str] = str,
+) -> InputCeilingExceeded:
+    """The error for refusing ``measurement`` under ``ceiling`` (the caller raises it).
+
+    ``describe`` turns a measured part's label (a message id, ``"tools"``, ...)
+    into the words the error shows for it (the send path names a message by
+    its record index and kind).
+    """
     return InputCeilingExceeded(
         estimate=measurement.estimate,
         ceiling=ceiling,
         counted=measurement.counted,
         scale=measurement.scale,
-        largest_parts=list(measurement.parts),
+        largest_parts=[(describe(label), tokens) for label, tokens in measurement.parts],
         branch_id=branch_id,
     )

@@ -18,7 +18,7 @@ the flow owns, so no task outlives its flow.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Literal
 
 import anyio
@@ -272,7 +272,7 @@ class _Scheduler:
         log.info("node finished", node=node.id, rounds=result.rounds, requests=result.requests)
         await self.finish(NodeOutcome(node.id, "ok", None, result, branch.id))
 
-    def _spawner(self, emitter: Node) -> Callable[[str], anyio.abc.Awaitable[str]] | None:
+    def _spawner(self, emitter: Node) -> Callable[[str], Awaitable[str]] | None:
         async def spawn(child_id: str) -> str:
             return await self.spawn(emitter, child_id)
 

@@ -23,18 +23,21 @@ Kinds:
 from __future__ import annotations
 
 import json
-import secrets
 from collections.abc import Mapping
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 import attrs
 
 from runtime.canonical import canonical_json, sha256_hex
+from runtime.ids import current_ids
 
 
 def new_message_id() -> str:
-    """A fresh message id: 16 random hex digits (ids carry no content)."""
-    return secrets.token_hex(8)
+    """A fresh message id from the id source in force (:mod:`runtime.ids`; random: 16 hex digits).
+
+    Ids carry no content.
+    """
+    return current_ids().message_id()
 
 
 def _set_digest(instance: Any) -> None:
@@ -60,7 +63,8 @@ class ToolCall:
     @property
     def arguments(self) -> dict[str, Any]:
         """A fresh dict of the arguments (mutating it changes nothing here)."""
-        return json.loads(self.arguments_json)
+        arguments: dict[str, Any] = json.loads(self.arguments_json)
+        return arguments
 
     def content(self) -> dict[str, Any]:
         return {"type": "tool_call", "call_id": self.call_id, "name": self.name, "arguments": self.arguments_json}
@@ -238,7 +242,7 @@ class Note:
         }
 
 
-Message = Union[SystemMessage, Instruction, AssistantResponse, ToolResult, Note]
+Message = SystemMessage | Instruction | AssistantResponse | ToolResult | Note
 
 ROLE_OF_KIND: Mapping[str, str] = {
     "instruction": "user",

@@ -12,6 +12,7 @@ from typing import Literal
 
 import attrs
 
+from runtime.ceiling import CeilingPolicy
 from runtime.errors import FoldlineError
 from runtime.usage import Usage
 
@@ -36,7 +37,7 @@ class Operation:
     kind: Literal["bounded", "iterative"]
     instructions: tuple[str, ...]
     max_rounds: int = 20
-    max_input_tokens: int | str | None = None
+    max_input_tokens: CeilingPolicy = None
 
     def __attrs_post_init__(self) -> None:
         if self.kind not in ("bounded", "iterative"):

@@ -17,29 +17,30 @@ recoverable byte for byte, and keeps a report rebuilt from the events.
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 import anyio
 import attrs
 import structlog
 
 from actors.branch import Branch, BranchJournal
+from actors.env import RunEnv
+from actors.tools import BUILTIN_TOOLS, ToolRegistry
 from runtime.canonical import canonical_json, sha256_hex
 from runtime.config import ModelConfig
-from actors.env import RunEnv
 from runtime.flow import Flow, FlowResult, Node, Restored, run_flow
 from runtime.fold.audit import unrecoverable_bytes
+from runtime.ids import IdSource, current_ids, use_ids
 from runtime.measure import TokenCounter
 from runtime.pricing import PricingTable
 from runtime.providers.base import Provider
 from runtime.report import ReportBuilder
-from actors.tools import BUILTIN_TOOLS, ToolRegistry
-from signals.bus import SignalBus
+from signals.bus import Gap, SignalBus
 from signals.envelope import Event
 from signals.events import RunFinished, RunStarted
 from signals.sinks import JsonlSink
@@ -65,20 +66,29 @@ def audit_recoverability(branches: list[Branch]) -> int:
     return bad
 
 
+DEFAULT_MODEL = "claude-haiku-5-5"
+
+
+def _model_config(model: str | ModelConfig) -> ModelConfig:
+    """A model name or configuration as a configuration."""
+    return ModelConfig(name=model) if isinstance(model, str) else model
+
+
 @attrs.define(eq=False)
 class Runtime:
     """One run of flows against one provider. Use as an async context manager."""
 
     provider: Provider
     model: ModelConfig = attrs.field(
-        default="claude-haiku-5-5",
-        converter=lambda m: ModelConfig(name=m) if isinstance(m, str) else m,
+        default=attrs.Factory(lambda: ModelConfig(name=DEFAULT_MODEL)), converter=_model_config
     )
     pricing: PricingTable = attrs.field(factory=PricingTable.load_default)
     registry: ToolRegistry = BUILTIN_TOOLS
     clock: Callable[[], float] = time.time
     monotonic: Callable[[], float] = time.monotonic
-    run_id: str = attrs.field(factory=lambda: "run-" + secrets.token_hex(6))
+    ids: IdSource = attrs.field(factory=current_ids, kw_only=True)
+    """Where the run's ids come from (random by default; a deterministic host passes its own)."""
+    run_id: str = attrs.field(default=attrs.Factory(lambda self: self.ids.run_id(), takes_self=True))
     signals_path: str | Path | None = None
     scenario: str | None = None
     journal: BranchJournal | None = None
@@ -90,7 +100,7 @@ class Runtime:
     _report_done: anyio.Event | None = attrs.field(default=None, init=False)
     _counter: TokenCounter = attrs.field(factory=TokenCounter, init=False)
 
-    async def __aenter__(self) -> Runtime:
+    async def __aenter__(self) -> Self:
         stack = AsyncExitStack()
         await stack.__aenter__()
         try:
@@ -108,12 +118,19 @@ class Runtime:
         self._stack = stack
         return self
 
-    async def __aexit__(self, *exc_info: Any) -> bool | None:
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool | None:
         assert self._stack is not None
-        return await self._stack.__aexit__(*exc_info)
+        return await self._stack.__aexit__(exc_type, exc, traceback)
 
-    def _feed_report(self, event: Event) -> None:
+    def _feed_report(self, event: Event | Gap) -> None:
         assert self._report is not None and self._report_done is not None
+        if isinstance(event, Gap):
+            raise TypeError("the report's blocking subscription lost events")  # a block policy never drops
         self._report.feed(event)
         if event.type == "RunFinished":
             self._report_done.set()
@@ -138,19 +155,21 @@ class Runtime:
             monotonic=self.monotonic,
             process_id=self.run_id,
             journal=self.journal,
+            ids=self.ids,
         )
 
     def new_branch(self, node: Node) -> Branch:
         """A fresh branch set up from a node's profile (system text and tools)."""
         profile = node.profile
-        return Branch.create(system=profile.system, tools=self.registry.specs(profile.tools))
+        with use_ids(self.ids):
+            return Branch.create(system=profile.system, tools=self.registry.specs(profile.tools))
 
     async def run(self, flow: Flow, *, restored: Mapping[str, Restored] | None = None) -> FlowResult:
         """Run a flow to completion and publish its start and finish.
 
         ``restored`` resumes an interrupted run (see :func:`runtime.flow.run_flow`).
         """
-        with structlog.contextvars.bound_contextvars(run_id=self.run_id):
+        with structlog.contextvars.bound_contextvars(run_id=self.run_id), use_ids(self.ids):
             return await self._run(flow, restored)
 
     async def _run(self, flow: Flow, restored: Mapping[str, Restored] | None) -> FlowResult:

@@ -6,6 +6,8 @@ import anyio
 import pytest
 
 from actors.branch import Branch, BranchBusy
+from runtime.errors import InputCeilingExceeded
+from runtime.usage import Usage
 from actors.record import Record
 from runtime.messages import Instruction, Note
 
@@ -52,7 +54,8 @@ async def test_clone_keeps_scale_and_not_refusal_or_ledger() -> None:
     emitter = Branch.create()
     async with emitter.turn() as turn:
         turn.append(Instruction("x"))
-        turn.update_state(scale=1.3, refusal=RuntimeError("refused"))
+        turn.calibrate(4000, Usage(input_tokens=5200))
+        turn.refuse(InputCeilingExceeded(estimate=10, ceiling=5, counted=9, scale=1.3, largest_parts=[]))
         turn.set_ledger(object())
     clone = emitter.clone()
     assert clone.scale == 1.3

@@ -1,10 +1,16 @@
-"""first_divergence, stable_changed and settings_changed."""
+"""The payload oracle (first_divergence, stable_changed, settings_changed) the rewrite detector is held to."""
 
 from __future__ import annotations
 
 import copy
 
-from runtime.cache.rewrites import first_divergence, settings_changed, stable_changed
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from runtime.cache.rewrites import Rewrite, find_rewrite, stable_digests
+from runtime.compiler import Request, RequestSettings, ToolSpec, compile_request
+from runtime.messages import AssistantResponse, Instruction, Message, TextPart
+from tests.payload_rewrites import first_divergence, settings_changed, stable_changed
 
 
 def payload(n: int = 3) -> dict:
@@ -83,3 +89,48 @@ def test_settings_changed_for_the_certificate_seeds():
         nxt = copy.deepcopy(base)
         nxt[key] = value
         assert settings_changed(base, nxt)
+
+
+# --- the send path's digest detector agrees with the payload oracle -----------------------
+
+_TOOL = ToolSpec.create("read_file", "Read a file.", {"type": "object"})
+
+
+def _compiled(texts: list[str], *, system: str = "sys", tools: tuple[ToolSpec, ...] = (_TOOL,)) -> Request:
+    view: list[Message] = []
+    for i, text in enumerate(texts):
+        view.append(Instruction(text) if i % 2 == 0 else AssistantResponse((TextPart(text),)))
+    return compile_request(system=system, tools=tools, view=view, settings=RequestSettings(model="m"))
+
+
+def _digests(request: Request) -> tuple[tuple[str, str, str], tuple[str, ...]]:
+    s = request.settings
+    stable = stable_digests([t.piece() for t in request.tools], request.system, s.model, s.tool_choice_json)
+    return stable, request.message_digests()
+
+
+words = st.lists(st.sampled_from(["a", "b", "c", "read it", "done"]), min_size=1, max_size=6)
+
+
+@settings(max_examples=60)
+@given(words, words, st.booleans())
+def test_the_detector_names_the_message_the_payload_oracle_names(first: list[str], second: list[str], extend: bool) -> None:
+    later = first + second if extend else second
+    prev, nxt = _compiled(first), _compiled(later)
+    (stable_a, digests_a), (stable_b, digests_b) = _digests(prev), _digests(nxt)
+    found = find_rewrite(stable_a, digests_a, stable_b, digests_b, "a fold")
+    expected = first_divergence(prev.payload(), nxt.payload())
+    assert (found.first_changed_message if found is not None else None) == expected
+    if found is not None:
+        assert found.cause == "a fold"
+
+
+def test_a_stable_segment_change_is_the_whole_rewrite_and_names_what_changed() -> None:
+    prev = _compiled(["a", "b"])
+    nxt = _compiled(["x", "b"], system="other")
+    (stable_a, digests_a), (stable_b, digests_b) = _digests(prev), _digests(nxt)
+    assert stable_changed(prev.payload(), nxt.payload())
+    assert find_rewrite(stable_a, digests_a, stable_b, digests_b, None) == Rewrite(
+        0, "stable segment changed: system text"
+    )
+    assert find_rewrite((), (), stable_b, digests_b, None) is None  # the first request rewrites nothing

@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 import pytest
 
-from runtime.cache import first_divergence
+from tests.payload_rewrites import first_divergence
 from actors.cache_step import plan_cache, read_verdict, record_cache_outcome
 from runtime.compiler import RequestSettings, compile_request
 from runtime.flow import Flow
@@ -34,9 +34,13 @@ class Capture:
     def caches_by_prefix(self) -> bool:
         return self.inner.caches_by_prefix
 
-    async def send(self, request, *, node_id, before_attempt):
+    @property
+    def max_retries(self) -> int:
+        return self.inner.max_retries
+
+    async def send(self, request, *, node_id):
         self.payloads.append(request.payload())
-        return await self.inner.send(request, node_id=node_id, before_attempt=before_attempt)
+        return await self.inner.send(request, node_id=node_id)
 
     async def aclose(self) -> None:
         await self.inner.aclose()
@@ -141,7 +145,7 @@ async def test_second_request_reads_the_first_requests_turn_mark() -> None:
         plan1 = plan_cache(first, None, now=env.clock(), env=env)
         roles1 = {m.role for m in plan1.placement.marks}
         assert {"turn", "stable"} <= roles1
-        reply1 = await provider.send(first.with_marks(plan1.placement.marks), node_id="n", before_attempt=_noop)
+        reply1 = await provider.send(first.with_marks(plan1.placement.marks), node_id="n")
         ledger = record_cache_outcome(plan1, reply1.usage, attempt_start=env.clock(), env=env)
 
         from runtime.messages import AssistantResponse, TextPart
@@ -152,15 +156,11 @@ async def test_second_request_reads_the_first_requests_turn_mark() -> None:
         turn1 = next(m for m in plan1.placement.marks if m.role == "turn")
         assert plan2.placement.read_target is not None
         assert plan2.placement.read_target.ref.location == turn1.location
-        reply2 = await provider.send(second.with_marks(plan2.placement.marks), node_id="n", before_attempt=_noop)
+        reply2 = await provider.send(second.with_marks(plan2.placement.marks), node_id="n")
         verdict = read_verdict(plan2, reply2.usage)
     assert plan2.placement.g1.status == "met"
     assert verdict.read == "at_or_above"
     assert reply2.usage.cache_read_input_tokens > 0
-
-
-async def _noop(attempt: int) -> None:
-    return None
 
 
 @pytest.mark.anyio

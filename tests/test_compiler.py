@@ -14,10 +14,10 @@ from runtime.compiler import (
     Request,
     RequestSettings,
     ToolSpec,
-    check_pairing,
     compile_request,
 )
 from runtime.messages import AssistantResponse, Instruction, Message, Note, TextPart, ToolCall, ToolResult
+from tests.pairing import check_pairing
 
 SETTINGS = RequestSettings(model="claude-haiku-5-5")
 TOOLS = (ToolSpec.create("read_file", "Read a file.", {"type": "object", "properties": {"path": {"type": "string"}}}),)

@@ -11,8 +11,8 @@ import pytest
 from support import calls, iterative, node, read, runtime_for, text
 
 from actors.branch import Branch, RequestRecord
-from runtime.cache import first_divergence
-from runtime.compiler import check_pairing
+from tests.payload_rewrites import first_divergence
+from tests.pairing import check_pairing
 from runtime.config import Profile
 from actors.operations import Operation, run_operation
 from runtime.errors import InputCeilingExceeded
@@ -22,6 +22,7 @@ from runtime.fold.formats import parse_clip_marker
 from runtime.sim.summary_policy import FoldSummaryPolicy
 from runtime.messages import Instruction, Note, ToolResult
 from runtime.policies import PolicyRegistry, ScriptPolicy, ScriptStep
+from runtime.providers.base import AttemptFailed
 from runtime.providers.scripted import ScriptedProvider
 from runtime.sim.clock import ManualClock
 
@@ -49,9 +50,13 @@ class Capture:
     def caches_by_prefix(self) -> bool:
         return self.inner.caches_by_prefix
 
-    async def send(self, request, *, node_id, before_attempt):
+    @property
+    def max_retries(self) -> int:
+        return self.inner.max_retries
+
+    async def send(self, request, *, node_id):
         self.sent.append((node_id, request.payload()))
-        return await self.inner.send(request, node_id=node_id, before_attempt=before_attempt)
+        return await self.inner.send(request, node_id=node_id)
 
     async def aclose(self) -> None:
         await self.inner.aclose()
@@ -429,3 +434,35 @@ async def test_the_result_bound_projects_every_result_to_the_same_bytes_on_every
     body = answer.output.split("\n", 1)[1]
     assert body == first.output[2000 : 2000 + len(body)] and len(body) > 3000
     assert {r.result_bound for r in journal.requests()} == {4000}
+
+
+@attrs.define(eq=False)
+class FlakySide(Capture):
+    """Fails the first attempt of every side request with a retryable 529."""
+
+    max_retries: int = 2  # type: ignore[misc]
+    side_calls: int = 0
+
+    async def send(self, request, *, node_id):
+        if node_id is None:
+            self.side_calls += 1
+            if self.side_calls == 1:
+                raise AttemptFailed(
+                    "HTTP 529 overloaded_error: busy", status=529, error_type="overloaded_error",
+                    headers={"retry-after-ms": "1"},
+                )
+        return await super().send(request, node_id=node_id)
+
+
+@pytest.mark.anyio
+async def test_a_summary_request_is_retried_by_the_pipeline_and_every_attempt_is_decided() -> None:
+    inner = provider({"n": _big_round_script()}).inner
+    capture = FlakySide(inner)
+    branch, events, outcome = await _history_then_big_round(capture)
+    assert outcome.answer == "read them" and capture.side_calls == 2
+    sent = [e for e in of(events, "RequestSent") if e.data["intent"] == "side"]
+    assert [e.data["attempt"] for e in sent] == [1, 2] and sent[0].request_id == sent[1].request_id
+    decisions = [e.data for e in of(events, "ContextDecision") if e.request_id == sent[0].request_id]
+    assert len(decisions) == 2 and all(d["sent"] and d["reason"].startswith("fold summary request: ") for d in decisions)
+    note = next(m for m in branch.view() if isinstance(m, Note) and m.stage == "all")
+    assert note.text.split("\n")[1] == "Summary:"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from runtime.compiler import check_pairing, compile_request, RequestSettings
+from runtime.compiler import compile_request, RequestSettings
+from tests.pairing import check_pairing
 from runtime.errors import ConfigError
 from runtime.flow import Flow, Node
 from runtime.messages import AssistantResponse, ToolResult

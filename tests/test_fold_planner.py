@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.compiler import check_pairing
+from tests.pairing import check_pairing
 from runtime.bench.conversations import Conversation, fold_input, measurer_for, run_planner
 from runtime.fold.formats import parse_clip_marker, parse_note_calls, read_call
 from runtime.fold.marks import FoldMark

@@ -21,9 +21,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import runtime_for
 
-from runtime.cache import first_divergence
+from tests.payload_rewrites import first_divergence
 from runtime.canonical import canonical_json, sha256_hex
-from runtime.compiler import EMPTY_RESPONSE_TEXT, check_pairing
+from runtime.compiler import EMPTY_RESPONSE_TEXT
+from tests.pairing import check_pairing
 from runtime.config import Profile
 from runtime.flow import Flow
 from runtime.bench.conversations import Conversation, fold_input, measurer_for, run_planner
@@ -198,14 +199,15 @@ def test_the_send_path_keeps_every_invariant_on_random_runs(
     class Capture:
         name = "scripted"
         caches_by_prefix = True
+        max_retries = 0
 
         def __init__(self) -> None:
             self.inner = ScriptedProvider(registry, clock=ManualClock(1_000.0))
 
-        async def send(self, request, *, node_id, before_attempt):
+        async def send(self, request, *, node_id):
             if node_id is not None:
                 payloads.append(request.payload())
-            return await self.inner.send(request, node_id=node_id, before_attempt=before_attempt)
+            return await self.inner.send(request, node_id=node_id)
 
         async def aclose(self) -> None:
             await self.inner.aclose()

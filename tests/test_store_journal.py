@@ -10,6 +10,7 @@ import pytest
 from actors.branch import Branch, RequestRecord
 from runtime.cache.ledger import CacheLedger
 from runtime.compiler import ToolSpec
+from runtime.fold.marks import FoldMark
 from runtime.messages import (
     AssistantResponse,
     Instruction,
@@ -46,7 +47,8 @@ async def a_round(branch: Branch, n: int, size: int = 200) -> None:
         call = ToolCall.create(f"c{n}", "read_file", {"path": f"f{n}.md"})
         with turn.batch():
             turn.append(AssistantResponse((TextPart("reading"), call), "tool_use"))
-            turn.update_state(open_turn=(1, 1), delivered=frozenset(branch.view_ids()))
+            turn.open_turn(1, 1)
+            turn.deliver(branch.view_ids())
         turn.append(ToolResult.for_call(call, f"content {n} " + "x" * size))
 
 
@@ -62,7 +64,9 @@ async def test_a_branch_comes_back_exactly(tmp_path: Path) -> None:
                 note = Note("folded the first round", tuple(replaced), 1, "tool_io")
                 turn.add_to_record(note)
                 turn.set_view((note.id, *branch.view_ids()[3:]))
-                turn.update_state(scale=1.25, open_turn=None, pending_marks=(("m", 1),))
+                turn.calibrate(4000, Usage(input_tokens=5000))
+                turn.close_turn()
+                turn.hold_marks((FoldMark(1, 2),))
             turn.set_ledger(CacheLedger.empty())
             turn.record_request(
                 RequestRecord(
@@ -81,7 +85,7 @@ async def test_a_branch_comes_back_exactly(tmp_path: Path) -> None:
     assert [(m.id, m.sha256) for m in back.record_messages()] == [(m.id, m.sha256) for m in branch.record_messages()]
     assert back.record_messages() == branch.record_messages()
     assert back.system == branch.system and back.tools == branch.tools
-    assert back.state.scale == 1.25 and back.state.pending_marks == (("m", 1),) and back.state.open_turn is None
+    assert back.state.scale == 1.25 and back.state.pending_marks == (FoldMark(1, 2),) and back.state.open_turn is None
     assert back.state.delivered == branch.state.delivered
     assert isinstance(back.ledger, CacheLedger) and len(back.ledger) == 0
     assert row.node_id == "n1" and row.view_ids == branch.view_ids() and row.usage == {"input_tokens": 7}

@@ -10,7 +10,7 @@ process ids are arguments; there is no I/O, clock or event loop.
 - :mod:`runtime.cache.verdict`: judging the read after the response.
 - :mod:`runtime.cache.apply`: writing the marks into the payload.
 - :mod:`runtime.cache.tail_skip`: no turn mark on a request a fold will follow.
-- :mod:`runtime.cache.rewrites`: where one request stops being a prefix of the next.
+- :mod:`runtime.cache.rewrites`: the rewrite detector (where one request stops being a prefix of the next).
 """
 
 from runtime.cache.apply import apply_marks
@@ -26,7 +26,6 @@ from runtime.cache.marks import Mark
 from runtime.cache.placement import place_marks
 from runtime.cache.reach import reaches
 from runtime.cache.record import G1, Entry, Placement, Skipped
-from runtime.cache.rewrites import first_divergence, settings_changed, stable_changed
 from runtime.cache.rows import LedgerRow
 from runtime.cache.tail_skip import TailSkip, TailSkipRecord
 from runtime.cache.verdict import ReadVerdict, evaluate_read
@@ -49,9 +48,6 @@ __all__ = [
     "certify",
     "certify_payload",
     "evaluate_read",
-    "first_divergence",
     "place_marks",
     "reaches",
-    "settings_changed",
-    "stable_changed",
 ]

@@ -1,84 +1,65 @@
-"""Where one request stops being a prefix of the next.
+"""Where one request stops being a prefix of the next: the rewrite detector.
 
-Comparison is on what the provider's cache sees: canonical JSON with each
-block's own ``cache_control`` removed, and string content read as the one text
-block the API reads it as (so adding or moving marks, or the string/list form
-of the same text, is not a rewrite).
+The send path remembers what each request was made of (the digests of its
+stable segment's parts and of each rendered message, marks left out) and
+checks the next request against it. A change of the stable segment (tools,
+system text, model and tool choice) rewrites everything after it and is
+reported with what changed; a message that differs from the one at its place
+in the previous request is reported with the recorded cause (a fold commit,
+a restore), or as unexplained when none was recorded. Pure: digests in, a
+:class:`Rewrite` or None out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Sequence
 
-from runtime.cache.blocks import (
-    as_payload,
-    content_blocks,
-    messages_of,
-    system_blocks,
-    tools_of,
-    without_cache_control,
-)
-from runtime.canonical import canonical_bytes
+import attrs
+
+from runtime.canonical import sha256_hex
+
+STABLE_PARTS = ("tools", "system text", "model")
+"""The parts of the stable segment whose digests :func:`stable_digests` returns, in order."""
 
 
-def _message_form(message: Mapping[str, Any], m: int) -> bytes:
-    envelope = {k: v for k, v in message.items() if k != "content"}
-    blocks = [without_cache_control(b) for b in content_blocks(message["content"], f"messages[{m}].content")]
-    return canonical_bytes([envelope, blocks])
+def stable_digests(
+    tool_pieces: Sequence[str], system: str | None, model: str, tool_choice_json: str | None
+) -> tuple[str, str, str]:
+    """Digests of the parts of the stable segment whose change rewrites the whole prefix."""
+    tools = sha256_hex("\x1e".join(tool_pieces))
+    system_digest = sha256_hex(system or "")
+    settings = sha256_hex(f"{model}\x1e{tool_choice_json}")
+    return tools, system_digest, settings
 
 
-def first_divergence(prev_payload: Mapping[str, Any], next_payload: Mapping[str, Any]) -> int | None:
-    """The index of the first message of ``prev`` that differs from ``next``'s at that index.
+@attrs.frozen
+class Rewrite:
+    """An earlier prefix the next request does not keep: from which message, and why (None: unexplained)."""
 
-    None when ``prev``'s messages are a prefix of (or equal to) ``next``'s.
-    When ``next`` has fewer messages and they all match, the answer is the
-    first of ``prev``'s messages that ``next`` lacks.
+    first_changed_message: int
+    cause: str | None
+
+
+def find_rewrite(
+    last_stable: tuple[str, ...],
+    last_messages: Sequence[str],
+    stable: tuple[str, str, str],
+    messages: Sequence[str],
+    cause: str | None,
+) -> Rewrite | None:
+    """The rewrite the request (``stable``, ``messages``) makes of the previous one, if any.
+
+    ``last_stable`` empty means there was no previous request. A stable
+    segment change is the whole rewrite (from message 0); otherwise the first
+    message of the previous request that differs (or that the request lacks)
+    is reported with ``cause``.
     """
-    prev_messages = messages_of(as_payload(prev_payload))
-    next_messages = messages_of(as_payload(next_payload))
-    for m, prev_message in enumerate(prev_messages):
-        if m >= len(next_messages):
-            return m
-        if _message_form(prev_message, m) != _message_form(next_messages[m], m):
-            return m
-    return None
-
-
-def _stable_form(payload: Mapping[str, Any]) -> bytes:
-    payload = as_payload(payload)
-    return canonical_bytes(
-        {
-            "tools": [without_cache_control(t) for t in tools_of(payload)],
-            "system": [without_cache_control(b) for b in system_blocks(payload)],
-            "tool_choice": payload.get("tool_choice"),
-        }
-    )
-
-
-def stable_changed(prev_payload: Mapping[str, Any], next_payload: Mapping[str, Any]) -> bool:
-    """Whether tools, system or tool_choice differ between the two requests."""
-    return _stable_form(prev_payload) != _stable_form(next_payload)
-
-
-def _settings_form(payload: Mapping[str, Any]) -> bytes:
-    payload = as_payload(payload)
-    output_config = payload.get("output_config")
-    effort = output_config.get("effort") if isinstance(output_config, Mapping) else None
-    return canonical_bytes(
-        {
-            "model": payload.get("model"),
-            "thinking": payload.get("thinking"),
-            "effort": effort,
-            "speed": payload.get("speed"),
-        }
-    )
-
-
-def settings_changed(prev_payload: Mapping[str, Any], next_payload: Mapping[str, Any]) -> bool:
-    """Whether a setting that seeds the certificates changed: model, thinking, effort or speed.
-
-    Such a change invalidates cached prefixes even when tools, system and
-    messages are byte-identical.
-    """
-    return _settings_form(prev_payload) != _settings_form(next_payload)
+    if last_stable and stable != last_stable:
+        changed = [name for name, a, b in zip(STABLE_PARTS, last_stable, stable) if a != b]
+        return Rewrite(0, f"stable segment changed: {', '.join(changed)}")
+    previous = tuple(last_messages)
+    if not previous or tuple(messages[: len(previous)]) == previous:
+        return None
+    padded = tuple(messages) + ("",) * len(previous)
+    first = next(i for i, (a, b) in enumerate(zip(previous, padded)) if a != b)
+    return Rewrite(first, cause)

@@ -15,7 +15,13 @@ from typing import Literal
 
 import attrs
 
-_NOISE = 6  # decimals: 0.8 x 20000 is 16000.000000000002 in binary floating point
+from runtime.ceiling import DEFAULT_FOLD_AT, line_at
+
+DEFAULT_TARGET = 0.6
+"""The share of the ceiling a fold aims to bring the request under (``context_fold_target``)."""
+
+DEFAULT_TAIL_MARGIN = 0.045
+"""How far under the fold line a request skips its turn mark (``context_fold_tail_margin``)."""
 
 TOOL_IO_TAILS = (6, 2)
 """The kept tails of the tool_io stage, in order (messages of the view)."""
@@ -38,9 +44,9 @@ class FoldSettings:
     """Everything the pure fold needs to know about the policy in force."""
 
     ceiling: int
-    fold_at: float = 0.8
-    target: float = 0.6
-    tail_margin: float = 0.045
+    fold_at: float = DEFAULT_FOLD_AT
+    target: float = DEFAULT_TARGET
+    tail_margin: float = DEFAULT_TAIL_MARGIN
     result_bound: int | None = None
     caching: bool = False
     """Both cache gates are on (the provider caches by prefix and the profile asks for it)."""
@@ -57,24 +63,16 @@ class FoldSettings:
 
     @property
     def fold_line(self) -> float:
-        return round(self.fold_at * self.ceiling, _NOISE)
+        """The fold line in tokens (whether a request reaches it is :func:`runtime.ceiling.decide`'s call)."""
+        return line_at(self.fold_at, self.ceiling)
 
     @property
     def target_tokens(self) -> float:
-        return round(self.target * self.ceiling, _NOISE)
-
-    def due(self, estimate: int) -> bool:
-        """Whether a request of ``estimate`` tokens reaches the fold line (at or past it)."""
-        return estimate >= self.fold_line
+        return line_at(self.target, self.ceiling)
 
     def reached(self, estimate: int) -> bool:
         """Whether ``estimate`` is at or under the target."""
         return estimate <= self.target_tokens
-
-    @property
-    def offers_context_tool(self) -> bool:
-        """The model gets the context tool under the fold strategy (never under compaction)."""
-        return self.strategy == "fold"
 
 
 def fold_settings(

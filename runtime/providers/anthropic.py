@@ -2,9 +2,10 @@
 
 By default it talks to the built-in simulated server on loopback; pointed at
 the real API (``base_url`` unset and an API key in the environment) it is the
-same code. The SDK runs with ``max_retries=0``: this provider retries by the
-SDK's own rules (:mod:`runtime.providers.retry`) so that each attempt is
-measured and recorded (``before_attempt``) before it is sent.
+same code. The SDK runs with ``max_retries=0`` and this provider sends exactly
+one attempt per call: the send pipeline retries by the SDK's own rules
+(:mod:`runtime.providers.retry`), so that each attempt is measured, decided and
+recorded before it is sent.
 
 The API key is held only by the SDK client; it never appears in logs, events,
 reports or errors (error text is scrubbed of it).
@@ -12,21 +13,15 @@ reports or errors (error text is scrubbed of it).
 
 from __future__ import annotations
 
-import random
-import time
 from typing import Any
 
 import anthropic
-import anyio
 import attrs
-import structlog
 
 from runtime.compiler import Request
-from runtime.providers.base import BeforeAttempt, ProviderError, ProviderReply
-from runtime.providers.retry import DEFAULT_MAX_RETRIES, retry_delay, should_retry
+from runtime.providers.base import AttemptFailed, ProviderError, ProviderReply
+from runtime.providers.retry import DEFAULT_MAX_RETRIES
 from runtime.usage import Usage
-
-log = structlog.get_logger("foldline.provider")
 
 NODE_HEADER = "x-foldline-node"
 
@@ -63,35 +58,23 @@ class AnthropicProvider:
     def _scrub(self, text: str) -> str:
         return text.replace(self._secret, "[redacted]") if self._secret else text
 
-    async def send(self, request: Request, *, node_id: str | None, before_attempt: BeforeAttempt) -> ProviderReply:
-        payload = request.payload()
+    async def send(self, request: Request, *, node_id: str | None) -> ProviderReply:
+        """Send one attempt; a failed one raises :class:`AttemptFailed` for the pipeline's retry rules."""
         headers = {NODE_HEADER: node_id} if node_id else {}
-        retries = 0
-        while True:
-            await before_attempt(retries + 1)
-            try:
-                raw = await self._client.messages.with_raw_response.create(**payload, extra_headers=headers)
-            except anthropic.APIStatusError as exc:
-                status, response_headers = exc.status_code, dict(exc.response.headers)
-                error_type = _error_type(exc.body)
-                failure = f"HTTP {status} {error_type or ''}: {_error_message(exc)}".strip()
-            except anthropic.APIConnectionError as exc:
-                status, response_headers, error_type = None, {}, "connection_error"
-                failure = f"connection error: {type(exc).__name__}: {exc}"
-            else:
-                return await self._reply(raw, retries + 1)
-            if retries >= self.max_retries or not should_retry(status, response_headers):
-                raise ProviderError(
-                    self._scrub(f"{failure} (after {retries + 1} attempt{'s' if retries else ''})"),
-                    status=status,
-                    error_type=error_type,
-                )
-            delay = retry_delay(retries, response_headers, jitter=random.random(), now=time.time())
-            log.info("retrying request", node=node_id, status=status, attempt=retries + 1, delay_s=round(delay, 3))
-            retries += 1
-            await anyio.sleep(delay)
+        try:
+            raw = await self._client.messages.with_raw_response.create(**request.payload(), extra_headers=headers)
+        except anthropic.APIStatusError as exc:
+            error_type = _error_type(exc.body)
+            failure = f"HTTP {exc.status_code} {error_type or ''}: {_error_message(exc)}".strip()
+            raise AttemptFailed(
+                self._scrub(failure), status=exc.status_code, error_type=error_type, headers=dict(exc.response.headers)
+            ) from None
+        except anthropic.APIConnectionError as exc:
+            failure = f"connection error: {type(exc).__name__}: {exc}"
+            raise AttemptFailed(self._scrub(failure), status=None, error_type="connection_error") from None
+        return await self._reply(raw)
 
-    async def _reply(self, raw: Any, attempts: int) -> ProviderReply:
+    async def _reply(self, raw: Any) -> ProviderReply:
         try:
             message = await raw.parse()
             body = message.model_dump(mode="json")
@@ -108,7 +91,6 @@ class AnthropicProvider:
             stop_reason=body.get("stop_reason"),
             usage=usage,
             model=body.get("model", ""),
-            attempts=attempts,
             response_id=body.get("id"),
         )
 

@@ -1,16 +1,18 @@
-"""What a provider is: something that sends a compiled request and returns a reply.
+"""What a provider is: something that sends one attempt of a compiled request and returns a reply.
 
-Providers are the I/O edge. The runtime hands a provider a compiled
-:class:`~runtime.compiler.Request`; the provider sends it (retrying by its own
-rules) and returns a :class:`ProviderReply` with the response content and the
-usage the provider reported. Before *every* attempt, retries included, it
-awaits ``before_attempt(attempt)`` so the runtime measures and records the
-request again before it leaves.
+Providers are the I/O edge. The send pipeline (:mod:`actors.pipeline`) hands
+a provider a compiled :class:`~runtime.compiler.Request`; the provider sends
+exactly one attempt and returns a :class:`ProviderReply` with the response
+content and the usage the provider reported. An attempt that failed in a way
+the provider's retry rules may retry raises :class:`AttemptFailed` (with the
+status and response headers the rules read); the pipeline decides whether and
+when to retry (:mod:`runtime.providers.retry`), measuring and deciding the
+request again before every attempt. Any other :class:`ProviderError` is final.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 import attrs
@@ -20,8 +22,6 @@ from runtime.errors import FoldlineError
 from runtime.messages import AssistantResponse, TextPart, ToolCall
 from runtime.usage import Usage
 
-BeforeAttempt = Callable[[int], Awaitable[None]]
-
 
 class ProviderError(FoldlineError):
     """A provider call failed for good (after its retries). Never carries an API key."""
@@ -30,6 +30,26 @@ class ProviderError(FoldlineError):
         super().__init__(message)
         self.status = status
         self.error_type = error_type
+
+
+class AttemptFailed(ProviderError):
+    """One attempt failed; the retry rules decide from ``status`` (None: no response) and ``headers``.
+
+    The message says what failed (an HTTP status and the error, or the
+    connection error), scrubbed of any key; the pipeline adds how many
+    attempts were made when it gives up.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None,
+        error_type: str | None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message, status=status, error_type=error_type)
+        self.headers: Mapping[str, str] = dict(headers or {})
 
 
 @attrs.frozen
@@ -44,7 +64,10 @@ class ProviderReply:
     response_id: str | None = None
 
     def message(self) -> AssistantResponse:
-        """The response as a record message: its text blocks and tool calls, in order."""
+        """The response as a new record message: its text blocks and tool calls, in order.
+
+        Each call makes a new message with a new id: the pipeline makes it once.
+        """
         parts: list[TextPart | ToolCall] = []
         for block in self.content:
             kind = block.get("type")
@@ -61,7 +84,11 @@ class Provider(Protocol):
     name: str
     caches_by_prefix: bool
     """True when the provider caches by prompt prefix and honours cache marks."""
+    max_retries: int
+    """How many times the pipeline may retry a failed attempt (by the provider's retry rules)."""
 
-    async def send(self, request: Request, *, node_id: str | None, before_attempt: BeforeAttempt) -> ProviderReply: ...
+    async def send(self, request: Request, *, node_id: str | None) -> ProviderReply:
+        """Send exactly one attempt; raise :class:`AttemptFailed` (may be retried) or :class:`ProviderError`."""
+        ...
 
     async def aclose(self) -> None: ...

@@ -12,6 +12,7 @@ import os
 import secrets
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from runtime.config import ProviderSpec
 from runtime.errors import ConfigError
@@ -20,8 +21,11 @@ from runtime.providers.anthropic import AnthropicProvider
 from runtime.providers.base import Provider
 from runtime.providers.scripted import ScriptedProvider
 
+if TYPE_CHECKING:
+    from runtime.sim.server import SimConfig
 
-def sim_config_for(spec: ProviderSpec, *, api_key: str) -> object:
+
+def sim_config_for(spec: ProviderSpec, *, api_key: str) -> SimConfig:
     from runtime.sim.server import SimConfig
 
     return SimConfig(

@@ -19,7 +19,7 @@ import attrs
 
 from runtime.compiler import Request
 from runtime.policies import PolicyRegistry
-from runtime.providers.base import BeforeAttempt, ProviderError, ProviderReply
+from runtime.providers.base import ProviderError, ProviderReply
 from runtime.sim.app import SimApp
 from runtime.sim.config import SimConfig
 from runtime.sim.http import HttpRequest
@@ -28,13 +28,15 @@ from runtime.usage import Usage
 _KEY = "scripted-in-process"
 
 
-@attrs.define(eq=False)
+@attrs.define(eq=False, init=False)
 class ScriptedProvider:
     """Scripts answer; the simulator's rules count and cache. See the module docstring."""
 
     _app: SimApp
-    name: str = "scripted"
-    caches_by_prefix: bool = True
+    name: str
+    caches_by_prefix: bool
+    max_retries: int
+    """0: no retries, every failure here is final (it would fail the same way again)."""
 
     def __init__(
         self,
@@ -49,18 +51,18 @@ class ScriptedProvider:
         """``caches_by_prefix=False`` makes it a provider that does not declare prefix
         caching (placement then stays off whatever the profile says)."""
         config = SimConfig(token_factor=token_factor, lookback_collapse=lookback_collapse, latency_s=latency_s)
-        self.__attrs_init__(
-            SimApp(config=config, policies=policies, clock=clock, sleep=anyio.sleep),
-            caches_by_prefix=caches_by_prefix,
-        )
+        self._app = SimApp(config=config, policies=policies, clock=clock, sleep=anyio.sleep)
+        self.name = "scripted"
+        self.caches_by_prefix = caches_by_prefix
+        self.max_retries = 0
 
     @property
     def app(self) -> SimApp:
         """The simulator state behind this provider (cache entries, request log)."""
         return self._app
 
-    async def send(self, request: Request, *, node_id: str | None, before_attempt: BeforeAttempt) -> ProviderReply:
-        await before_attempt(1)
+    async def send(self, request: Request, *, node_id: str | None) -> ProviderReply:
+        """Answer one attempt in process (a refusal is a final :class:`ProviderError`)."""
         # A network provider always yields while its request is out; so does this one,
         # so cancellation and event delivery interleave as they would in a real run.
         await anyio.lowlevel.checkpoint()

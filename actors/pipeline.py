@@ -1,0 +1,422 @@
+"""The send pipeline: one request of any intent, from the branch to the provider and back.
+
+Every request a branch sends, a main request of its operation (``continuing``
+or ``final``) or a fold's ``side`` summary request, goes through the same
+steps, in this order:
+
+1. compile the messages it carries (:class:`actors.shape.RequestShape`) and
+   measure them (:mod:`runtime.measure`);
+2. for a main request, fold while due (:class:`actors.folding.Folding`, when
+   installed) and decide against the ceiling (:func:`runtime.ceiling.decide`):
+   over it, the branch is refused (sticky) and the refusal raised; a side
+   request over it is answered with a failure instead;
+3. place cache marks when both gates are on (:mod:`actors.cache_step`) and,
+   for a main request, check it against the previous one for a prefix
+   rewrite (:mod:`runtime.cache.rewrites`);
+4. send ONE attempt: before each attempt the request is measured and decided
+   again and the decision and ``RequestSent`` published; the provider sends
+   exactly that attempt; a failed attempt is retried here, by the SDK's rules
+   (:mod:`runtime.providers.retry`);
+5. take the reply in, in one batch: calibration, delivery (main), the cache
+   ledger, the response appended to the view (main) or the prompt kept in the
+   record (side), the request record; then ``ResponseReceived``.
+
+A main send returns the message it appended. The pipeline is an identity
+object that lives for one operation's turn; its dependencies are its
+constructor arguments.
+"""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+import anyio
+import attrs
+import structlog
+
+from actors.branch import RequestRecord, Turn
+from actors.cache_step import CachePlan, cache_summary, mark_json, plan_cache, read_verdict, record_cache_outcome
+from actors.env import RunEnv
+from actors.folding import Folding, FoldRun
+from actors.publisher import Publisher
+from actors.shape import RequestShape
+from runtime.cache import Placement, ReadVerdict
+from runtime.cache.rewrites import find_rewrite, stable_digests
+from runtime.ceiling import Action, ResolvedCeiling, decide, refusal
+from runtime.compiler import Intent, Request
+from runtime.fold.planner import NeedSummary, SummaryResult
+from runtime.measure import Measurement
+from runtime.messages import AssistantResponse, Instruction, Message, ToolResult
+from runtime.providers.base import AttemptFailed, ProviderError, ProviderReply
+from runtime.providers.retry import retry_delay, should_retry
+from runtime.usage import Usage
+from signals.events import CacheRewrite, ContextDecision, RequestSent, ResponseReceived
+
+log = structlog.get_logger("foldline.engine")
+
+METHOD = "o200k_base x scale"
+"""How an estimate is made (the decision event names it)."""
+
+SIDE_REASON = "fold summary request"
+
+
+@attrs.define(eq=False)
+class TurnProgress:
+    """What one operation's turn has done so far (resume state and the result's figures)."""
+
+    appended: int = 0
+    """Instructions of this operation appended so far."""
+    completed: int = 0
+    """Requests of this operation completed so far."""
+    requests: int = 0
+    """Main requests started in this turn."""
+    summaries: int = 0
+    """Side summary requests started in this turn."""
+    usage: Usage = attrs.field(factory=Usage)
+
+
+@attrs.frozen
+class Decided:
+    """A decision to publish for one attempt: the measurement it read, the action and why."""
+
+    measurement: Measurement
+    action: Action
+    reason: str
+    before: int | None = None
+    """The estimate before the folds (None: the measurement's own)."""
+    folds: FoldRun = attrs.field(factory=FoldRun)
+
+
+@attrs.frozen
+class Outgoing:
+    """One request ready to leave and what the pipeline needs to send, take in and record it."""
+
+    request_id: str
+    request: Request
+    """The compiled request with its marks."""
+    carried: tuple[Message, ...]
+    """The messages it carries: the branch's view (main) or the summary prompt (side)."""
+    measurement: Measurement
+    """The measurement the response calibrates against (the request without its marks)."""
+    first: Decided
+    plan: CachePlan | None
+    side: bool
+
+
+class _SideRefused(Exception):
+    """A side request over the ceiling: answered with a failure, never sticky on the branch."""
+
+
+@attrs.define(eq=False)
+class SendPipeline:
+    """Sends one branch's requests for one operation's turn (see the module docstring)."""
+
+    turn: Turn
+    env: RunEnv
+    shape: RequestShape
+    ceiling: ResolvedCeiling
+    publish: Publisher
+    folding: Folding | None
+    caching: bool
+    node_id: str | None
+    progress: TurnProgress = attrs.field(factory=TurnProgress)
+    previous_placement: Placement | None = None
+
+    # -- the two intents ------------------------------------------------------------------
+
+    async def send(self, intent: Intent) -> AssistantResponse:
+        """Send the branch's view as one main request; return the response it appended."""
+        branch = self.turn.branch
+        if branch.refusal is not None:
+            raise branch.refusal
+        self.progress.requests += 1
+        request_id = self.env.ids.request_id(branch.id, self.turn.next_request_serial())
+        outgoing = await self._prepare_main(intent, request_id)
+        reply, attempt_start, duration = await self._attempts(outgoing)
+        return await self._take_in(outgoing, reply, attempt_start, duration)
+
+    async def summarize(self, need: NeedSummary) -> SummaryResult:
+        """Send one fold summary as a ``side`` request carrying only the span; never raises a provider failure.
+
+        The side request shares nothing with the conversation: no tools, no
+        system text of its own (the summarizer's instructions lead its one
+        user message, which is kept in the record, outside the view, so the
+        request can be replayed from its record).
+        """
+        branch = self.turn.branch
+        self.progress.summaries += 1
+        request_id = self.env.ids.request_id(branch.id, branch.state.request_serial, self.progress.summaries)
+        prompt = Instruction(f"{need.system}\n\n{need.prompt}")
+        outgoing: Outgoing | None = None
+        try:
+            outgoing = await self._prepare_side(prompt, request_id)
+            reply, attempt_start, duration = await self._attempts(outgoing)
+        except _SideRefused as refused:
+            return SummaryResult(failure=str(refused))
+        except ProviderError as exc:
+            assert outgoing is not None
+            with self.turn.batch():
+                self.turn.add_to_record(prompt)
+                self.turn.record_request(self._record_of(outgoing, "failed", None))
+            log.info("fold summary request failed", branch=branch.id, error=str(exc))
+            return SummaryResult(failure=f"the summary request failed: {exc}")
+        text = (await self._take_in(outgoing, reply, attempt_start, duration)).text
+        if not text.strip():
+            return SummaryResult(failure="the summary request answered with no text", usage=reply.usage)
+        return SummaryResult(text=text, usage=reply.usage)
+
+    # -- compile, measure, fold, decide, place marks ------------------------------------
+
+    async def _prepare_main(self, intent: Intent, request_id: str) -> Outgoing:
+        view = self.turn.branch.view()
+        if self.folding is not None:
+            self.folding.decide_first_round(view, intent, request_id)
+        request = self.shape.compile(view, intent)
+        m = self.shape.measure(request)
+        before = m.estimate
+        folds = FoldRun()
+        if self.folding is not None:
+            folded = await self.folding.before_send(view, request, m, intent, self)
+            view, request, m, folds = folded.view, folded.request, folded.measurement, folded.run
+        decision = decide(m, self.ceiling, can_fold=False)
+        if decision.action == "refuse":
+            await self._refuse(m, decision.reason, request_id, before=before, folds=folds)
+        plan: CachePlan | None = None
+        if self.caching:
+            # A folding branch anchors its continuing requests and may skip their turn mark.
+            folding = self.folding if intent == "continuing" else None
+            plan = plan_cache(
+                request,
+                self.turn.branch.ledger,
+                now=self.env.clock(),
+                env=self.env,
+                anchors=folding.anchors(request, view) if folding is not None else (),
+                tail_skip=folding.tail_skip(m) if folding is not None else None,
+                previous=self.previous_placement,
+            )
+            request = request.with_marks(plan.placement.marks)
+            self.previous_placement = plan.placement
+        await self._check_rewrite(request, request_id)
+        action: Action = "fold" if folds.stages else decision.action
+        first = Decided(m, action, folds.reason(decision.reason), before, folds)
+        return Outgoing(request_id, request, view, m, first, plan, side=False)
+
+    async def _prepare_side(self, prompt: Instruction, request_id: str) -> Outgoing:
+        request = self.shape.compile_side(prompt)
+        m = self.shape.measure(request)
+        ceiling = self.ceiling.ceiling
+        if ceiling is not None and m.estimate > ceiling:
+            reason = f"{SIDE_REASON}: estimate {m.estimate} is over the ceiling {ceiling}"
+            await self._decision(Decided(m, "refuse", reason), False, request_id)
+            raise _SideRefused(f"the summary request ({m.estimate} tokens) would exceed the ceiling")
+        plan: CachePlan | None = None
+        if self.caching:
+            plan = plan_cache(request, self.turn.branch.ledger, now=self.env.clock(), env=self.env)
+            request = request.with_marks(plan.placement.marks)
+        outgoing = Outgoing(request_id, request, (prompt,), m, Decided(m, "pass", ""), plan, side=True)
+        return attrs.evolve(outgoing, first=self._redecide(outgoing))
+
+    def _redecide(self, outgoing: Outgoing) -> Decided:
+        """Measure and decide the request as it leaves (marks included), for an attempt."""
+        measured = self.shape.measure(outgoing.request)
+        verdict = decide(measured, self.ceiling, can_fold=False)
+        if outgoing.side:
+            # A side request was checked against the ceiling before its marks; it is sent.
+            action: Action = "notice" if verdict.action == "notice" else "pass"
+            return Decided(measured, action, f"{SIDE_REASON}: {verdict.reason}")
+        return Decided(measured, verdict.action, verdict.reason)
+
+    async def _check_rewrite(self, request: Request, request_id: str) -> None:
+        """Report a rewrite of the previous request's prefix, with its cause; remember this request's digests."""
+        state = self.turn.branch.state
+        settings = request.settings
+        stable = stable_digests(
+            [t.piece() for t in request.tools], request.system, settings.model, settings.tool_choice_json
+        )
+        digests = request.message_digests()
+        rewrite = find_rewrite(state.last_stable, state.last_request_digests, stable, digests, state.rewrite_cause)
+        if rewrite is not None:
+            await self.publish(
+                CacheRewrite(
+                    cause=rewrite.cause,
+                    first_changed_message=rewrite.first_changed_message,
+                    request_digest=request.digest,
+                ),
+                request_id,
+            )
+            if rewrite.cause is None:
+                log.warning(
+                    "unexplained prefix rewrite",
+                    branch=self.turn.branch.id,
+                    first_changed_message=rewrite.first_changed_message,
+                )
+        self.turn.sent_prefix(stable, digests)
+
+    # -- send, one attempt at a time ----------------------------------------------------
+
+    async def _attempts(self, outgoing: Outgoing) -> tuple[ProviderReply, float, float]:
+        """Send attempts until one completes; returns the reply, its attempt's start and the whole duration."""
+        provider = self.env.provider
+        node_id = None if outgoing.side else self.node_id  # a side request is not one of the node's turns
+        started = self.env.monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
+            attempt_start = self.env.clock()
+            await self._announce(outgoing, attempt)
+            try:
+                reply = await provider.send(outgoing.request, node_id=node_id)
+            except AttemptFailed as failure:
+                delay = self._retry_delay(failure, attempt)
+                log.info("retrying request", node=node_id, status=failure.status, attempt=attempt, delay_s=round(delay, 3))
+                await anyio.sleep(delay)
+                continue
+            return attrs.evolve(reply, attempts=attempt), attempt_start, self.env.monotonic() - started
+
+    async def _announce(self, outgoing: Outgoing, attempt: int) -> None:
+        """Decide the attempt (measured again after the first) and publish the decision and RequestSent."""
+        decided = outgoing.first if attempt == 1 else self._redecide(outgoing)
+        if decided.action == "refuse":
+            await self._refuse(decided.measurement, decided.reason, outgoing.request_id)
+        await self._decision(decided, True, outgoing.request_id)
+        request = outgoing.request
+        await self.publish(
+            RequestSent(
+                digest=request.digest,
+                bytes=len(request.payload_bytes()),
+                attempt=attempt,
+                intent=request.settings.intent,
+                marks=[mark_json(mark) for mark in request.marks],
+                model=request.settings.model,
+            ),
+            outgoing.request_id,
+        )
+
+    def _retry_delay(self, failure: AttemptFailed, attempt: int) -> float:
+        """Seconds to wait before retrying a failed attempt; raises the final error when it is not retried."""
+        retries = attempt - 1
+        if retries >= self.env.provider.max_retries or not should_retry(failure.status, failure.headers):
+            raise ProviderError(
+                f"{failure} (after {attempt} attempt{'s' if retries else ''})",
+                status=failure.status,
+                error_type=failure.error_type,
+            ) from failure
+        return retry_delay(retries, failure.headers, jitter=self.env.jitter(), now=self.env.clock())
+
+    # -- take the reply in, record --------------------------------------------------------
+
+    async def _take_in(
+        self, outgoing: Outgoing, reply: ProviderReply, attempt_start: float, duration: float
+    ) -> AssistantResponse:
+        """Feed a completed response back in one batch, then publish ResponseReceived.
+
+        The branch takes the response first and the usage event follows with no
+        checkpoint between: a cancellation can then never leave a counted usage
+        event without the response it belongs to (a store pairs the two).
+        """
+        self.progress.usage = self.progress.usage + reply.usage
+        message = reply.message()
+        plan = outgoing.plan
+        verdict = None
+        if plan is not None and not outgoing.side:
+            verdict = read_verdict(plan, reply.usage, attempt_start=attempt_start, route=self.env.route)
+        with self.turn.batch():
+            self.turn.calibrate(outgoing.measurement.counted, reply.usage)
+            if not outgoing.side:
+                self.turn.deliver(m.id for m in outgoing.carried)
+            if plan is not None:
+                self.turn.set_ledger(record_cache_outcome(plan, reply.usage, attempt_start=attempt_start, env=self.env))
+            if outgoing.side:
+                for carried in outgoing.carried:
+                    self.turn.add_to_record(carried)
+            else:
+                self.turn.append(message)
+                self.progress.completed += 1
+                self.turn.open_turn(self.progress.appended, self.progress.completed)
+            self.turn.record_request(self._record_of(outgoing, "sent", reply.usage, verdict))
+        await self.publish(
+            ResponseReceived(
+                usage=reply.usage.to_dict(),
+                stop_reason=reply.stop_reason,
+                duration_s=round(duration, 6),
+                cache=cache_summary(plan, verdict) if plan is not None and verdict is not None else None,
+            ),
+            outgoing.request_id,
+        )
+        return message
+
+    def _record_of(
+        self, outgoing: Outgoing, status: str, usage: Usage | None, verdict: ReadVerdict | None = None
+    ) -> RequestRecord:
+        request, plan = outgoing.request, outgoing.plan
+        s = request.settings
+        system = self.turn.branch.system
+        return RequestRecord(
+            request_id=outgoing.request_id,
+            node_id=None if outgoing.side else self.node_id,
+            digest=request.digest,
+            recipe_version=request.recipe_version,
+            system_id=system.id if system is not None and not outgoing.side else None,
+            tools_json=tuple(t.piece() for t in request.tools),
+            view_ids=tuple(m.id for m in outgoing.carried),
+            model=s.model,
+            max_tokens=s.max_tokens,
+            intent=s.intent,
+            tool_choice_json=s.tool_choice_json,
+            marks=tuple((tuple(mk.location), mk.ttl, getattr(mk, "role", "")) for mk in request.marks),
+            status=status,
+            usage=usage.to_dict() if usage is not None else None,
+            result_bound=self.shape.result_bound if s.intent != "side" else None,
+            prompt_cache=(
+                {**plan.placement.to_record(), **(verdict.to_dict() if verdict is not None else {})}
+                if plan is not None
+                else None
+            ),
+        )
+
+    # -- decisions and refusals -----------------------------------------------------------
+
+    async def _decision(self, decided: Decided, sent: bool, request_id: str) -> None:
+        c, m = self.ceiling, decided.measurement
+        await self.publish(
+            ContextDecision(
+                ceiling=c.ceiling,
+                ceiling_source=c.source,
+                tier=c.tier,
+                method=METHOD,
+                estimate_before=m.estimate if decided.before is None else decided.before,
+                estimate_after=m.estimate,
+                action=decided.action,
+                stages=decided.folds.stages,
+                folded_ids=decided.folds.folded_ids,
+                sent=sent,
+                reason=decided.reason,
+            ),
+            request_id,
+        )
+
+    async def _refuse(
+        self, m: Measurement, reason: str, request_id: str, *, before: int | None = None, folds: FoldRun | None = None
+    ) -> NoReturn:
+        """Refuse the branch (sticky), publish the refusal and raise it."""
+        ceiling = self.ceiling.ceiling
+        assert ceiling is not None
+        error = refusal(m, ceiling, branch_id=self.turn.branch.id, describe=self._describe_part)
+        self.turn.refuse(error)
+        folds = folds or FoldRun()
+        await self._decision(Decided(m, "refuse", folds.reason(reason), before, folds), False, request_id)
+        log.info("request refused", branch=self.turn.branch.id, node=self.node_id, estimate=m.estimate, ceiling=ceiling)
+        raise error
+
+    def _describe_part(self, label: str) -> str:
+        """A measured part's label for people: a message's record index and kind, not its id."""
+        branch = self.turn.branch
+        index = branch.index_of(label)
+        if index is None:
+            return label
+        message = branch.message_at(index)
+        if isinstance(message, ToolResult):
+            return f"#{index} tool result {message.name}"
+        if isinstance(message, AssistantResponse):
+            return f"#{index} assistant response"
+        return f"#{index} {message.kind}"

@@ -1,0 +1,95 @@
+"""What a branch's requests are made of in one turn: compiling and measuring them.
+
+A :class:`RequestShape` is fixed for one operation's turn: the branch, the
+tools offered (the branch's, plus the context tool when the profile folds with
+the fold strategy), the model, the output cap, the tool-result bound and the
+token counter. The send pipeline (:mod:`actors.pipeline`) and the folding
+(:mod:`actors.folding`) both compile and measure through it, so a main
+request, a fold's trial view and a side summary request are shaped by one rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+from actors.branch import Branch
+from runtime.compiler import Intent, Request, RequestSettings, ToolSpec, compile_request
+from runtime.config import Profile
+from runtime.fold.context_tool import CONTEXT_TOOL, CONTEXT_TOOL_NAME
+from runtime.fold.measurer import ViewMeasurer
+from runtime.fold.projection import BoundProjection, request_projection
+from runtime.measure import Measurement, TokenCounter, measure
+from runtime.messages import Instruction, Message
+
+SUMMARY_MAX_TOKENS = 1024
+"""Output cap of a fold's summary request."""
+
+
+def offered_tools(branch: Branch, profile: Profile) -> tuple[ToolSpec, ...]:
+    """The branch's tools, plus the context tool when the profile folds with the fold strategy.
+
+    The tool set follows the profile alone (not whether a fold is installed
+    for this operation), so the stable segment does not move between
+    operations of one branch.
+    """
+    tools = branch.tools
+    offers = profile.context_management and profile.context_strategy == "fold"
+    if offers and all(t.name != CONTEXT_TOOL_NAME for t in tools):
+        tools = tools + (CONTEXT_TOOL,)
+    return tools
+
+
+@attrs.frozen
+class RequestShape:
+    """Compiles and measures one branch's requests for one turn (see the module docstring)."""
+
+    branch: Branch = attrs.field(eq=False)
+    tools: tuple[ToolSpec, ...]
+    model: str
+    max_tokens: int
+    result_bound: int | None
+    counter: TokenCounter = attrs.field(eq=False)
+
+    @property
+    def offers_context_tool(self) -> bool:
+        return any(t is CONTEXT_TOOL for t in self.tools)
+
+    def settings(self, intent: Intent) -> RequestSettings:
+        return RequestSettings(model=self.model, max_tokens=self.max_tokens, intent=intent)
+
+    def projection(self) -> BoundProjection | None:
+        """The result bound's projection (None when nothing is bounded).
+
+        An included protected round keeps the bound it was decided under.
+        """
+        return request_projection(self.branch, self.result_bound, self.branch.state.protected_round)
+
+    def compile(self, view: Sequence[Message], intent: Intent) -> Request:
+        """A main request of the branch carrying ``view``."""
+        branch = self.branch
+        return compile_request(
+            system=branch.system,
+            tools=self.tools,
+            view=view,
+            settings=self.settings(intent),
+            projection=self.projection(),
+        )
+
+    def compile_side(self, prompt: Instruction) -> Request:
+        """A ``side`` request carrying only ``prompt``: no tools, no system text, a small output cap."""
+        settings = RequestSettings(
+            model=self.model, max_tokens=min(self.max_tokens, SUMMARY_MAX_TOKENS), intent="side"
+        )
+        return compile_request(system=None, tools=(), view=(prompt,), settings=settings)
+
+    def measure(self, request: Request) -> Measurement:
+        return measure(request.pieces(), self.counter, self.branch.scale)
+
+    def measurer(self, intent: Intent) -> ViewMeasurer:
+        """The fold planner's view measurer, under the same rule as :meth:`compile`."""
+        branch = self.branch
+        return ViewMeasurer(
+            branch.system, self.tools, self.settings(intent), self.counter, branch.scale, self.projection()
+        )
