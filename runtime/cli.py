@@ -4,7 +4,7 @@
   [--signals FILE.jsonl] [--report FILE.json]``: run a scenario file, show
   progress on stderr, print the report on stdout. Exit 0 when every node
   succeeded, 1 when the run finished with failed nodes, 2 on bad input.
-- ``foldline sim [--port N]``: serve the simulated Anthropic server.
+- ``foldline sim [--port N] [--clock virtual] ...``: serve the simulated Anthropic server (runtime.sim.command).
 - ``foldline bench [--micro] [--json FILE]``: the benchmarks.
 - ``foldline resume PATH``, ``replay PATH``, ``events PATH``, ``inspect PATH``:
   the durable store of a run started with ``foldline run --store PATH``.
@@ -54,13 +54,9 @@ def _parser() -> argparse.ArgumentParser:
     store_commands.add_events_arguments(sub.add_parser("events", help="print a stored run's events"))
     store_commands.add_inspect_arguments(sub.add_parser("inspect", help="show a stored branch's view as the model sees it"))
 
-    sim = sub.add_parser("sim", help="serve the simulated Anthropic server")
-    sim.add_argument("--host", default="127.0.0.1")
-    sim.add_argument("--port", type=int, default=8765)
-    sim.add_argument("--token-factor", type=float, default=1.15)
-    sim.add_argument(
-        "--scenario", help="answer each node's requests (header x-foldline-node) with that node's script from this file"
-    )
+    from runtime.sim import command as sim_command
+
+    sim_command.add_arguments(sub.add_parser("sim", help="serve the simulated Anthropic server"))
     return parser
 
 
@@ -123,34 +119,6 @@ def _cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK if report["status"] == "ok" else EXIT_FAILED
 
 
-def _cmd_sim(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    import time
-
-    from runtime.policies import PolicyRegistry
-    from runtime.sim.server import SimConfig, serve_forever
-
-    policies = PolicyRegistry()
-    if args.scenario:
-        from runtime.scenario import load_scenario
-        from runtime.scenario_run import build_policies
-        from runtime.tools import BUILTIN_TOOLS
-
-        try:
-            policies = build_policies(load_scenario(args.scenario, tool_names=BUILTIN_TOOLS.names()))
-        except ConfigError as exc:
-            print(f"foldline: {exc}", file=err)
-            return EXIT_BAD_INPUT
-    nodes = ", ".join(sorted(policies.policies)) or "none (pass --scenario to script nodes)"
-    print(f"foldline sim: serving the simulated Anthropic API on http://{args.host}:{args.port}", file=err)
-    print(f"foldline sim: scripted nodes: {nodes}", file=err)
-    config = SimConfig(token_factor=args.token_factor, host=args.host, port=args.port)
-    try:
-        anyio.run(lambda: serve_forever(args.host, args.port, config, policies, time.time))
-    except KeyboardInterrupt:
-        pass
-    return EXIT_OK
-
-
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
@@ -166,7 +134,9 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
         if args.command == "run":
             return _cmd_run(args, out, err)
         if args.command == "sim":
-            return _cmd_sim(args, out, err)
+            from runtime.sim.command import run as run_sim
+
+            return run_sim(args, out, err)
         if args.command == "bench":
             from runtime.bench.command import run as run_bench
 
