@@ -124,8 +124,11 @@ def test_a_faults_file_and_a_script_file_drive_the_server(tmp_path: Path) -> Non
         second = client.messages.create(
             model=MODEL,
             max_tokens=50,
-            messages=[{"role": "user", "content": "q"}, {"role": "assistant", "content": "first"},
-                      {"role": "user", "content": "go on"}],
+            messages=[
+                {"role": "user", "content": "q"},
+                {"role": "assistant", "content": "first"},
+                {"role": "user", "content": "go on"},
+            ],
             extra_headers=node,
         )
         plain = client.messages.create(model=MODEL, max_tokens=50, messages=[{"role": "user", "content": "hello"}])
@@ -142,7 +145,9 @@ def test_a_faults_file_and_a_script_file_drive_the_server(tmp_path: Path) -> Non
         (["--faults", "missing.toml"], "missing.toml: cannot read the faults file"),
     ],
 )
-def test_bad_options_exit_2_naming_the_option(options: list[str], expected: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_options_exit_2_naming_the_option(
+    options: list[str], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["sim", "--port", "0", *options]) == 2
     assert expected in capsys.readouterr().err
 

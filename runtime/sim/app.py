@@ -241,6 +241,7 @@ class SimApp:
             "content": list(finished.content),
             "stop_reason": finished.stop_reason,
             "stop_sequence": finished.stop_sequence,
+            "stop_details": None,
             "usage": usage,
         }
         if delay > 0:

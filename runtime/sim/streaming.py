@@ -120,6 +120,8 @@ def message_events(message: Mapping[str, Any]) -> Iterator[StreamEvent]:
                 yield "ping", {"type": "ping"}
     final_usage = {key: usage[key] for key in _INPUT_USAGE_KEYS if key in usage} | {"output_tokens": output_tokens}
     delta = {"stop_reason": message.get("stop_reason"), "stop_sequence": message.get("stop_sequence")}
+    if "stop_details" in message:
+        delta["stop_details"] = message["stop_details"]
     yield "message_delta", {"type": "message_delta", "delta": delta, "usage": final_usage}
     yield "message_stop", {"type": "message_stop"}
 
