@@ -174,11 +174,11 @@ async def _receive_request(
     # Idle: wait for the first byte of the next request (h11 may hold pipelined bytes already).
     event = conn.next_event()
     if event is h11.NEED_DATA:
-        with anyio.move_on_after(limits.idle_timeout_s):
+        with anyio.move_on_after(limits.idle_timeout_s) as idle:
             await _feed(conn, stream)
-            event = conn.next_event()
-        if event is h11.NEED_DATA:
+        if idle.cancelled_caught:
             return None
+        event = conn.next_event()
     activity.busy()
     with anyio.move_on_after(limits.header_timeout_s):
         while event is h11.NEED_DATA:
