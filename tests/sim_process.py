@@ -8,7 +8,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 START_TIMEOUT_S = 60.0
@@ -18,8 +18,9 @@ _PREFIX = "foldline sim: serving the simulated Anthropic API on "
 class SimProcess:
     """A running ``foldline sim``: its URL and what it has written on stderr (read by a thread, so it never blocks)."""
 
-    def __init__(self, url: str, first_lines: list[str]) -> None:
+    def __init__(self, url: str, first_lines: list[str], pid: int) -> None:
         self.url = url
+        self.pid = pid
         self.stderr_lines = first_lines
 
     def drain(self, process: subprocess.Popen[str]) -> None:
@@ -29,16 +30,16 @@ class SimProcess:
 
 
 @contextmanager
-def foldline_sim(*options: str, preexec_fn: Callable[[], None] | None = None) -> Iterator[SimProcess]:
+def foldline_sim(*options: str) -> Iterator[SimProcess]:
     """``foldline sim --port 0 OPTIONS`` in a subprocess; yields it once it listens."""
     command = [sys.executable, "-m", "runtime.cli", "sim", "--port", "0", *options]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     process = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=preexec_fn
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
     )
     try:
         seen: list[str] = []
-        sim = SimProcess(_wait_for_url(process, seen), seen)
+        sim = SimProcess(_wait_for_url(process, seen), seen, process.pid)
         reader = threading.Thread(target=sim.drain, args=(process,), daemon=True)
         reader.start()
         yield sim

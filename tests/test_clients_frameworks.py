@@ -20,11 +20,11 @@ NOT_INSTALLED = "the 'clients' extra is not installed (pip install -e '.[clients
 langchain_anthropic = pytest.importorskip("langchain_anthropic", reason=NOT_INSTALLED)
 pydantic_ai = pytest.importorskip("pydantic_ai", reason=NOT_INSTALLED)
 
-from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage  # noqa: E402
-from langchain_core.tools import tool  # noqa: E402
-from pydantic_ai import Agent  # noqa: E402
-from pydantic_ai.models.anthropic import AnthropicModel, AnthropicModelSettings  # noqa: E402
-from pydantic_ai.providers.anthropic import AnthropicProvider  # noqa: E402
+from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
+from langchain_core.tools import tool
+from pydantic_ai import Agent
+from pydantic_ai.models.anthropic import AnthropicModel, AnthropicModelSettings
+from pydantic_ai.providers.anthropic import AnthropicProvider
 
 pytestmark = pytest.mark.slow
 

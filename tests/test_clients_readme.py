@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 SECTION = README.split("## Point your own client at the simulator\n", 1)[1].split("\n## ", 1)[0]
-SNIPPETS = re.findall(r"```python\n(.*?)```", SECTION, flags=re.S)
+SNIPPETS = re.findall(r"```python\n(.*?)```", SECTION, flags=re.DOTALL)
 README_URL = "http://127.0.0.1:8765"
 
 
@@ -28,7 +28,7 @@ def sim() -> Iterator[SimProcess]:
 
 def run_snippet(code: str, sim: SimProcess, capsys: pytest.CaptureFixture[str]) -> str:
     assert README_URL in code
-    exec(compile(code.replace(README_URL, sim.url), "README.md", "exec"), {"__name__": "readme_snippet"})
+    exec(compile(code.replace(README_URL, sim.url), "README.md", "exec"), {"__name__": "readme_snippet"})  # noqa: S102
     return capsys.readouterr().out
 
 

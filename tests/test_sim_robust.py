@@ -167,9 +167,6 @@ async def test_header_body_and_idle_timeouts_close_slow_connections() -> None:
 
 
 def test_accept_errors_from_descriptor_exhaustion_are_survived() -> None:
-    def low_limit() -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (96, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
-
     async def flood_then_ask(url: str) -> anthropic.types.Message:
         host, port = url.removeprefix("http://").split(":")
         streams = []
@@ -181,7 +178,9 @@ def test_accept_errors_from_descriptor_exhaustion_are_survived() -> None:
         with anyio.fail_after(20):
             return await normal_request(url)
 
-    with foldline_sim("--max-connections", "1000", "--idle-timeout", "0.3", preexec_fn=low_limit) as sim:
+    with foldline_sim("--max-connections", "1000", "--idle-timeout", "0.3") as sim:
+        # Lower the running server's descriptor limit (Linux prlimit) below what the flood needs.
+        resource.prlimit(sim.pid, resource.RLIMIT_NOFILE, (96, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
         message = anyio.run(flood_then_ask, sim.url)
         assert message.stop_reason == "end_turn"
         assert any("sim.accept_failed" in line and "Too many open files" in line for line in sim.stderr_lines)

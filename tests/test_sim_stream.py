@@ -153,10 +153,10 @@ async def test_the_sync_client_streams_too() -> None:
     async with running() as sim:
 
         def call() -> tuple[str, anthropic.types.Message]:
-            with anthropic.Anthropic(base_url=sim.base_url, api_key="sk-a", max_retries=0) as client:
-                with client.messages.stream(**request()) as stream:
-                    text = "".join(stream.text_stream)
-                    return text, stream.get_final_message()
+            client = anthropic.Anthropic(base_url=sim.base_url, api_key="sk-a", max_retries=0)
+            with client, client.messages.stream(**request()) as stream:
+                text = "".join(stream.text_stream)
+                return text, stream.get_final_message()
 
         text, final = await anyio.to_thread.run_sync(call)
     assert text == final.content[0].text and final.stop_reason == "end_turn"

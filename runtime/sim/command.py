@@ -67,7 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--clock",
         choices=("wall", "virtual"),
         default="wall",
-        help=f"virtual: time moves only through POST {ADVANCE_PATH} {{\"seconds\": S}}",
+        help=f'virtual: time moves only through POST {ADVANCE_PATH} {{"seconds": S}}',
     )
     parser.add_argument("--latency", type=float, default=0.0, metavar="S", help="seconds before each reply begins")
     parser.add_argument("--faults", metavar="FILE", help="fault rules from a TOML file ([[faults]] tables)")
@@ -194,7 +194,13 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         async with anyio.create_task_group() as tg:
             server: SimServer = await tg.start(
                 lambda task_status: serve_forever(
-                    config.host, config.port, config, policies, clock, sleep=sleep, admin=Admin(virtual),
+                    config.host,
+                    config.port,
+                    config,
+                    policies,
+                    clock,
+                    sleep=sleep,
+                    admin=Admin(virtual),
                     task_status=task_status,
                 )
             )
@@ -207,5 +213,3 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except KeyboardInterrupt:
         pass
     return EXIT_OK
-
-

@@ -97,7 +97,7 @@ ConnectionHandler = Callable[[anyio.abc.SocketStream, ConnectionSlot], Awaitable
 
 
 async def accept_forever(
-    listener: anyio.abc.Listener[anyio.abc.SocketStream],
+    listener: anyio.abc.SocketListener,
     table: ConnectionTable,
     handle: ConnectionHandler,
     task_group: anyio.abc.TaskGroup,

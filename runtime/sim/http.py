@@ -143,8 +143,8 @@ async def serve_connection(
                     return
                 except _Refusal as refusal:
                     if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-                        response = error_response(refusal.status, refusal.error_type, refusal.message)
-                        await _send(conn, stream, response, close=True)
+                        refused = error_response(refusal.status, refusal.error_type, refusal.message)
+                        await _send(conn, stream, refused, close=True)
                     return
                 if request is None:
                     return

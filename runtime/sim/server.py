@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import cast
 
 import anyio
 import anyio.abc
@@ -85,7 +86,7 @@ async def serve_simulator(
 
     async with multi, anyio.create_task_group() as tg:
         for listener in multi.listeners:
-            tg.start_soon(accept_forever, listener, table, handle, tg)
+            tg.start_soon(accept_forever, cast(anyio.abc.SocketListener, listener), table, handle, tg)
         try:
             yield server
         finally:

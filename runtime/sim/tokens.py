@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -75,6 +75,6 @@ class SimTokenCounter:
                 self._counts.popitem(last=False)
         return count
 
-    def content_tokens(self, blocks: list[Mapping[str, Any]] | tuple[Mapping[str, Any], ...]) -> int:
+    def content_tokens(self, blocks: Sequence[Mapping[str, Any]]) -> int:
         """Tokens of response content blocks (output tokens): the sum of the block counts."""
         return sum(self.block_tokens(block) for block in blocks)
