@@ -156,6 +156,13 @@ def test_the_default_model_builds_arguments_from_the_schema() -> None:
         "flag": False,
     }
     assert example_value({"type": "object", "properties": {"a": {"type": "string"}}}, "x") == {"a": "<a>"}
+    nested = {
+        "type": "object",
+        "properties": {"place": {"$ref": "#/$defs/Place"}},
+        "required": ["place"],
+        "$defs": {"Place": {"type": "object", "properties": {"lat": {"type": "number"}}, "required": ["lat"]}},
+    }
+    assert example_value(nested, "args", root=nested) == {"place": {"lat": 1.0}}
 
 
 def test_the_default_model_calls_a_tool_then_answers_from_its_result() -> None:
@@ -209,3 +216,14 @@ async def test_scripts_advance_per_conversation_and_a_retry_gets_the_same_answer
             for task in ("task A", "task B", "task C"):
                 tg.start_soon(run, task)
     assert results == {task: ["one", "one", "two"] for task in ("task A", "task B", "task C")}
+
+
+def test_a_note_appended_to_the_first_message_keeps_the_conversation() -> None:
+    from runtime.sim.conversations import conversation_key
+
+    task = {"type": "text", "text": "Read everything and report.", "cache_control": {"type": "ephemeral"}}
+    before = {"messages": [{"role": "user", "content": [task]}]}
+    folded = {"messages": [{"role": "user", "content": [task, {"type": "text", "text": "[folded: 3 messages]"}]}]}
+    other = {"messages": [{"role": "user", "content": "Another task."}]}
+    assert conversation_key("n", before) == conversation_key("n", folded) != conversation_key("n", other)
+    assert conversation_key("n", before) != conversation_key("m", before)

@@ -1,8 +1,10 @@
 """Scripts that advance per conversation, not per node.
 
 A scripted node's requests are grouped into conversations by their prefix:
-the node id and its first message (content without ``cache_control``; the
-first message is the task instruction, which folds never touch). Each
+the node id, the first message's role and its first content block (without
+``cache_control``): the task instruction, which folds never touch (a fold
+may append a note to the first message, so later blocks are not part of
+the key). Each
 conversation has its own step cursor, starting at the script's ``start``
 (a resumed run's cursor). A request whose content (system and messages
 without ``cache_control``) was answered before gets the same answer again
@@ -34,10 +36,10 @@ def _stripped(blocks: Any) -> list[Any]:
 
 
 def conversation_key(node_id: str, payload: Mapping[str, Any]) -> str:
-    """The conversation a request belongs to: its node and first message."""
+    """The conversation a request belongs to: its node and its first message's first block."""
     messages = payload.get("messages") or []
     first = messages[0] if messages else {}
-    head = {"role": first.get("role"), "content": _stripped(first.get("content"))}
+    head = {"role": first.get("role"), "content": _stripped(first.get("content"))[:1]}
     return sha256_hex(b"conversation:" + node_id.encode() + b"\n" + canonical_bytes(head))
 
 

@@ -9,7 +9,7 @@ Rules, applied to the request as sent (the same request always gets the same ans
    properties when none is required) gets its ``default``, else its first
    ``enum`` value, else a value of its type (string: ``"<name>"`` text,
    integer/number: the minimum or 1, boolean: true, array: one item, object:
-   recursively, null: null). ``stop_reason = "tool_use"``; the tool-use id
+   recursively, null: null; a local ``$ref`` is followed). ``stop_reason = "tool_use"``; the tool-use id
    is derived from the request's content.
 2. **Otherwise answer with text**: after tool results, ``"Simulated answer
    after N tool result(s): <first 80 characters of the last result>"``;
@@ -38,7 +38,8 @@ class DefaultModel:
         messages = payload.get("messages") or []
         tool = _tool_to_call(payload, messages)
         if tool is not None:
-            arguments = example_value(tool.get("input_schema") or {"type": "object"}, tool["name"])
+            schema = tool.get("input_schema") or {"type": "object"}
+            arguments = example_value(schema, tool["name"], root=schema)
             call_id = "toolu_" + sha256_hex(b"default-model:" + canonical_bytes(list(messages)))[:24]
             block = {"type": "tool_use", "id": call_id, "name": tool["name"], "input": arguments}
             return Reply(content=(block,), stop_reason="tool_use")
@@ -92,10 +93,22 @@ def _answer_text(messages: list[Any]) -> str:
     return "Simulated answer."
 
 
-def example_value(schema: Any, name: str, depth: int = 0) -> Any:
-    """A value that fits ``schema`` (JSON Schema), by the rules in the module docstring."""
+def _resolve(schema: Mapping[str, Any], root: Any) -> Any:
+    """``schema`` with a local ``$ref`` (``#/$defs/Name``) followed into ``root``; anything else as is."""
+    ref = schema.get("$ref")
+    if not isinstance(ref, str) or not ref.startswith("#/"):
+        return schema
+    target: Any = root
+    for part in ref[2:].split("/"):
+        target = target.get(part) if isinstance(target, Mapping) else None
+    return target if isinstance(target, Mapping) else schema
+
+
+def example_value(schema: Any, name: str, depth: int = 0, root: Any = None) -> Any:
+    """A value that fits ``schema`` (JSON Schema; local ``$ref`` resolved in ``root``), by the module's rules."""
     if not isinstance(schema, Mapping) or depth > _MAX_SCHEMA_DEPTH:
         return f"<{name}>"
+    schema = _resolve(schema, root)
     if "default" in schema:
         return schema["default"]
     if schema.get("enum"):
@@ -108,14 +121,14 @@ def example_value(schema: Any, name: str, depth: int = 0) -> Any:
             usable = [
                 option for option in options if not (isinstance(option, Mapping) and option.get("type") == "null")
             ]
-            return example_value((usable or options)[0], name, depth + 1)
+            return example_value((usable or options)[0], name, depth + 1, root)
     kind = schema.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "null")
     if kind == "object" or (kind is None and "properties" in schema):
-        return _example_object(schema, depth)
+        return _example_object(schema, depth, root)
     if kind == "array":
-        return [example_value(schema.get("items", {"type": "string"}), name, depth + 1)]
+        return [example_value(schema.get("items", {"type": "string"}), name, depth + 1, root)]
     if kind == "integer":
         return int(schema.get("minimum", 1))
     if kind == "number":
@@ -127,10 +140,10 @@ def example_value(schema: Any, name: str, depth: int = 0) -> Any:
     return f"<{name}>"
 
 
-def _example_object(schema: Mapping[str, Any], depth: int) -> dict[str, Any]:
+def _example_object(schema: Mapping[str, Any], depth: int, root: Any) -> dict[str, Any]:
     properties = schema.get("properties") or {}
     if not isinstance(properties, Mapping):
         return {}
     required = [key for key in schema.get("required") or [] if key in properties]
     chosen = required or list(properties)
-    return {key: example_value(properties[key], key, depth + 1) for key in chosen}
+    return {key: example_value(properties[key], key, depth + 1, root) for key in chosen}
