@@ -326,8 +326,9 @@ async def test_an_exhausted_script_is_a_500_the_sdk_does_not_retry() -> None:
     policies = PolicyRegistry.from_scripts({"n": [ScriptStep(text="only")]})
     async with running(policies=policies, max_retries=2) as (sim, client, _):
         await create(client, messages=[user("q")], extra_headers={"x-foldline-node": "n"})
+        follow_up = [user("q"), {"role": "assistant", "content": "only"}, user("next")]
         with pytest.raises(anthropic.InternalServerError, match=r"node 'n': its script had 1 step\(s\)") as info:
-            await create(client, messages=[user("q")], extra_headers={"x-foldline-node": "n"})
+            await create(client, messages=follow_up, extra_headers={"x-foldline-node": "n"})
     assert info.value.response.headers["x-should-retry"] == "false"
     assert len(sim.requests) == 2
 

@@ -84,7 +84,8 @@ def test_tool_round_trip_is_accepted() -> None:
             "messages.0.content.0: expected a content block with a 'type'",
         ),
         (body(system=[{"type": "image"}]), "system.0: expected a text block"),
-        (body(stream=True), "stream: streaming responses are not built in the simulated server"),
+        (body(stream="yes"), "stream: expected true or false, got 'yes'"),
+        (body(max_tokens=0, stream=True), "max_tokens: 0 (cache pre-warm) cannot be combined with stream"),
         (body(temperature=0.5, frequency_penalty=1), "frequency_penalty: Extra inputs are not permitted"),
         (body(tools=[{"name": "t"}]), "tools.0.input_schema: expected an object"),
         (
@@ -150,14 +151,19 @@ def test_count_tokens_bodies_need_no_max_tokens_but_refuse_create_only_keys() ->
 
 
 def test_model_facts_are_data_and_unknown_models_are_404() -> None:
-    assert {name: (f.min_cacheable_tokens, f.context_window) for name, f in MODELS.items()} == {
+    stated = {
         "claude-haiku-5-5": (512, 1_000_000),
         "claude-haiku-4-5": (4096, 200_000),
+        "claude-haiku-4-5-20251001": (4096, 200_000),
         "claude-sonnet-4-5": (1024, 200_000),
+        "claude-sonnet-4-5-20250929": (1024, 200_000),
         "claude-sonnet-5": (1024, 1_000_000),
         "claude-opus-4-6": (4096, 200_000),
+        "claude-opus-4-7": (2048, 200_000),
         "claude-opus-5": (512, 1_000_000),
+        "claude-fable-5-2": (1024, 200_000),  # no source states it: the documented defaults
     }
+    assert {name: (MODELS[name].min_cacheable_tokens, MODELS[name].context_window) for name in stated} == stated
     with pytest.raises(SimAPIError) as info:
         model_facts("claude-nonesuch")
     assert (info.value.status, info.value.error_type, info.value.message) == (

@@ -4,7 +4,7 @@
   [--signals FILE.jsonl] [--report FILE.json]``: run a scenario file, show
   progress on stderr, print the report on stdout. Exit 0 when every node
   succeeded, 1 when the run finished with failed nodes, 2 on bad input.
-- ``foldline sim [--port N]``: serve the simulated Anthropic server.
+- ``foldline sim [--port N] [--clock virtual] ...``: serve the simulated Anthropic server (runtime.sim.command).
 - ``foldline bench [--micro] [--json FILE]``: the benchmarks.
 - ``foldline resume PATH``, ``replay PATH``, ``events PATH``, ``inspect PATH [--html F]``:
   the durable store of a run started with ``foldline run --store PATH``.
@@ -61,13 +61,9 @@ def _parser() -> argparse.ArgumentParser:
     display_commands.add_inspect_html_argument(inspect)
     display_commands.add_report_arguments(sub.add_parser("report", help="draw a run or a bench output as one HTML file"))
 
-    sim = sub.add_parser("sim", help="serve the simulated Anthropic server")
-    sim.add_argument("--host", default="127.0.0.1")
-    sim.add_argument("--port", type=int, default=8765)
-    sim.add_argument("--token-factor", type=float, default=1.15)
-    sim.add_argument(
-        "--scenario", help="answer each node's requests (header x-foldline-node) with that node's script from this file"
-    )
+    from runtime.sim import command as sim_command
+
+    sim_command.add_arguments(sub.add_parser("sim", help="serve the simulated Anthropic server"))
     return parser
 
 
@@ -103,34 +99,6 @@ def _cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK if report["status"] == "ok" else EXIT_FAILED
 
 
-def _cmd_sim(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    import time
-
-    from runtime.policies import PolicyRegistry
-    from runtime.sim.server import SimConfig, serve_forever
-
-    policies = PolicyRegistry()
-    if args.scenario:
-        from runtime.config.loader import load_scenario
-        from runtime.scenario_run import build_policies
-        from actors.tools import BUILTIN_TOOLS
-
-        try:
-            policies = build_policies(load_scenario(args.scenario, tool_names=BUILTIN_TOOLS.names()))
-        except ConfigError as exc:
-            print(f"foldline: {exc}", file=err)
-            return EXIT_BAD_INPUT
-    nodes = ", ".join(sorted(policies.policies)) or "none (pass --scenario to script nodes)"
-    print(f"foldline sim: serving the simulated Anthropic API on http://{args.host}:{args.port}", file=err)
-    print(f"foldline sim: scripted nodes: {nodes}", file=err)
-    config = SimConfig(token_factor=args.token_factor, host=args.host, port=args.port)
-    try:
-        anyio.run(lambda: serve_forever(args.host, args.port, config, policies, time.time))
-    except KeyboardInterrupt:
-        pass
-    return EXIT_OK
-
-
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
@@ -146,7 +114,9 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
         if args.command == "run":
             return _cmd_run(args, out, err)
         if args.command == "sim":
-            return _cmd_sim(args, out, err)
+            from runtime.sim.command import run as run_sim
+
+            return run_sim(args, out, err)
         if args.command == "bench":
             from runtime.cli.bench import run as run_bench
 

@@ -22,7 +22,7 @@ from runtime.policies import PolicyRegistry
 from runtime.providers.base import ProviderError, ProviderReply
 from runtime.sim.app import SimApp
 from runtime.sim.config import SimConfig
-from runtime.sim.http import HttpRequest
+from runtime.sim.http import HttpRequest, HttpResponse
 from runtime.usage import Usage
 
 _KEY = "scripted-in-process"
@@ -72,6 +72,8 @@ class ScriptedProvider:
         response = await self._app.handle(HttpRequest("POST", "/v1/messages", headers, request.payload_bytes()))
         if response is None:
             raise ProviderError("the scripted provider dropped the request", error_type="connection_error")
+        if not isinstance(response, HttpResponse):
+            raise ProviderError("the scripted provider does not stream: it sends stream=false and got a stream")
         body = json.loads(response.body)
         if response.status != 200:
             error = body.get("error", {})

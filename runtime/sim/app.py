@@ -1,42 +1,69 @@
-"""The simulated Messages API: routes, auth, faults, validation, caching and the scripted model.
+"""The simulated Messages API: routes, auth, faults, validation, caching and the model behind it.
 
 :class:`SimApp` turns one :class:`~runtime.sim.http.HttpRequest` into a
 response (or ``None``, to drop the connection). It reads time only through
 the injected ``clock`` and waits only through the injected ``sleep``, so a
 manual clock makes the whole server run on virtual time.
+
+Routes: ``POST /v1/messages`` (JSON, or server-sent events with
+``"stream": true``), ``POST /v1/messages/count_tokens``, ``GET /v1/models``,
+``GET /v1/models/{id}``, and the admin routes under ``/_foldline/``. Every
+response carries a fresh ``request-id`` (``req_`` + 24 random characters).
+
+Who answers a ``/v1/messages`` request: the script of the node its
+``x-foldline-node`` header names (advancing per conversation, see
+:mod:`runtime.sim.conversations`); with no header, the registry's default
+policy when it has one, else :class:`~runtime.sim.default_model.DefaultModel`.
 """
 
 from __future__ import annotations
 
-import json
+import secrets
+import string
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl
 
+import anyio
+import anyio.to_thread
 import attrs
 import structlog
 
-from runtime.canonical import canonical_bytes, digest, sha256_hex
-from runtime.policies import PolicyExhausted, PolicyRegistry, Reply, UnknownPolicy
+from runtime.canonical import canonical_bytes, sha256_hex
+from runtime.policies import Policy, PolicyExhausted, PolicyRegistry, Reply, ScriptPolicy, UnknownPolicy
+from runtime.sim.admin import ADMIN_PREFIX, Admin
 from runtime.sim.cache_engine import CacheEngine, CacheEntry, CacheOutcome
 from runtime.sim.config import SimConfig
+from runtime.sim.conversations import ConversationScripts
+from runtime.sim.default_model import DefaultModel
 from runtime.sim.errors import SimAPIError, invalid_request
 from runtime.sim.faults import ERROR_KINDS, ERROR_MESSAGES, ERROR_TYPES, FaultRule, FaultSchedule
-from runtime.sim.http import HttpRequest, HttpResponse
-from runtime.sim.layout import Layout, build_layout
-from runtime.sim.models import model_facts
+from runtime.sim.generation import finish
+from runtime.sim.http import HttpRequest, HttpResponse, Response, StreamingResponse
+from runtime.sim.models import list_models, model_facts
+from runtime.sim.prepare import Decoded, Prepared, decode_body, prepare
+from runtime.sim.streaming import encode_sse, error_event, message_events
 from runtime.sim.tokens import SimTokenCounter
-from runtime.sim.validation import validate_request
 from runtime.usage import Usage
 
 MESSAGES_PATH = "/v1/messages"
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
+MODELS_PATH = "/v1/models"
 NODE_HEADER = "x-foldline-node"
+STREAM_FAULT_MESSAGE = "Overloaded (simulated mid-stream fault)"
+_ID_ALPHABET = string.ascii_letters + string.digits
 
 log = structlog.get_logger("foldline.sim")
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
+T = TypeVar("T")
+
+
+def new_request_id() -> str:
+    """A fresh request id: ``req_`` and 24 random base-62 characters."""
+    return "req_" + "".join(secrets.choice(_ID_ALPHABET) for _ in range(24))
 
 
 def key_scope(api_key: str) -> str:
@@ -60,6 +87,7 @@ class RequestRecord:
     fault: str | None = None
     error_type: str | None = None
     error_message: str | None = None
+    stream: bool = False
 
 
 @attrs.define(eq=False)
@@ -70,17 +98,19 @@ class SimApp:
     policies: PolicyRegistry
     clock: Clock
     sleep: Sleep
+    admin: Admin | None = None
     engine: CacheEngine = attrs.field(factory=CacheEngine)
     counter: SimTokenCounter = attrs.field(
         default=attrs.Factory(lambda self: SimTokenCounter(token_factor=self.config.token_factor), takes_self=True)
     )
+    default_model: Policy = attrs.field(factory=DefaultModel)
     _faults: FaultSchedule = attrs.field(
         default=attrs.Factory(lambda self: FaultSchedule(self.config.faults), takes_self=True), init=False
     )
     _log: deque[RequestRecord] = attrs.field(
         default=attrs.Factory(lambda self: deque(maxlen=self.config.request_log_limit), takes_self=True), init=False
     )
-    _serial: int = attrs.field(default=0, init=False)
+    _scripts: ConversationScripts = attrs.field(factory=ConversationScripts, init=False)
 
     @property
     def requests(self) -> tuple[RequestRecord, ...]:
@@ -91,47 +121,85 @@ class SimApp:
         """The cache entries of (``api_key``, ``model``)."""
         return self.engine.entries(key_scope(api_key), model)
 
-    async def handle(self, request: HttpRequest) -> HttpResponse | None:
+    async def handle(self, request: HttpRequest) -> Response | None:
         """Answer one request; ``None`` means: drop the connection without a response."""
-        start = self.clock()
-        self._serial += 1
-        request_id = "req_" + sha256_hex(f"request:{self._serial}")[:24]
         node = request.headers.get(NODE_HEADER) or None
-        record = RequestRecord(request_id, request.path, node, 200, start)
-        response: HttpResponse | None
+        record = RequestRecord(new_request_id(), request.path, node, 200, self.clock())
+        response: Response | None
         try:
-            if request.method != "POST" or request.path not in (MESSAGES_PATH, COUNT_TOKENS_PATH):
-                raise SimAPIError(404, "not_found_error", f"Not found: {request.method} {request.path}")
-            api_key = self._authenticate(request.headers)
-            body = _decode_json(request.body)
-            record = attrs.evolve(record, payload_digest=digest(body))
-            if request.path == COUNT_TOKENS_PATH:
-                response = self._count_tokens(body, request_id)
-            else:
-                count, rule = self._faults.next_request(node)
-                if rule is not None:
-                    record = attrs.evolve(record, fault=rule.kind)
-                if rule is not None and rule.kind != "slow":
-                    response = _fault_response(rule, request_id, node, count)
-                    record = attrs.evolve(record, status=None if response is None else response.status)
-                else:
-                    extra_delay = rule.delay_s if rule is not None and rule.delay_s is not None else 0.0
-                    response, record = await self._create(body, api_key, record, extra_delay)
+            response, record = await self._route(request, record)
         except SimAPIError as err:
-            response = _error_response(err, request_id)
+            response = _error_response(err, record.request_id)
             record = attrs.evolve(record, status=err.status, error_type=err.error_type, error_message=err.message)
         except Exception as exc:  # noqa: BLE001 - the server boundary: a bug becomes a logged 500, never a hang
-            log.exception("sim.handler_failed", request_id=request_id, path=request.path)
-            err = SimAPIError(
+            log.exception("sim.handler_failed", request_id=record.request_id, path=request.path)
+            bug = SimAPIError(
                 500, "api_error", f"simulated server bug: {type(exc).__name__}: {exc}", {"x-should-retry": "false"}
             )
-            response = _error_response(err, request_id)
-            record = attrs.evolve(record, status=500, error_type=err.error_type, error_message=err.message)
+            response = _error_response(bug, record.request_id)
+            record = attrs.evolve(record, status=500, error_type=bug.error_type, error_message=bug.message)
         self._log.append(record)
         log.debug(
-            "sim.request", request_id=request_id, path=request.path, node=node, status=record.status, fault=record.fault
+            "sim.request",
+            request_id=record.request_id,
+            path=request.path,
+            node=node,
+            status=record.status,
+            fault=record.fault,
         )
         return response
+
+    async def _route(self, request: HttpRequest, record: RequestRecord) -> tuple[Response | None, RequestRecord]:
+        path, method, request_id = request.path, request.method, record.request_id
+        if path.startswith(ADMIN_PREFIX):
+            if self.admin is None:
+                raise SimAPIError(
+                    404, "not_found_error", f"Not found: {method} {path} (this server has no admin routes)"
+                )
+            return _json_response(200, self.admin.answer(request, self.clock()), request_id), record
+        if method == "GET" and (path == MODELS_PATH or path.startswith(MODELS_PATH + "/")):
+            self._authenticate(request.headers)
+            if path == MODELS_PATH:
+                return _json_response(200, list_models(dict(parse_qsl(request.query))), request_id), record
+            return _json_response(200, model_facts(path[len(MODELS_PATH) + 1 :]).info(), request_id), record
+        if method != "POST" or path not in (MESSAGES_PATH, COUNT_TOKENS_PATH):
+            raise SimAPIError(404, "not_found_error", f"Not found: {method} {path}")
+        api_key = self._authenticate(request.headers)
+        decoded = await self._offload(len(request.body), decode_body, request.body)
+        record = attrs.evolve(record, payload_digest=decoded.payload_digest)
+        if path == COUNT_TOKENS_PATH:
+            prepared = await self._prepare(decoded, len(request.body), count_only=True)
+            model_facts(prepared.payload["model"])
+            return _json_response(200, {"input_tokens": prepared.layout.total_tokens}, request_id), record
+        streams = isinstance(decoded.body, dict) and decoded.body.get("stream") is True
+        count, rule = self._faults.next_request(record.node)
+        if rule is not None:
+            record = attrs.evolve(record, fault=rule.kind)
+        if rule is not None and (
+            rule.kind not in ("slow", "stream_error") or (rule.kind == "stream_error" and not streams)
+        ):
+            return _fault_response(rule, record, count)
+        extra_delay = rule.delay_s if rule is not None and rule.delay_s is not None else 0.0
+        broken = rule is not None and rule.kind == "stream_error"
+        prepared = await self._prepare(decoded, len(request.body), count_only=False)
+        return await self._create(prepared, api_key, record, extra_delay, broken)
+
+    async def _offload(self, size: int, func: Callable[..., T], *args: Any) -> T:
+        """Run ``func`` here for small bodies, in a worker thread for large ones."""
+        if size < self.config.thread_tokenize_bytes:
+            return func(*args)
+        return await anyio.to_thread.run_sync(func, *args)
+
+    async def _prepare(self, decoded: Decoded, size: int, *, count_only: bool) -> Prepared:
+        def run() -> Prepared:
+            return prepare(
+                decoded.body,
+                count_only=count_only,
+                counter=self.counter,
+                lookback_collapse=self.config.lookback_collapse,
+            )
+
+        return await self._offload(size, run)
 
     def _authenticate(self, headers: Mapping[str, str]) -> str:
         key = headers.get("x-api-key", "").strip()
@@ -148,23 +216,14 @@ class SimApp:
             raise SimAPIError(401, "authentication_error", "invalid x-api-key")
         return key
 
-    def _layout(self, payload: Mapping[str, Any]) -> Layout:
-        return build_layout(payload, self.counter, lookback_collapse=self.config.lookback_collapse)
-
-    def _count_tokens(self, body: Any, request_id: str) -> HttpResponse:
-        payload = validate_request(body, count_only=True)
-        model_facts(payload["model"])
-        return _json_response(200, {"input_tokens": self._layout(payload).total_tokens}, request_id)
-
     async def _create(
-        self, body: Any, api_key: str, record: RequestRecord, extra_delay: float
-    ) -> tuple[HttpResponse, RequestRecord]:
-        payload = validate_request(body)
+        self, prepared: Prepared, api_key: str, record: RequestRecord, extra_delay: float, broken: bool
+    ) -> tuple[Response, RequestRecord]:
+        payload, layout = prepared.payload, prepared.layout
         facts = model_facts(payload["model"])
-        layout = self._layout(payload)
         if layout.total_tokens > facts.context_window:
             raise invalid_request(f"prompt is too long: {layout.total_tokens} tokens > {facts.context_window} maximum")
-        reply = self._reply(payload, record.node)
+        finished = finish(self._reply(payload, record.node), payload, self.counter)
         delay = self.config.latency_s + extra_delay
         outcome = self.engine.apply(
             key_scope(api_key),
@@ -173,24 +232,29 @@ class SimApp:
             now=record.started_at,
             readable_at=record.started_at + delay,
         )
-        output_tokens = reply.output_tokens
-        if output_tokens is None:
-            output_tokens = self.counter.content_tokens(reply.content)
-        usage = {**outcome.usage_fields(), "output_tokens": output_tokens, "service_tier": "standard"}
+        usage = {**outcome.usage_fields(), "output_tokens": finished.output_tokens, "service_tier": "standard"}
         message = {
             "id": "msg_" + sha256_hex(f"message:{record.request_id}:{record.payload_digest}")[:24],
             "type": "message",
             "role": "assistant",
             "model": payload["model"],
-            "content": list(reply.content),
-            "stop_reason": reply.stop_reason,
-            "stop_sequence": None,
+            "content": list(finished.content),
+            "stop_reason": finished.stop_reason,
+            "stop_sequence": finished.stop_sequence,
+            "stop_details": None,
             "usage": usage,
         }
         if delay > 0:
             await self.sleep(delay)
-        record = attrs.evolve(record, usage=Usage.from_anthropic(usage), cache=outcome)
-        return _json_response(200, message, record.request_id), record
+        streams = payload.get("stream") is True
+        record = attrs.evolve(record, usage=Usage.from_anthropic(usage), cache=outcome, stream=streams)
+        if not streams:
+            return _json_response(200, message, record.request_id), record
+        request_id = record.request_id
+        return (
+            StreamingResponse(200, lambda: _sse_chunks(message, request_id, broken), (("request-id", request_id),)),
+            record,
+        )
 
     def _reply(self, payload: Mapping[str, Any], node: str | None) -> Reply:
         if payload["max_tokens"] == 0:
@@ -199,35 +263,42 @@ class SimApp:
         try:
             policy = self.policies.policy_for(node)
         except UnknownPolicy as exc:
-            raise invalid_request(f"{NODE_HEADER}: {exc}") from exc
+            if node is not None:
+                raise invalid_request(f"{NODE_HEADER}: {exc}") from exc
+            policy = self.default_model
         try:
+            if isinstance(policy, ScriptPolicy):
+                return self._scripts.respond(policy, payload)
             return policy.respond(payload)
         except PolicyExhausted as exc:
             raise SimAPIError(500, "api_error", str(exc), {"x-should-retry": "false"}) from exc
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON value")
+async def _sse_chunks(message: Mapping[str, Any], request_id: str, broken: bool) -> AsyncIterator[bytes]:
+    """The message as server-sent events; ``broken`` ends it with an ``error`` event after the first delta."""
+    for event, data in message_events(message):
+        if broken and event == "message_delta":
+            yield encode_sse(*error_event("overloaded_error", STREAM_FAULT_MESSAGE, request_id))
+            return
+        yield encode_sse(event, data)
+        if broken and event == "content_block_delta":
+            yield encode_sse(*error_event("overloaded_error", STREAM_FAULT_MESSAGE, request_id))
+            return
 
 
-def _decode_json(body: bytes) -> Any:
-    try:
-        return json.loads(body, parse_constant=_refuse_constant)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise invalid_request(f"request body: not valid JSON ({exc})") from exc
-
-
-def _fault_response(rule: FaultRule, request_id: str, node: str | None, count: int) -> HttpResponse | None:
+def _fault_response(rule: FaultRule, record: RequestRecord, count: int) -> tuple[Response | None, RequestRecord]:
     """The answer of a faulted request: an error envelope, a malformed 200, or None (drop)."""
-    where = f"request {count} of node {node!r}" if node else f"request {count}"
-    if rule.kind in ERROR_KINDS:
-        message = f"{ERROR_MESSAGES[rule.kind]} on {where}"
-        raise SimAPIError(int(rule.kind), ERROR_TYPES[rule.kind], message, rule.headers())
-    if rule.kind == "malformed":
+    where = f"request {count} of node {record.node!r}" if record.node else f"request {count}"
+    kind = "529" if rule.kind == "stream_error" else rule.kind
+    if kind in ERROR_KINDS:
+        err = SimAPIError(int(kind), ERROR_TYPES[kind], f"{ERROR_MESSAGES[kind]} on {where}", rule.headers())
+        evolved = attrs.evolve(record, status=err.status, error_type=err.error_type, error_message=err.message)
+        return _error_response(err, record.request_id), evolved
+    if kind == "malformed":
         truncated = b'{"id":"msg_malformed","type":"message","role":"assistant","content":[{"type":"text","text":"'
-        return HttpResponse(200, truncated, (("request-id", request_id),))
-    if rule.kind == "drop":
-        return None
+        return HttpResponse(200, truncated, (("request-id", record.request_id),)), record
+    if kind == "drop":
+        return None, attrs.evolve(record, status=None)
     raise ValueError(f"_fault_response: fault kind {rule.kind!r} answers normally and has no fault response")
 
 
@@ -241,5 +312,5 @@ def _error_response(err: SimAPIError, request_id: str) -> HttpResponse:
 
 
 def protocol_error_response(status: int, error_type: str, message: str) -> HttpResponse:
-    """The response for a request the HTTP layer could not read."""
-    return _error_response(SimAPIError(status, error_type, message), "req_unreadable")
+    """The response for a request the HTTP layer could not read (a fresh request id, like every response)."""
+    return _error_response(SimAPIError(status, error_type, message), new_request_id())

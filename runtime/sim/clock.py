@@ -42,3 +42,15 @@ class ManualClock:
     def _check(name: str, value: float) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
             raise ValueError(f"ManualClock: {name} {value!r} is not a finite number >= 0")
+
+
+async def frozen_sleep(seconds: float) -> None:
+    """A sleep for a clock that moves only when told: waits no wall time and moves no virtual time.
+
+    ``foldline sim --clock virtual`` waits on it, so latency and slow faults
+    cost nothing while a request's writes still become readable only at
+    start + latency (two identical requests at one instant both pay the write).
+    """
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"frozen_sleep: {seconds!r} is not a finite number >= 0")
+    await anyio.lowlevel.checkpoint()

@@ -9,6 +9,7 @@ import attrs
 
 from runtime.errors import ConfigError
 from runtime.sim.faults import FaultRule
+from runtime.sim.http import MAX_BODY_BYTES, HttpLimits
 
 
 def _frozen_keys(value: Any) -> frozenset[str] | None:
@@ -60,9 +61,12 @@ def _host(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
         raise ConfigError(f"SimConfig.host: {value!r} is not a host name or address")
 
 
-def _log_limit(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+def _positive_int(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"SimConfig.request_log_limit: {value!r} is not a positive integer")
+        raise ConfigError(f"SimConfig.{attribute.name}: {value!r} is not a positive integer")
+
+
+_log_limit = _positive_int
 
 
 @attrs.frozen(kw_only=True)
@@ -79,6 +83,12 @@ class SimConfig:
     - ``api_keys``: the keys accepted; None accepts any non-empty key.
     - ``host``/``port``: where to listen; port 0 picks a free port.
     - ``request_log_limit``: how many served requests the log keeps (oldest dropped).
+    - ``max_connections``: open connections at most; at the cap the longest-idle one is closed to admit a new one.
+    - ``header_timeout_s`` / ``body_timeout_s`` / ``idle_timeout_s``: wall-time limits of one connection
+      (a request's head after its first byte, its body after the head, the wait for the next request).
+    - ``max_body_bytes``: the largest request body (the API's 32 MB); larger ones get the API's 413.
+    - ``thread_tokenize_bytes``: bodies at least this large are decoded and counted in a worker thread,
+      so a huge request never stalls the others.
     """
 
     token_factor: float = attrs.field(default=1.15, validator=_number(0.0, inclusive=False))
@@ -89,3 +99,18 @@ class SimConfig:
     host: str = attrs.field(default="127.0.0.1", validator=_host)
     port: int = attrs.field(default=0, validator=_port)
     request_log_limit: int = attrs.field(default=10_000, validator=_log_limit)
+    max_connections: int = attrs.field(default=1_024, validator=_positive_int)
+    header_timeout_s: float = attrs.field(default=30.0, validator=_number(0.0, inclusive=False))
+    body_timeout_s: float = attrs.field(default=120.0, validator=_number(0.0, inclusive=False))
+    idle_timeout_s: float = attrs.field(default=60.0, validator=_number(0.0, inclusive=False))
+    max_body_bytes: int = attrs.field(default=MAX_BODY_BYTES, validator=_positive_int)
+    thread_tokenize_bytes: int = attrs.field(default=1_048_576, validator=_positive_int)
+
+    def http_limits(self) -> HttpLimits:
+        """The per-connection limits of this configuration."""
+        return HttpLimits(
+            max_body_bytes=self.max_body_bytes,
+            header_timeout_s=self.header_timeout_s,
+            body_timeout_s=self.body_timeout_s,
+            idle_timeout_s=self.idle_timeout_s,
+        )

@@ -10,7 +10,11 @@ how: ``on_request = n`` (the n-th request of each matching node, 1-based) or
 - ``"drop"``: the connection closes without a response;
 - ``"slow"``: the reply waits ``delay_s`` more on the server's sleep, then
   answers normally (it is a real reply, so it reads and writes the cache);
-- ``"malformed"``: a 200 whose body is not valid JSON.
+- ``"malformed"``: a 200 whose body is not valid JSON;
+- ``"stream_error"``: a streaming request's events stop after the first
+  content delta with an ``error`` event (``overloaded_error``), as when the
+  API fails mid-stream (it reads and writes the cache, like a reply); a
+  non-streaming request gets a 529 instead.
 
 Every other faulted request reads and writes nothing in the cache.
 :class:`FaultSchedule` counts requests per node and picks the first matching
@@ -27,7 +31,7 @@ import attrs
 
 from runtime.errors import ConfigError
 
-FAULT_KINDS = ("429", "529", "500", "drop", "slow", "malformed")
+FAULT_KINDS = ("429", "529", "500", "drop", "slow", "malformed", "stream_error")
 ERROR_KINDS = frozenset({"429", "529", "500"})
 ERROR_TYPES: Mapping[str, str] = {"429": "rate_limit_error", "529": "overloaded_error", "500": "api_error"}
 ERROR_MESSAGES: Mapping[str, str] = {
@@ -88,7 +92,7 @@ class FaultRule:
         kind: Any, node: Any, on_request: Any, every: Any, retry_after_ms: Any, should_retry: Any, delay_s: Any
     ) -> tuple[str, str] | None:
         if kind not in FAULT_KINDS:
-            return "kind", f"{kind!r} is not one of 429, 529, 500, drop, slow, malformed"
+            return "kind", f"{kind!r} is not one of {', '.join(FAULT_KINDS)}"
         if node is not None and (not isinstance(node, str) or not node):
             return "node", f"{node!r} is not a non-empty node id"
         if (on_request is None) == (every is None):

@@ -1,20 +1,72 @@
-"""Per-model facts the simulated server enforces, as data.
+"""The models the simulated server serves, with the facts it enforces, as data.
 
-``min_cacheable_tokens`` is the shortest prefix a cache mark may write (a
-shorter one is processed without caching and without an error);
-``context_window`` is the most input tokens a request may carry (past it the
-API answers 400 "prompt is too long"). Both are in the simulator's own token
-count.
+Every model id the installed ``anthropic`` SDK names in its ``Model`` type
+(aliases and dated ids alike) is served, plus the ids in :data:`STATED`.
+Per model:
+
+- ``min_cacheable_tokens``: the shortest prefix a cache mark may write (a
+  shorter one is processed without caching and without an error). Stated
+  for the models in :data:`STATED` (Anthropic's prompt-caching page, see the
+  project's caching notes); :data:`DEFAULT_MIN_CACHEABLE` otherwise.
+- ``context_window``: the most input tokens a request may carry (past it the
+  API answers 400 "prompt is too long"); :data:`DEFAULT_CONTEXT_WINDOW`
+  where no source states it.
+- ``created_at``: the date in a dated id (``...-20250929``), else the epoch
+  (the Models API's documented value for an unknown release date).
+- ``lifecycle``: ``deprecated`` with ``retires_at`` for the ids the SDK warns
+  about (its end-of-life table), ``active`` otherwise. The simulator serves
+  deprecated ids all the same.
+
+A dated id has the facts of its alias. Counts are in the simulator's own tokens.
 """
 
 from __future__ import annotations
 
+import re
+import typing
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import Any
 
 import attrs
 
 from runtime.sim.errors import SimAPIError
+
+DEFAULT_MIN_CACHEABLE = 1_024
+DEFAULT_CONTEXT_WINDOW = 200_000
+EPOCH = "1970-01-01T00:00:00Z"
+
+STATED: Mapping[str, tuple[int, int | None]] = MappingProxyType(
+    {
+        # id: (minimum cacheable prefix, context window or None for the default)
+        "claude-haiku-5-5": (512, 1_000_000),
+        "claude-fable-5-1": (512, None),
+        "claude-mythos-5-1": (512, None),
+        "claude-fable-5": (512, None),
+        "claude-mythos-5": (512, None),
+        "claude-opus-5": (512, 1_000_000),
+        "claude-sonnet-5": (1_024, 1_000_000),
+        "claude-opus-4-8": (1_024, None),
+        "claude-sonnet-4-6": (1_024, None),
+        "claude-sonnet-4-5": (1_024, 200_000),
+        "claude-mythos-preview": (2_048, None),
+        "claude-opus-4-7": (2_048, None),
+        "claude-opus-4-6": (4_096, 200_000),
+        "claude-opus-4-5": (4_096, None),
+        "claude-haiku-4-5": (4_096, 200_000),
+    }
+)
+
+RETIRES_AT: Mapping[str, str] = MappingProxyType(
+    {
+        # The SDK's end-of-life table (anthropic 2.14.0, _data/deprecated_models.py).
+        "claude-mythos-preview": "2026-06-30T00:00:00Z",
+        "claude-opus-4-5": "2027-01-22T00:00:00Z",
+        "claude-sonnet-4-5": "2026-11-30T00:00:00Z",
+    }
+)
+
+_DATED = re.compile(r"^(?P<alias>.+)-(?P<y>\d{4})(?P<m>\d{2})(?P<d>\d{2})$")
 
 
 @attrs.frozen
@@ -22,20 +74,52 @@ class ModelFacts:
     name: str
     min_cacheable_tokens: int
     context_window: int
+    created_at: str = EPOCH
+    retires_at: str | None = None
+
+    def info(self) -> dict[str, Any]:
+        """The model as ``GET /v1/models/{id}`` describes it."""
+        return {
+            "type": "model",
+            "id": self.name,
+            "display_name": display_name(self.name),
+            "created_at": self.created_at,
+            "lifecycle": "deprecated" if self.retires_at is not None else "active",
+            "deprecated_at": None,
+            "retires_at": self.retires_at,
+            "max_input_tokens": self.context_window,
+        }
+
+
+def display_name(model_id: str) -> str:
+    """``claude-opus-4-6`` -> ``Claude Opus 4.6`` (a dated id keeps no date)."""
+    match = _DATED.match(model_id)
+    words = (match["alias"] if match else model_id).split("-")
+    names = [word.capitalize() for word in words if not word.isdigit()]
+    version = ".".join(word for word in words if word.isdigit())
+    return " ".join(names + ([version] if version else []))
+
+
+def sdk_model_ids() -> tuple[str, ...]:
+    """The model ids the installed ``anthropic`` SDK's ``Model`` type names, in its order."""
+    from anthropic.types import Model
+
+    ids: list[str] = []
+    for arm in typing.get_args(Model):
+        ids.extend(value for value in typing.get_args(arm) if isinstance(value, str))
+    return tuple(ids)
+
+
+def _facts(model_id: str) -> ModelFacts:
+    match = _DATED.match(model_id)
+    alias = match["alias"] if match else model_id
+    minimum, window = STATED.get(alias, (DEFAULT_MIN_CACHEABLE, None))
+    created = f"{match['y']}-{match['m']}-{match['d']}T00:00:00Z" if match else EPOCH
+    return ModelFacts(model_id, minimum, window or DEFAULT_CONTEXT_WINDOW, created, RETIRES_AT.get(alias))
 
 
 MODELS: Mapping[str, ModelFacts] = MappingProxyType(
-    {
-        facts.name: facts
-        for facts in (
-            ModelFacts("claude-haiku-5-5", 512, 1_000_000),
-            ModelFacts("claude-haiku-4-5", 4_096, 200_000),
-            ModelFacts("claude-sonnet-4-5", 1_024, 200_000),
-            ModelFacts("claude-sonnet-5", 1_024, 1_000_000),
-            ModelFacts("claude-opus-4-6", 4_096, 200_000),
-            ModelFacts("claude-opus-5", 512, 1_000_000),
-        )
-    }
+    {model_id: _facts(model_id) for model_id in dict.fromkeys((*sdk_model_ids(), *STATED))}
 )
 
 
@@ -45,3 +129,29 @@ def model_facts(model: str) -> ModelFacts:
     if facts is None:
         raise SimAPIError(404, "not_found_error", f"model: {model}")
     return facts
+
+
+def list_models(query: Mapping[str, str]) -> dict[str, Any]:
+    """``GET /v1/models``: a page of models (``limit`` 1-1000, default 20; ``after_id`` / ``before_id``)."""
+    ids = list(MODELS)
+    raw_limit = query.get("limit", "20")
+    if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= 1000:
+        raise SimAPIError(400, "invalid_request_error", f"limit: expected an integer from 1 to 1000, got {raw_limit!r}")
+    limit = int(raw_limit)
+    for cursor in ("after_id", "before_id"):
+        if cursor in query and query[cursor] not in MODELS:
+            raise SimAPIError(400, "invalid_request_error", f"{cursor}: no model {query[cursor]!r}")
+    if "before_id" in query:
+        end = ids.index(query["before_id"])
+        page = ids[max(0, end - limit) : end]
+        has_more = end - limit > 0
+    else:
+        begin = ids.index(query["after_id"]) + 1 if "after_id" in query else 0
+        page = ids[begin : begin + limit]
+        has_more = begin + limit < len(ids)
+    return {
+        "data": [MODELS[model_id].info() for model_id in page],
+        "has_more": has_more,
+        "first_id": page[0] if page else None,
+        "last_id": page[-1] if page else None,
+    }

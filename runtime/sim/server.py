@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import cast
 
 import anyio
 import anyio.abc
@@ -22,9 +23,11 @@ import attrs
 import structlog
 
 from runtime.policies import PolicyRegistry
+from runtime.sim.admin import Admin
 from runtime.sim.app import Clock, RequestRecord, SimApp, Sleep, protocol_error_response
 from runtime.sim.cache_engine import CacheEngine, CacheEntry
 from runtime.sim.config import SimConfig
+from runtime.sim.connections import ConnectionSlot, ConnectionTable, accept_forever
 from runtime.sim.http import serve_connection
 
 __all__ = ["SimConfig", "SimServer", "serve_forever", "serve_simulator"]
@@ -39,6 +42,7 @@ class SimServer:
     host: str
     port: int
     app: SimApp
+    connections: ConnectionTable
 
     @property
     def base_url(self) -> str:
@@ -60,19 +64,29 @@ class SimServer:
 
 @asynccontextmanager
 async def serve_simulator(
-    config: SimConfig, policies: PolicyRegistry, clock: Clock, *, sleep: Sleep | None = None
+    config: SimConfig,
+    policies: PolicyRegistry,
+    clock: Clock,
+    *,
+    sleep: Sleep | None = None,
+    admin: Admin | None = None,
 ) -> AsyncIterator[SimServer]:
-    """Serve the simulated API for the duration of the ``async with`` block."""
-    app = SimApp(config=config, policies=policies, clock=clock, sleep=sleep or anyio.sleep)
-    listener = await anyio.create_tcp_listener(local_host=config.host, local_port=config.port)
-    port = listener.extra(anyio.abc.SocketAttribute.local_port)
-    server = SimServer(host=config.host, port=port, app=app)
+    """Serve the simulated API for the duration of the ``async with`` block.
 
-    async def handle(stream: anyio.abc.SocketStream) -> None:
-        await serve_connection(stream, app.handle, protocol_error_response)
+    ``admin`` (optional) answers the admin routes under ``/_foldline/`` (the CLI's virtual clock)."""
+    app = SimApp(config=config, policies=policies, clock=clock, sleep=sleep or anyio.sleep, admin=admin)
+    multi = await anyio.create_tcp_listener(local_host=config.host, local_port=config.port)
+    port = multi.extra(anyio.abc.SocketAttribute.local_port)
+    table = ConnectionTable(config.max_connections)
+    server = SimServer(host=config.host, port=port, app=app, connections=table)
+    limits = config.http_limits()
 
-    async with listener, anyio.create_task_group() as tg:
-        tg.start_soon(listener.serve, handle)
+    async def handle(stream: anyio.abc.SocketStream, slot: ConnectionSlot) -> None:
+        await serve_connection(stream, app.handle, protocol_error_response, limits=limits, activity=slot)
+
+    async with multi, anyio.create_task_group() as tg:
+        for listener in multi.listeners:
+            tg.start_soon(accept_forever, cast(anyio.abc.SocketListener, listener), table, handle, tg)
         try:
             yield server
         finally:
@@ -87,6 +101,7 @@ async def serve_forever(
     clock: Clock,
     *,
     sleep: Sleep | None = None,
+    admin: Admin | None = None,
     task_status: anyio.abc.TaskStatus[SimServer] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve on ``host``:``port`` (overriding the config's) until cancelled.
@@ -95,7 +110,7 @@ async def serve_forever(
     running :class:`SimServer` once it listens.
     """
     config = attrs.evolve(config, host=host, port=port)
-    async with serve_simulator(config, policies, clock, sleep=sleep) as server:
+    async with serve_simulator(config, policies, clock, sleep=sleep, admin=admin) as server:
         log.info("sim.listening", base_url=server.base_url)
         task_status.started(server)
         await anyio.sleep_forever()

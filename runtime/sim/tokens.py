@@ -11,8 +11,9 @@ digest, so a long conversation is tokenized once, not on every request.
 from __future__ import annotations
 
 import math
+import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -43,7 +44,7 @@ def _check_factor(instance: Any, attribute: attrs.Attribute, value: float) -> No
 
 @attrs.define(eq=False)
 class SimTokenCounter:
-    """Counts blocks the simulator's way; caches counts by content digest (LRU, bounded).
+    """Counts blocks the simulator's way; caches counts by content digest (LRU, bounded). Thread-safe.
 
     ``encoded_blocks`` counts how many blocks were actually tokenized (cache
     misses), so a caller can check that repeated content is not re-tokenized.
@@ -54,22 +55,26 @@ class SimTokenCounter:
     count_text: Callable[[str], int] = count_tokens
     encoded_blocks: int = attrs.field(default=0, init=False)
     _counts: OrderedDict[str, int] = attrs.field(factory=OrderedDict, init=False)
+    _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False)
 
     def block_tokens(self, block: Mapping[str, Any], digest: str | None = None) -> int:
         """Tokens of one content block (no per-message overhead). ``digest`` saves rehashing."""
         key = digest if digest is not None else block_digest(block)
-        cached = self._counts.get(key)
-        if cached is not None:
-            self._counts.move_to_end(key)
-            return cached
+        with self._lock:
+            cached = self._counts.get(key)
+            if cached is not None:
+                self._counts.move_to_end(key)
+                return cached
+        # Tokenized outside the lock: a huge block in one thread never holds up the others.
         text = canonical_bytes(strip_cache_control(block)).decode("utf-8")
         count = math.ceil(self.count_text(text) * self.token_factor)
-        self.encoded_blocks += 1
-        self._counts[key] = count
-        if len(self._counts) > self.cache_size:
-            self._counts.popitem(last=False)
+        with self._lock:
+            self.encoded_blocks += 1
+            self._counts[key] = count
+            if len(self._counts) > self.cache_size:
+                self._counts.popitem(last=False)
         return count
 
-    def content_tokens(self, blocks: list[Mapping[str, Any]] | tuple[Mapping[str, Any], ...]) -> int:
+    def content_tokens(self, blocks: Sequence[Mapping[str, Any]]) -> int:
         """Tokens of response content blocks (output tokens): the sum of the block counts."""
         return sum(self.block_tokens(block) for block in blocks)

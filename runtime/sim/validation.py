@@ -71,10 +71,8 @@ def validate_request(body: Any, *, count_only: bool = False) -> dict[str, Any]:
     normalized = dict(body)
     if not count_only:
         _check_max_tokens(body)
-        if body.get("stream"):
-            raise invalid_request(
-                "stream: streaming responses are not built in the simulated server; send stream=false"
-            )
+        if "stream" in body and not isinstance(body["stream"], bool):
+            raise invalid_request(f"stream: expected true or false, got {body['stream']!r}")
     normalized["messages"] = _normalize_messages(body.get("messages"))
     system = _normalize_system(body.get("system"))
     if system:
@@ -98,6 +96,8 @@ def _check_max_tokens(body: Mapping[str, Any]) -> None:
 
 
 def _check_prewarm(body: Mapping[str, Any]) -> None:
+    if body.get("stream") is True:
+        raise invalid_request("max_tokens: 0 (cache pre-warm) cannot be combined with stream")
     thinking = body.get("thinking")
     if isinstance(thinking, dict) and thinking.get("type") == "enabled":
         raise invalid_request("max_tokens: 0 (cache pre-warm) cannot be combined with thinking.type 'enabled'")

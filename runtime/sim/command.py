@@ -1,0 +1,215 @@
+"""``foldline sim``: serve the simulated Anthropic API on loopback for any client.
+
+Options (see ``foldline sim --help``):
+
+- ``--host`` / ``--port`` (``--port 0`` picks a free port; the URL served is
+  printed on stderr once it listens);
+- who answers: with no option, the default model
+  (:mod:`runtime.sim.default_model`) answers every request; ``--scenario
+  FILE`` scripts each node of a scenario file and ``--script FILE`` scripts
+  nodes from a script file; requests with an ``x-foldline-node`` header are
+  answered by that node's script, the others by the default model;
+- time: ``--clock wall`` (default) or ``--clock virtual``: time starts at the
+  wall time of the start and moves only through ``POST
+  /_foldline/clock/advance`` (see :mod:`runtime.sim.admin`); under it
+  latency and slow faults cost no wall time;
+- load: ``--latency S`` (each reply begins S seconds after its request
+  started; entries it writes become readable then, so concurrent identical
+  requests each pay the write), ``--faults FILE``,
+  ``--lookback-collapse on|off``, ``--token-factor``;
+- limits: ``--max-connections``, ``--header-timeout``, ``--body-timeout``,
+  ``--idle-timeout``.
+
+A script file (TOML)::
+
+    schema = "foldline.sim-script/v1"
+    [nodes.planner]
+    steps = [{ text = "Plan: read the file." }, { tool_calls = [{ name = "read", arguments = { path = "a.txt" } }] }]
+
+A faults file (TOML): ``[[faults]]`` tables with the keys of a scenario's
+fault rules (``kind``, ``node``, ``on_request`` or ``every``,
+``retry_after_ms``, ``should_retry``, ``delay_s``); kinds 429, 529, 500,
+drop, slow, malformed, stream_error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import tomllib
+from pathlib import Path
+from typing import Any, TextIO
+
+import anyio
+
+from runtime.errors import ConfigError
+from runtime.policies import PolicyRegistry, ScriptPolicy, ScriptStep
+from runtime.sim.admin import ADVANCE_PATH, Admin
+from runtime.sim.clock import ManualClock, frozen_sleep
+from runtime.sim.config import SimConfig
+from runtime.sim.faults import FaultRule
+from runtime.sim.server import SimServer, serve_forever
+
+EXIT_OK, EXIT_BAD_INPUT = 0, 2
+SCRIPT_SCHEMA = "foldline.sim-script/v1"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``foldline sim`` options."""
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8765, help="0 picks a free port (default 8765)")
+    parser.add_argument("--token-factor", type=float, default=1.15, help="simulator tokens per o200k token")
+    parser.add_argument(
+        "--scenario", help="answer each node's requests (header x-foldline-node) with that node's script from this file"
+    )
+    parser.add_argument("--script", metavar="FILE", help=f"node scripts from a TOML file (schema {SCRIPT_SCHEMA!r})")
+    parser.add_argument(
+        "--clock",
+        choices=("wall", "virtual"),
+        default="wall",
+        help=f'virtual: time moves only through POST {ADVANCE_PATH} {{"seconds": S}}',
+    )
+    parser.add_argument("--latency", type=float, default=0.0, metavar="S", help="seconds before each reply begins")
+    parser.add_argument("--faults", metavar="FILE", help="fault rules from a TOML file ([[faults]] tables)")
+    parser.add_argument(
+        "--lookback-collapse",
+        choices=("on", "off"),
+        default="on",
+        help="a run of tool_use or tool_result blocks is one lookback position (default on)",
+    )
+    parser.add_argument("--max-connections", type=int, default=1024)
+    parser.add_argument("--header-timeout", type=float, default=30.0, metavar="S")
+    parser.add_argument("--body-timeout", type=float, default=120.0, metavar="S")
+    parser.add_argument("--idle-timeout", type=float, default=60.0, metavar="S")
+
+
+def _read_toml(path: str, what: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the {what} file ({exc.strerror or exc})") from exc
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: not a TOML {what} file ({exc})") from exc
+
+
+def load_script_file(path: str) -> dict[str, ScriptPolicy]:
+    """The node scripts of a script file; ConfigError naming the file and key path."""
+    data = _read_toml(path, "script")
+    if data.get("schema") != SCRIPT_SCHEMA:
+        raise ConfigError(f"{path}: schema: {data.get('schema')!r} is not {SCRIPT_SCHEMA!r}")
+    unknown = sorted(set(data) - {"schema", "nodes"})
+    if unknown:
+        raise ConfigError(f"{path}: unknown key {unknown[0]!r} (expected 'schema' and 'nodes')")
+    nodes = data.get("nodes")
+    if not isinstance(nodes, dict) or not nodes:
+        raise ConfigError(f"{path}: nodes: expected at least one [nodes.NAME] table with 'steps'")
+    policies: dict[str, ScriptPolicy] = {}
+    for name, table in nodes.items():
+        where = f"{path}: nodes.{name}"
+        if not isinstance(table, dict) or set(table) != {"steps"}:
+            raise ConfigError(f"{where}: expected a table with exactly one key, 'steps'")
+        steps = table["steps"]
+        if not isinstance(steps, list) or not steps:
+            raise ConfigError(f"{where}.steps: expected a non-empty list of steps")
+        policies[name] = ScriptPolicy(
+            name, [ScriptStep.from_obj(step, f"{where}.steps[{i}]") for i, step in enumerate(steps)]
+        )
+    return policies
+
+
+def load_faults_file(path: str) -> tuple[FaultRule, ...]:
+    """The fault rules of a faults file; ConfigError naming the file and key path."""
+    data = _read_toml(path, "faults")
+    unknown = sorted(set(data) - {"faults"})
+    if unknown:
+        raise ConfigError(f"{path}: unknown key {unknown[0]!r} (expected [[faults]] tables)")
+    rules = data.get("faults")
+    if not isinstance(rules, list) or not rules:
+        raise ConfigError(f"{path}: faults: expected at least one [[faults]] table")
+    return tuple(FaultRule.from_obj(rule, f"{path}: faults[{i}]") for i, rule in enumerate(rules))
+
+
+def _policies(args: argparse.Namespace) -> PolicyRegistry:
+    policies: dict[str, Any] = {}
+    if args.scenario:
+        from runtime.config.loader import load_scenario
+        from actors.tools import BUILTIN_TOOLS
+
+        scenario = load_scenario(args.scenario, tool_names=BUILTIN_TOOLS.names())
+        policies.update({spec.id: ScriptPolicy(spec.id, spec.script) for spec in scenario.nodes})
+    if args.script:
+        policies.update(load_script_file(args.script))
+    # No default policy: requests that name no node are answered by the default model.
+    return PolicyRegistry(policies)
+
+
+def build_config(args: argparse.Namespace) -> SimConfig:
+    """The server configuration the options describe (ConfigError names the bad option)."""
+    faults = load_faults_file(args.faults) if args.faults else ()
+    try:
+        return SimConfig(
+            token_factor=args.token_factor,
+            latency_s=args.latency,
+            lookback_collapse=args.lookback_collapse == "on",
+            faults=faults,
+            host=args.host,
+            port=args.port,
+            max_connections=args.max_connections,
+            header_timeout_s=args.header_timeout,
+            body_timeout_s=args.body_timeout,
+            idle_timeout_s=args.idle_timeout,
+        )
+    except ConfigError as exc:
+        field, _, problem = str(exc).partition(": ")
+        option = _OPTIONS.get(field.removeprefix("SimConfig."), field)
+        raise ConfigError(f"{option}: {problem}") from exc
+
+
+_OPTIONS = {
+    "token_factor": "--token-factor",
+    "latency_s": "--latency",
+    "host": "--host",
+    "port": "--port",
+    "max_connections": "--max-connections",
+    "header_timeout_s": "--header-timeout",
+    "body_timeout_s": "--body-timeout",
+    "idle_timeout_s": "--idle-timeout",
+}
+
+
+def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Serve until interrupted. Exit 2 on bad options or files."""
+    try:
+        config = build_config(args)
+        policies = _policies(args)
+    except ConfigError as exc:
+        print(f"foldline: {exc}", file=err)
+        return EXIT_BAD_INPUT
+    virtual = ManualClock(now=time.time()) if args.clock == "virtual" else None
+    clock = virtual if virtual is not None else time.time
+    sleep = frozen_sleep if virtual is not None else anyio.sleep
+    nodes = ", ".join(sorted(policies.policies)) or "none"
+
+    async def serve() -> None:
+        async with anyio.create_task_group() as tg:
+            server: SimServer = await tg.start(
+                lambda task_status: serve_forever(
+                    config.host,
+                    config.port,
+                    config,
+                    policies,
+                    clock,
+                    sleep=sleep,
+                    admin=Admin(virtual),
+                    task_status=task_status,
+                )
+            )
+            print(f"foldline sim: serving the simulated Anthropic API on {server.base_url}", file=err, flush=True)
+            print(f"foldline sim: scripted nodes: {nodes}; other requests: the default model", file=err, flush=True)
+            print(f"foldline sim: clock: {args.clock}", file=err, flush=True)
+
+    try:
+        anyio.run(serve)
+    except KeyboardInterrupt:
+        pass
+    return EXIT_OK

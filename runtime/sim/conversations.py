@@ -1,0 +1,89 @@
+"""Scripts that advance per conversation, not per node.
+
+A scripted node's requests are grouped into conversations by their prefix:
+the node id, the first message's role and its first content block (without
+``cache_control``): the task instruction, which folds never touch (a fold
+may append a note to the first message, so later blocks are not part of
+the key). Each
+conversation has its own step cursor, starting at the script's ``start``
+(a resumed run's cursor). A request whose content (system and messages
+without ``cache_control``) was answered before gets the same answer again
+without using a step: a retry is answered as the first attempt was.
+So retries and parallel conversations of one node get the answers each
+would get alone.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from runtime.canonical import canonical_bytes, sha256_hex
+from runtime.policies import PolicyExhausted, Reply, ScriptPolicy, reply_for_step
+from runtime.sim.tokens import strip_cache_control
+
+DEFAULT_MEMORY = 65_536
+"""How many conversations (and answered requests) are remembered; the least recently used is forgotten."""
+
+
+def _stripped(blocks: Any) -> list[Any]:
+    if isinstance(blocks, str):
+        return [{"type": "text", "text": blocks}]
+    return [strip_cache_control(block) if isinstance(block, Mapping) else block for block in blocks or []]
+
+
+def conversation_key(node_id: str, payload: Mapping[str, Any]) -> str:
+    """The conversation a request belongs to: its node and its first message's first block."""
+    messages = payload.get("messages") or []
+    first = messages[0] if messages else {}
+    head = {"role": first.get("role"), "content": _stripped(first.get("content"))[:1]}
+    return sha256_hex(b"conversation:" + node_id.encode() + b"\n" + canonical_bytes(head))
+
+
+def request_key(node_id: str, payload: Mapping[str, Any]) -> str:
+    """The request's content: its node, system and messages, ``cache_control`` excluded."""
+    messages = [
+        {"role": message.get("role"), "content": _stripped(message.get("content"))}
+        for message in payload.get("messages") or []
+    ]
+    content = {"system": _stripped(payload.get("system")), "messages": messages}
+    return sha256_hex(b"request:" + node_id.encode() + b"\n" + canonical_bytes(content))
+
+
+@attrs.define(eq=False)
+class ConversationScripts:
+    """Per-conversation cursors over script policies, and the answers already given."""
+
+    memory: int = DEFAULT_MEMORY
+    _cursors: OrderedDict[str, int] = attrs.field(factory=OrderedDict, init=False)
+    _answers: OrderedDict[str, Reply] = attrs.field(factory=OrderedDict, init=False)
+
+    def respond(self, policy: ScriptPolicy, payload: Mapping[str, Any]) -> Reply:
+        """The answer of ``policy``'s script to ``payload``, by its conversation's cursor."""
+        node = policy.node_id
+        answered_key = request_key(node, payload)
+        answered = self._answers.get(answered_key)
+        if answered is not None:
+            self._answers.move_to_end(answered_key)
+            return answered
+        conversation = conversation_key(node, payload)
+        cursor = self._cursors.get(conversation, policy.start)
+        if cursor >= len(policy.steps):
+            raise PolicyExhausted(
+                f"node {node!r}: its script had {len(policy.steps)} step(s) and this conversation used all of them; "
+                f"request {cursor + 1} of the conversation has no scripted answer"
+            )
+        reply = reply_for_step(node, cursor, policy.steps[cursor])
+        _remember(self._cursors, conversation, cursor + 1, self.memory)
+        _remember(self._answers, answered_key, reply, self.memory)
+        return reply
+
+
+def _remember(store: OrderedDict[str, Any], key: str, value: Any, limit: int) -> None:
+    store[key] = value
+    store.move_to_end(key)
+    while len(store) > limit:
+        store.popitem(last=False)
