@@ -71,10 +71,13 @@ class ResultProjection(Protocol):
 
 
 class MarkLike(Protocol):
-    """A cache mark: where it goes and its lifetime ("5m" or "1h")."""
+    """A cache mark: where it goes and its lifetime ("5m" or "1h"); read-only, so frozen values fit."""
 
-    location: Location
-    ttl: str
+    @property
+    def location(self) -> Location: ...
+
+    @property
+    def ttl(self) -> str: ...
 
 
 @attrs.frozen

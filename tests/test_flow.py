@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import anyio
 import pytest
+from support import READER, bounded, calls, flow, iterative, node, read, runtime_for, scripted, text
 
-from runtime.compiler import check_pairing, compile_request, RequestSettings
+from runtime.compiler import RequestSettings, check_pairing, compile_request
 from runtime.errors import ConfigError
 from runtime.flow import Flow, Node
 from runtime.messages import AssistantResponse, ToolResult
 from signals.envelope import Event
-from support import READER, bounded, calls, flow, iterative, node, read, runtime_for, scripted, text
 
 
 async def collect(rt, fl) -> tuple[object, list[Event]]:

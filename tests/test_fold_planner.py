@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.compiler import check_pairing
+from actors.tools import synthetic_text
 from runtime.bench.conversations import Conversation, fold_input, measurer_for, run_planner
+from runtime.compiler import check_pairing
 from runtime.fold.formats import parse_clip_marker, parse_note_calls, read_call
 from runtime.fold.marks import FoldMark
 from runtime.fold.planner import FoldPlanner, SummaryResult
@@ -14,7 +15,6 @@ from runtime.fold.recovery import verify
 from runtime.fold.settings import FoldSettings
 from runtime.measure import TokenCounter
 from runtime.messages import Instruction, Note, ToolResult
-from actors.tools import synthetic_text
 
 BIG = synthetic_text("listing", 100_045)
 

@@ -21,12 +21,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import runtime_for
 
+from actors.tools import BUILTIN_TOOLS, Tool, ToolSpec
+from runtime.bench.conversations import Conversation, fold_input, measurer_for, run_planner
 from runtime.cache import first_divergence
 from runtime.canonical import canonical_json, sha256_hex
 from runtime.compiler import EMPTY_RESPONSE_TEXT, check_pairing
 from runtime.config import Profile
 from runtime.flow import Flow
-from runtime.bench.conversations import Conversation, fold_input, measurer_for, run_planner
 from runtime.fold.formats import parse_read_result
 from runtime.fold.marks import FoldMark
 from runtime.fold.planner import FoldPlanner, SummaryResult
@@ -38,7 +39,6 @@ from runtime.messages import AssistantResponse, Instruction, TextPart, ToolResul
 from runtime.policies import PolicyRegistry, ScriptCall, ScriptPolicy, ScriptStep
 from runtime.providers.scripted import ScriptedProvider
 from runtime.sim.clock import ManualClock
-from actors.tools import BUILTIN_TOOLS, Tool, ToolSpec
 
 COUNTER = TokenCounter()
 

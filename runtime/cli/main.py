@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import sys
@@ -22,8 +23,8 @@ from typing import TextIO
 
 import anyio
 
-from runtime.errors import ConfigError, FoldlineError
 from runtime.cli.progress import progress_printer
+from runtime.errors import ConfigError, FoldlineError
 from runtime.logs import configure_logging
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -69,10 +70,10 @@ def _cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from runtime.cli.store import run_run
 
         return run_run(args, out, err)
-    from runtime.report import format_report
-    from runtime.config.loader import load_scenario
-    from runtime.scenario_run import run_scenario
     from actors.tools import BUILTIN_TOOLS
+    from runtime.config.loader import load_scenario
+    from runtime.report import format_report
+    from runtime.scenario_run import run_scenario
 
     try:
         scenario = load_scenario(args.scenario, tool_names=BUILTIN_TOOLS.names())
@@ -102,9 +103,9 @@ def _cmd_sim(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     policies = PolicyRegistry()
     if args.scenario:
+        from actors.tools import BUILTIN_TOOLS
         from runtime.config.loader import load_scenario
         from runtime.scenario_run import build_policies
-        from actors.tools import BUILTIN_TOOLS
 
         try:
             policies = build_policies(load_scenario(args.scenario, tool_names=BUILTIN_TOOLS.names()))
@@ -115,10 +116,8 @@ def _cmd_sim(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     print(f"foldline sim: serving the simulated Anthropic API on http://{args.host}:{args.port}", file=err)
     print(f"foldline sim: scripted nodes: {nodes}", file=err)
     config = SimConfig(token_factor=args.token_factor, host=args.host, port=args.port)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         anyio.run(lambda: serve_forever(args.host, args.port, config, policies, time.time))
-    except KeyboardInterrupt:
-        pass
     return EXIT_OK
 
 

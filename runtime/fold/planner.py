@@ -44,7 +44,7 @@ of this with one summary of the whole conversation (:func:`_compaction`).
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from typing import Literal
 
 import attrs
@@ -366,7 +366,7 @@ class _Run:
         )
 
 
-def _rebuild(view: Sequence[Message], units: Sequence[Unit], taken: set[int], note_at: dict[int, Message]) -> list[Message]:
+def _rebuild(view: Sequence[Message], units: Sequence[Unit], taken: set[int], note_at: Mapping[int, Message]) -> list[Message]:
     """``view`` without the taken units' members, each replacing note placed at its run's first position."""
     drop: set[int] = set()
     insert: dict[int, Message] = {}

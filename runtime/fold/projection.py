@@ -271,5 +271,5 @@ def request_projection(record: Any, bound: int | None, protected_round: Any) -> 
     frozen: dict[str, int | None] = {}
     decision = protected_round
     if decision is not None and getattr(decision, "included", False) and decision.result_bound != bound:
-        frozen = {mid: decision.result_bound for mid in decision.member_ids}
+        frozen = dict.fromkeys(decision.member_ids, decision.result_bound)
     return record_projection(record, bound, frozen)

@@ -147,17 +147,13 @@ class RestorePlan:
 def _unit_of_original(message: Message, index: int, record: RecordAccess) -> tuple[Message, ...]:
     """The original unit ``message`` belongs to: a round for a call or result, else itself."""
     if isinstance(message, ToolResult):
-        response_index = index - 1
-        while response_index >= 0:
+        for response_index in range(index - 1, -1, -1):
             candidate = record.message_at(response_index)
             if isinstance(candidate, AssistantResponse) and any(
                 c.call_id == message.call_id for c in candidate.tool_calls
             ):
-                break
-            response_index -= 1
-        else:
-            raise RecoveryCorrupted(f"result #{index} answers call {message.call_id!r}, whose call is not in the record")
-        return _round_at(candidate, response_index, record)  # type: ignore[arg-type]
+                return _round_at(candidate, response_index, record)
+        raise RecoveryCorrupted(f"result #{index} answers call {message.call_id!r}, whose call is not in the record")
     if isinstance(message, AssistantResponse) and message.tool_calls:
         return _round_at(message, index, record)
     return (message,)
@@ -317,8 +313,8 @@ def plan_restore(
             hidden_units.append(tuple(members))
 
     current = [record.message_at(record.index_of(mid)) for mid in view_ids]  # type: ignore[arg-type]
-    for members in hidden_units:
-        current = _insert(current, members, record)
+    for unit in hidden_units:
+        current = _insert(current, unit, record)
     visible = {m.id for m in current}
     dropped = [
         m.id for m in current if isinstance(m, Note) and _closure(m, record) <= visible and m.id not in targets

@@ -120,13 +120,13 @@ class SimApp:
         except SimAPIError as err:
             response = _error_response(err, request_id)
             record = attrs.evolve(record, status=err.status, error_type=err.error_type, error_message=err.message)
-        except Exception as exc:  # noqa: BLE001 - the server boundary: a bug becomes a logged 500, never a hang
+        except Exception as exc:
             log.exception("sim.handler_failed", request_id=request_id, path=request.path)
-            err = SimAPIError(
+            bug = SimAPIError(
                 500, "api_error", f"simulated server bug: {type(exc).__name__}: {exc}", {"x-should-retry": "false"}
             )
-            response = _error_response(err, request_id)
-            record = attrs.evolve(record, status=500, error_type=err.error_type, error_message=err.message)
+            response = _error_response(bug, request_id)
+            record = attrs.evolve(record, status=500, error_type=bug.error_type, error_message=bug.message)
         self._log.append(record)
         log.debug(
             "sim.request", request_id=request_id, path=request.path, node=node, status=record.status, fault=record.fault

@@ -215,7 +215,7 @@ class StoreReader:
             branches[row.id] = Branch(
                 branch_id=row.id,
                 system=system,
-                tools=tuple(tool_from_piece(piece) for piece in row.tools),
+                tools=tuple(tool_from_piece(piece) for piece in row.tools),  # type: ignore[misc]  # until actors.branch types its tools converter (converter=tuple)
                 record=record,
                 view=view,
                 state=self.state(row.id),
