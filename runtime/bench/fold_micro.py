@@ -28,7 +28,6 @@ from runtime.messages import SystemMessage
 
 MODEL = "claude-haiku-5-5"
 SYSTEM = "You read files and report what they say."
-BRANCH_TOKENS = 98_000
 CLIP_RESULT_CHARS = 100_045
 
 

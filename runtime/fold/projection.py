@@ -181,11 +181,6 @@ def allowance_of(result: ToolResult) -> int | None:
     return result.clip.head + result.clip.tail
 
 
-def effective_retained(original: ToolResult, *, index: int, allowance: int | None, bound: int | None) -> int:
-    """Source characters of the original's largest body that a projection keeps."""
-    return max(project(original, index=index, allowance=allowance, bound=bound).kept, default=0)
-
-
 OriginalLookup = Callable[[str], tuple[ToolResult, int]]
 """An original's id -> (the original, its full-record index); raises KeyError when absent."""
 
