@@ -248,31 +248,7 @@ def plan_restore(
 
     view_ids = [m.id for m in view]
     in_view = set(view_ids)
-    standing = stood_for(view, record)
-    targets: dict[str, tuple[Message, int]] = {}
-    for i in range(start, end + 1):
-        message = record.message_at(i)
-        if isinstance(message, SystemMessage):
-            continue
-        if isinstance(message, Note):
-            if end == start:
-                if message.id not in in_view:
-                    raise RecoveryError(f"note #{i} is not in the conversation; restore the originals it names instead")
-                verify_note(message, record)
-                for original_id in sorted(_closure(message, record)):
-                    index = record.index_of(original_id)
-                    assert index is not None
-                    targets.setdefault(original_id, (record.message_at(index), index))
-            continue
-        original, index = original_at(record, i)
-        if original.id not in in_view and original.id not in standing:
-            if end == start:
-                raise RecoveryError(
-                    f"#{index} is not a folded or clipped message (no note or copy in the conversation stands for "
-                    "it), so there is nothing to restore"
-                )
-            continue
-        targets.setdefault(original.id, (original, index))
+    targets = _restore_targets(record, start, end, in_view, stood_for(view, record))
 
     already = [oid for oid in targets if oid in in_view]
     copy_of: dict[str, str] = {
@@ -321,6 +297,37 @@ def plan_restore(
     ]
     final = [m.id for m in current if m.id not in set(dropped)]
     return RestorePlan(tuple(final), tuple(restored), tuple(replaced_copies), tuple(dropped), tuple(already))
+
+
+def _restore_targets(
+    record: RecordAccess, start: int, end: int, in_view: set[str], standing: set[str]
+) -> dict[str, tuple[Message, int]]:
+    """The originals ``start..end`` names (a note's own index, alone, names its closure), by id."""
+    targets: dict[str, tuple[Message, int]] = {}
+    for i in range(start, end + 1):
+        message = record.message_at(i)
+        if isinstance(message, SystemMessage):
+            continue
+        if isinstance(message, Note):
+            if end == start:
+                if message.id not in in_view:
+                    raise RecoveryError(f"note #{i} is not in the conversation; restore the originals it names instead")
+                verify_note(message, record)
+                for original_id in sorted(_closure(message, record)):
+                    index = record.index_of(original_id)
+                    assert index is not None
+                    targets.setdefault(original_id, (record.message_at(index), index))
+            continue
+        original, index = original_at(record, i)
+        if original.id not in in_view and original.id not in standing:
+            if end == start:
+                raise RecoveryError(
+                    f"#{index} is not a folded or clipped message (no note or copy in the conversation stands for "
+                    "it), so there is nothing to restore"
+                )
+            continue
+        targets.setdefault(original.id, (original, index))
+    return targets
 
 
 def _insert(view: list[Message], members: tuple[Message, ...], record: RecordAccess) -> list[Message]:

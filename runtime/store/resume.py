@@ -248,16 +248,21 @@ def plan_resume(
         else:
             restored[node.id] = Restored(branch, None, spawned=is_child)
 
-    # Children their finished emitter never spawned are skipped, as the flow would have.
-    for node in scenario.nodes:
-        parent = node.spawned_by
-        if parent is None or node.id in restored or node.id in spawned_ids:
-            continue
-        emitter_state = restored.get(parent)
-        if emitter_state is not None and emitter_state.outcome is not None:
-            reason = f"never spawned: emitter {parent!r} finished without spawning it"
-            restored[node.id] = Restored(None, NodeOutcome(node.id, "skipped", reason))
-            recovered.append(RecoveredEvent(node.id, None, NodeSkipped(reason=reason)))
-
+    _skip_unspawned(scenario, spawned_ids, restored, recovered)
     last_seq = max((event.seq for event in events), default=0)
     return ResumePlan(restored, dict(cursors), dict(mapping), tuple(recovered), last_seq + 1)
+
+
+def _skip_unspawned(
+    scenario: Scenario, spawned_ids: set[str], restored: dict[str, Restored], recovered: list[RecoveredEvent]
+) -> None:
+    """Children their finished emitter never spawned are skipped, as the flow would have."""
+    for node in scenario.nodes:
+        emitter = node.spawned_by
+        if emitter is None or node.id in restored or node.id in spawned_ids:
+            continue
+        emitter_state = restored.get(emitter)
+        if emitter_state is not None and emitter_state.outcome is not None:
+            reason = f"never spawned: emitter {emitter!r} finished without spawning it"
+            restored[node.id] = Restored(None, NodeOutcome(node.id, "skipped", reason))
+            recovered.append(RecoveredEvent(node.id, None, NodeSkipped(reason=reason)))
