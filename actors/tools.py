@@ -54,11 +54,15 @@ class Tool:
         return self.spec.name
 
 
+def _tool_map(tools: Mapping[str, Tool]) -> dict[str, Tool]:
+    return dict(tools)
+
+
 @attrs.frozen
 class ToolRegistry:
     """An immutable name -> tool mapping; ``with_tool`` returns a new registry."""
 
-    tools: Mapping[str, Tool] = attrs.field(factory=dict, converter=lambda m: dict(m))
+    tools: Mapping[str, Tool] = attrs.field(factory=dict, converter=_tool_map)
 
     def with_tool(self, tool: Tool) -> ToolRegistry:
         return ToolRegistry({**self.tools, tool.name: tool})
@@ -80,11 +84,7 @@ class ToolRegistry:
 
 # -- deterministic synthetic text ----------------------------------------------------
 
-_WORDS = (
-    "actor branch cache ceiling clone commit context delivered digest epoch fold ledger mark measure "
-    "note prefix record refusal restore round scale segment signal stable summary tail tier token view "
-    "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa"
-).split()
+_WORDS = ["actor", "branch", "cache", "ceiling", "clone", "commit", "context", "delivered", "digest", "epoch", "fold", "ledger", "mark", "measure", "note", "prefix", "record", "refusal", "restore", "round", "scale", "segment", "signal", "stable", "summary", "tail", "tier", "token", "view", "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima", "mike", "november", "oscar", "papa"]
 
 
 def synthetic_text(seed: str, size: int) -> str:

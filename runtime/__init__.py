@@ -1,5 +1,28 @@
-"""foldline's runtime: flows, the scheduler, the request compiler, measurement,
-the ceiling policy, folding, cache placement, providers, scenarios and the CLI.
+"""foldline's runtime: the pure core, configuration, flows and the products.
+
+The pure core (synchronous functions over frozen values; no I/O, no clock, no
+event loop; ``tests/test_layering.py`` holds it to that):
+
+- :mod:`runtime.compiler` (a branch's view to a request), :mod:`runtime.measure`
+  (its size in tokens), :mod:`runtime.ceiling` (the decision against the
+  ceiling), :mod:`runtime.calibration` (the provider's scale);
+- :mod:`runtime.fold` (folding without loss) and :mod:`runtime.cache` (prompt-cache
+  placement).
+
+Values and configuration: :mod:`runtime.messages`, :mod:`runtime.usage`,
+:mod:`runtime.operation`, :mod:`runtime.policies` (scripted models),
+:mod:`runtime.pricing`, :mod:`runtime.config` (profiles, scenarios, the loader).
+
+The run: :mod:`runtime.flow` (graphs of nodes and the scheduler),
+:mod:`runtime.runtime` (:class:`Runtime`, one run's provider, signals and
+journal), :mod:`runtime.providers` (scripted, simulated, Anthropic),
+:mod:`runtime.scenario_run`. The branch actor and the send step that run the
+core's decisions live in :mod:`actors`; events in :mod:`signals`.
+
+The products: :mod:`runtime.cli` (the ``foldline`` command),
+:mod:`runtime.report`, :mod:`runtime.store` (SQLite, resume, replay),
+:mod:`runtime.bench` (the benchmark), :mod:`runtime.sim` (the simulated
+Anthropic server).
 
 The names most programs need are importable from here (loaded on first use,
 so ``import runtime`` stays cheap)::
@@ -46,3 +69,7 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

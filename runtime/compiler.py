@@ -71,7 +71,7 @@ class ResultProjection(Protocol):
 
 
 class MarkLike(Protocol):
-    """A cache mark: where it goes and its lifetime ("5m" or "1h")."""
+    """A cache mark: where it goes and its lifetime ("5m" or "1h"); read-only, so frozen values fit."""
 
     @property
     def location(self) -> Location: ...

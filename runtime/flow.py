@@ -26,9 +26,9 @@ import attrs
 import structlog
 
 from actors.branch import Branch
-from runtime.config import Profile
-from actors.operations import Operation, OperationResult, run_operation
 from actors.env import RunEnv
+from actors.operations import Operation, OperationResult, run_operation
+from runtime.config import Profile
 from runtime.errors import ConfigError, FoldlineError
 from runtime.messages import AssistantResponse, ToolResult
 from signals.events import ChildSpawned, NodeFailed, NodeFinished, NodeSkipped, NodeStarted
@@ -36,6 +36,15 @@ from signals.events import ChildSpawned, NodeFailed, NodeFinished, NodeSkipped, 
 log = structlog.get_logger("foldline.flow")
 
 Status = Literal["ok", "failed", "skipped"]
+
+
+# Typed converters: mypy's attrs plugin cannot type a generic ``converter=tuple``.
+def _node_ids(ids: Iterable[str]) -> tuple[str, ...]:
+    return tuple(ids)
+
+
+def _nodes(nodes: Iterable[Node]) -> tuple[Node, ...]:
+    return tuple(nodes)
 
 
 class SpawnRefused(FoldlineError):
@@ -54,7 +63,7 @@ class Node:
     id: str
     operation: Operation
     profile: Profile = attrs.field(factory=Profile)
-    depends_on: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    depends_on: tuple[str, ...] = attrs.field(default=(), converter=_node_ids)
     branch: Branch | None = attrs.field(default=None, eq=False)
     spawned_by: str | None = None
     inherit: Literal["view", "none"] = "view"
@@ -137,7 +146,7 @@ def _check_graph(nodes: Iterable[Node]) -> dict[str, Node]:
 
 @attrs.frozen
 class Flow:
-    nodes: tuple[Node, ...] = attrs.field(converter=tuple)
+    nodes: tuple[Node, ...] = attrs.field(converter=_nodes)
     concurrency: int = 4
     spawn_limit: int = 16
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import attrs
 
@@ -61,7 +61,7 @@ class CounterStats:
     junction_entries: int
 
 
-def _positive_int(name: str):
+def _positive_int(name: str) -> Callable[[object, attrs.Attribute, object], None]:
     def check(_instance: object, _attribute: attrs.Attribute, value: object) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ValueError(f"TokenCounter {name}: {value!r} is not a positive integer")

@@ -12,7 +12,7 @@ This module is pure: no I/O, no clock. The only state is a
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Protocol
 
@@ -62,12 +62,25 @@ class ScriptCall:
         return json.loads(self.arguments_json)
 
 
+# Typed converters: mypy's attrs plugin cannot type a generic ``converter=tuple``.
+def _calls(calls: Iterable[ScriptCall]) -> tuple[ScriptCall, ...]:
+    return tuple(calls)
+
+
+def _blocks(blocks: Iterable[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+    return tuple(blocks)
+
+
+def _steps(steps: Iterable[ScriptStep]) -> tuple[ScriptStep, ...]:
+    return tuple(steps)
+
+
 @attrs.frozen
 class ScriptStep:
     """One scripted model turn: some text, some tool calls, or both (text first)."""
 
     text: str | None = None
-    tool_calls: tuple[ScriptCall, ...] = attrs.field(default=(), converter=tuple)
+    tool_calls: tuple[ScriptCall, ...] = attrs.field(default=(), converter=_calls)
 
     def __attrs_post_init__(self) -> None:
         if self.text is not None and (not isinstance(self.text, str) or not self.text):
@@ -125,7 +138,7 @@ class Reply:
     ``output_tokens`` is None when the caller should count the content itself.
     """
 
-    content: tuple[dict[str, Any], ...] = attrs.field(converter=tuple)
+    content: tuple[dict[str, Any], ...] = attrs.field(converter=_blocks)
     stop_reason: str
     output_tokens: int | None = None
 
@@ -168,7 +181,7 @@ class ScriptPolicy:
     """
 
     node_id: str
-    steps: tuple[ScriptStep, ...] = attrs.field(converter=tuple)
+    steps: tuple[ScriptStep, ...] = attrs.field(converter=_steps)
     start: int = attrs.field(default=0, kw_only=True, validator=_check_start)
     _cursor: int = attrs.field(default=0, init=False)
 

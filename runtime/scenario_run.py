@@ -17,15 +17,15 @@ from typing import Any
 import attrs
 
 from actors.branch import BranchJournal
+from actors.tools import BUILTIN_TOOLS, ToolRegistry
 from runtime.config import Scenario
-from runtime.operation import Operation
 from runtime.flow import Flow, FlowResult, Node
-from runtime.sim.summary_policy import FoldSummaryPolicy
+from runtime.operation import Operation
 from runtime.policies import PolicyRegistry, ScriptPolicy
 from runtime.providers.factory import open_provider
 from runtime.runtime import Runtime
-from actors.tools import BUILTIN_TOOLS, ToolRegistry
-from signals.bus import SignalBus
+from runtime.sim.summary_policy import FoldSummaryPolicy
+from signals.bus import Gap, SignalBus
 from signals.envelope import Event
 
 
@@ -74,7 +74,7 @@ async def run_scenario(
     signals_path: str | Path | None = None,
     registry: ToolRegistry = BUILTIN_TOOLS,
     clock: Callable[[], float] = time.time,
-    progress: Callable[[Event], None] | None = None,
+    progress: Callable[[Event | Gap], None] | None = None,
     run_id: str | None = None,
     journal: BranchJournal | None = None,
     attach: Sequence[Callable[[SignalBus], object]] = (),
@@ -87,7 +87,7 @@ async def run_scenario(
     """
     spec = scenario.provider if provider_kind is None else scenario.provider.with_kind(provider_kind)
     flow = build_flow(scenario)
-    extra = {"run_id": run_id} if run_id is not None else {}
+    extra: dict[str, Any] = {"run_id": run_id} if run_id is not None else {}
     async with open_provider(spec, build_policies(scenario), clock=clock) as provider:
         async with Runtime(
             provider=provider,

@@ -3,7 +3,10 @@
 Usage: ``python scripts/import_graph.py [--edges]``. Reads the source with
 ``ast`` only (nothing is imported). Module-level and function-level imports
 both count as arrows. The exit code is 1 when there is an import cycle or a
-core module imports a shell, else 0.
+core module imports a shell (or an event loop, a clock or SQLite), else 0.
+
+``tests/test_layering.py`` loads this file and asserts the same rules, so the
+script and the test cannot drift apart.
 """
 
 from __future__ import annotations
@@ -15,13 +18,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("runtime", "actors", "signals")
-SHELL_PREFIXES = ("actors", "signals", "runtime.providers", "runtime.store", "runtime.sim", "runtime.cli", "anyio")
+# The shells and products (ours), and what only a shell may touch: event loops, clocks, SQLite.
+SHELL_PREFIXES = ("actors", "signals", "runtime.providers", "runtime.store", "runtime.sim", "runtime.cli")
+IO_PREFIXES = ("anyio", "asyncio", "trio", "time", "datetime", "sqlite3")
+# The pure core: synchronous functions over frozen values, no I/O, no clock (DESIGN.md).
 CORE_PREFIXES = (
     "runtime.fold",
     "runtime.cache",
     "runtime.compiler",
     "runtime.measure",
     "runtime.ceiling",
+    "runtime.calibration",
 )
 
 
@@ -51,20 +58,34 @@ def resolve(name: str, known: dict[str, Path]) -> str | None:
     return None
 
 
+def imports_of(mod: str, path: Path) -> set[str]:
+    """Every name ``mod`` imports, absolute: ``import a.b`` gives ``a.b``, ``from a import b`` gives ``a.b``.
+
+    Imports anywhere in the file count (inside functions and ``TYPE_CHECKING`` blocks
+    too); a relative import is resolved against ``mod``'s package.
+    """
+    package = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            names.update(f"{base}.{a.name}" for a in node.names)
+    return names
+
+
 def edges(known: dict[str, Path]) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = defaultdict(set)
     for mod, path in known.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
-            targets: list[str] = []
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                targets = [f"{node.module}.{a.name}" for a in node.names] or [node.module]
-            for target in targets:
-                dest = resolve(target, known)
-                if dest and dest != mod and not mod.startswith(dest + ".") and dest not in ("runtime", "actors", "signals"):
-                    graph[mod].add(dest)
+        for target in imports_of(mod, path):
+            dest = resolve(target, known)
+            # An arrow into a top-level package's lazy __init__ is not followed (it imports nothing eagerly).
+            if dest and dest != mod and not mod.startswith(dest + ".") and dest not in PACKAGES:
+                graph[mod].add(dest)
     return graph
 
 
@@ -116,11 +137,17 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def breaches(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+def within(name: str, prefixes: tuple[str, ...]) -> bool:
+    """Whether ``name`` is one of ``prefixes`` or inside one of them (``a.b`` is inside ``a``)."""
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def breaches(known: dict[str, Path]) -> list[tuple[str, str]]:
+    """(core module, what it imports) for every import of a shell, an event loop, a clock or SQLite."""
     out = []
-    for mod, targets in graph.items():
-        if any(mod == p or mod.startswith(p + ".") for p in CORE_PREFIXES):
-            out.extend((mod, t) for t in sorted(targets) if any(t == p or t.startswith(p + ".") for p in SHELL_PREFIXES))
+    for mod, path in known.items():
+        if within(mod, CORE_PREFIXES):
+            out.extend((mod, t) for t in imports_of(mod, path) if within(t, SHELL_PREFIXES + IO_PREFIXES))
     return sorted(out)
 
 
@@ -139,7 +166,7 @@ def main(argv: list[str]) -> int:
     graph = edges(known)
     arrows = sum(len(t) for t in graph.values())
     found = cycles(graph)
-    bad = breaches(graph)
+    bad = breaches(known)
     print(f"modules: {len(known)}  import arrows: {arrows}")
     print("floors (modules directly in each package):")
     for package, size in floors(known).items():
@@ -147,7 +174,7 @@ def main(argv: list[str]) -> int:
     print(f"cycles: {len(found)}")
     for component in found:
         print("  " + " <-> ".join(component))
-    print(f"core -> shell arrows: {len(bad)}")
+    print(f"core -> shell/io imports: {len(bad)}")
     for mod, target in bad:
         print(f"  {mod} -> {target}")
     if "--edges" in argv:

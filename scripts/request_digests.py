@@ -21,12 +21,12 @@ import anyio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from actors.tools import BUILTIN_TOOLS  # noqa: E402
 from runtime.bench.harness import run_workload_set, strategies_named  # noqa: E402
 from runtime.bench.workloads import WORKLOADS, build  # noqa: E402
-from runtime.logs import configure_logging  # noqa: E402
 from runtime.config.loader import load_scenario  # noqa: E402
+from runtime.logs import configure_logging  # noqa: E402
 from runtime.scenario_run import run_scenario  # noqa: E402
-from actors.tools import BUILTIN_TOOLS  # noqa: E402
 from signals.bus import SignalBus  # noqa: E402
 
 CAPTURED: list[tuple[str | None, str]] = []

@@ -188,6 +188,8 @@ def _to_seconds(value: Any) -> Any:
     return float(value) if type(value) is int else value
 
 
+# mypy's attrs plugin does not read attrs.Converter (it reports "Unsupported converter"), so
+# each field using one carries `type: ignore[misc]`; its __init__ parameter is then untyped.
 _strings = attrs.Converter(_to_strings, takes_self=True, takes_field=True)
 _mappings = attrs.Converter(_to_mappings, takes_self=True, takes_field=True)
 _node_statuses = attrs.Converter(_to_node_statuses, takes_self=True, takes_field=True)
@@ -204,7 +206,8 @@ class _TypedEvent:
 
     def to_data(self) -> dict[str, Any]:
         """The event's ``data``: a fresh JSON-compatible dict, one key per field."""
-        return {name: _plain(getattr(self, name)) for name in _field_names(type(self))}
+        kind: type = type(self)  # typed as a plain type: mypy cannot match type[_TypedEvent] to Hashable
+        return {name: _plain(getattr(self, name)) for name in _field_names(kind)}
 
     def frozen_data(self) -> Mapping[str, Any]:
         """The event's ``data`` deep-frozen, without copying what is frozen already.
@@ -213,7 +216,8 @@ class _TypedEvent:
         mapping proxies), so only a :class:`Usage` needs a JSON form here.
         """
         values = {}
-        for name in _field_names(type(self)):
+        kind: type = type(self)  # typed as a plain type: mypy cannot match type[_TypedEvent] to Hashable
+        for name in _field_names(kind):
             value = getattr(self, name)
             values[name] = MappingProxyType(value.to_dict()) if isinstance(value, Usage) else value
         return MappingProxyType(values)
@@ -228,10 +232,11 @@ class _TypedEvent:
         """
         if not isinstance(data, Mapping):
             raise InvalidEventError(f"{cls.__name__}: data {data!r} is not a mapping")
-        missing = [name for name in _required_field_names(cls) if name not in data]
+        kind: type = cls  # typed as a plain type: mypy cannot match type[_TypedEvent] to Hashable
+        missing = [name for name in _required_field_names(kind) if name not in data]
         if missing:
             raise InvalidEventError(f"{cls.__name__}: data is missing {', '.join(missing)}: {dict(data)!r}")
-        return cls(**{name: thaw_json(data[name]) for name in _field_names(cls) if name in data})
+        return cls(**{name: thaw_json(data[name]) for name in _field_names(kind) if name in data})
 
 
 @functools.cache
@@ -257,7 +262,7 @@ class RunStarted(_TypedEvent):
     TYPE: ClassVar[str] = "RunStarted"
     scenario: str | None = attrs.field(validator=_optional_text)
     provider: str = attrs.field(validator=_text)
-    nodes: tuple[str, ...] = attrs.field(converter=_strings)
+    nodes: tuple[str, ...] = attrs.field(converter=_strings)  # type: ignore[misc]
 
 
 @attrs.frozen
@@ -271,7 +276,7 @@ class RunFinished(_TypedEvent):
 
     TYPE: ClassVar[str] = "RunFinished"
     status: str = attrs.field(validator=_one_of(*RUN_STATUSES))
-    nodes: Mapping[str, str] = attrs.field(converter=_node_statuses)
+    nodes: Mapping[str, str] = attrs.field(converter=_node_statuses)  # type: ignore[misc]
     bytes_unrecoverable: int = attrs.field(default=0, validator=_count)
 
 
@@ -329,7 +334,7 @@ class RequestSent(_TypedEvent):
     bytes: int = attrs.field(validator=_count)
     attempt: int = attrs.field(validator=_positive)
     intent: str = attrs.field(validator=_text)
-    marks: tuple[Mapping[str, Any], ...] = attrs.field(converter=_mappings)
+    marks: tuple[Mapping[str, Any], ...] = attrs.field(converter=_mappings)  # type: ignore[misc]
     model: str | None = attrs.field(default=None, validator=_optional_text)
 
 
@@ -343,10 +348,10 @@ class ResponseReceived(_TypedEvent):
     """
 
     TYPE: ClassVar[str] = "ResponseReceived"
-    usage: Usage = attrs.field(converter=_usage)
+    usage: Usage = attrs.field(converter=_usage)  # type: ignore[misc]
     stop_reason: str | None = attrs.field(validator=_optional_text)
     duration_s: float = attrs.field(converter=_to_seconds, validator=_seconds)
-    cache: Mapping[str, Any] | None = attrs.field(default=None, converter=_optional_object)
+    cache: Mapping[str, Any] | None = attrs.field(default=None, converter=_optional_object)  # type: ignore[misc]
 
 
 @attrs.frozen
@@ -365,8 +370,8 @@ class ContextDecision(_TypedEvent):
     estimate_before: int = attrs.field(validator=_count)
     estimate_after: int = attrs.field(validator=_count)
     action: str = attrs.field(validator=_one_of(*DECISION_ACTIONS))
-    stages: tuple[str, ...] = attrs.field(converter=_strings)
-    folded_ids: tuple[str, ...] = attrs.field(converter=_strings)
+    stages: tuple[str, ...] = attrs.field(converter=_strings)  # type: ignore[misc]
+    folded_ids: tuple[str, ...] = attrs.field(converter=_strings)  # type: ignore[misc]
     sent: bool = attrs.field(validator=_flag)
     reason: str = attrs.field(validator=_any_text)
 
@@ -384,7 +389,7 @@ class FoldCommitted(_TypedEvent):
     """A fold was committed: its stages, the model's marks and host stages applied, and what it freed."""
 
     TYPE: ClassVar[str] = "FoldCommitted"
-    stages: tuple[str, ...] = attrs.field(converter=_strings)
+    stages: tuple[str, ...] = attrs.field(converter=_strings)  # type: ignore[misc]
     agent_marks: int = attrs.field(validator=_count)
     host_stages: int = attrs.field(validator=_count)
     tokens_freed: int = attrs.field(validator=_count)

@@ -58,7 +58,8 @@ class JsonlSink:
         if not bus.is_open:
             # Checked before opening, so a failed attach never truncates the file.
             raise BusClosedError(f"JsonlSink({str(self.path)!r}): the bus for run {bus.run_id!r} is not open")
-        file = open(self.path, "a" if self.append else "w", encoding="utf-8", newline="\n")
+        # Not a `with`: the file stays open for the subscription's life; its on_close closes it.
+        file = open(self.path, "a" if self.append else "w", encoding="utf-8", newline="\n")  # noqa: SIM115
         try:
             subscription = bus.add_handler(self._write, policy="block", name=f"jsonl:{self.path}", on_close=self._close)
         except BaseException:

@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from runtime.config import Profile
-from runtime.operation import Operation
 from runtime.flow import Flow, Node
+from runtime.operation import Operation
 from runtime.policies import PolicyRegistry, ScriptCall, ScriptPolicy, ScriptStep
 from runtime.providers.scripted import ScriptedProvider
 from runtime.runtime import Runtime

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from actors.tools import BUILTIN_TOOLS, ToolContext, ToolFailed
 from runtime.bench.facts import (
     check_fact_id,
     fact_line,
@@ -21,7 +22,6 @@ from runtime.bench.tools import (
     stage_fact,
     stage_text,
 )
-from actors.tools import BUILTIN_TOOLS, ToolContext, ToolFailed
 
 CONTEXT = ToolContext(node_id="n", branch_id="b")
 fact_ids = st.from_regex(r"[A-Za-z0-9_-]{1,12}", fullmatch=True)

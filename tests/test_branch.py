@@ -6,10 +6,10 @@ import anyio
 import pytest
 
 from actors.branch import Branch, BranchBusy
-from runtime.errors import InputCeilingExceeded
-from runtime.usage import Usage
 from actors.record import Record
+from runtime.errors import InputCeilingExceeded
 from runtime.messages import Instruction, Note
+from runtime.usage import Usage
 
 
 async def fill(branch: Branch, n: int) -> None:
@@ -40,7 +40,7 @@ async def test_clone_view_equals_emitter_view_then_is_independent() -> None:
     await fill(emitter, 5)
     clone = emitter.clone()
     assert clone.view_ids() == emitter.view_ids()
-    assert all(a is b for a, b in zip(clone.view(), emitter.view()))
+    assert all(a is b for a, b in zip(clone.view(), emitter.view(), strict=True))
     await fill(emitter, 1)
     async with clone.turn() as turn:
         turn.append(Instruction("only in the clone"))

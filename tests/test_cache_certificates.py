@@ -154,7 +154,9 @@ def test_every_message_field_but_content_is_in_the_envelope():
 
 
 def test_a_block_moved_across_a_message_boundary_changes_later_certificates():
-    text = lambda t: {"type": "text", "text": t}
+    def text(t: str) -> dict[str, str]:
+        return {"type": "text", "text": t}
+
     split_late = {
         "model": "m",
         "messages": [{"role": "user", "content": [text("a"), text("b")]}, {"role": "user", "content": [text("c")]}],
@@ -175,7 +177,7 @@ def test_an_inserted_empty_message_changes_every_later_certificate():
     before, after = certify(base_payload()), certify(inserted)
     assert len(before) == len(after)
     assert before[3].certificate == after[3].certificate  # messages[0] is untouched
-    assert all(b.certificate != a.certificate for b, a in zip(before[4:], after[4:]))
+    assert all(b.certificate != a.certificate for b, a in zip(before[4:], after[4:], strict=True))
 
 
 def test_appending_messages_keeps_earlier_certificates():

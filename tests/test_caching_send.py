@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
 import attrs
 import pytest
+from support import READER, bounded, calls, iterative, node, read, runtime_for, scripted, text
 
-from tests.payload_rewrites import first_divergence
 from actors.cache_step import plan_cache, read_verdict, record_cache_outcome
 from runtime.compiler import RequestSettings, compile_request
 from runtime.flow import Flow
 from runtime.messages import Instruction
 from runtime.providers.scripted import ScriptedProvider
-from support import READER, bounded, calls, iterative, node, read, runtime_for, scripted, text
+from tests.payload_rewrites import first_divergence
 
 SYSTEM = "You are a meticulous reader. " * 120  # long enough to be cacheable on its own
 
@@ -99,7 +100,7 @@ async def test_a_cached_tool_loop_keeps_the_stable_layout_and_appends_only() -> 
         ttls = [ttl for _, ttl in marks]
         assert ttls == sorted(ttls, key=lambda t: t != "1h")  # every 1h mark before every 5m mark
         assert "prompt_caching" not in json.dumps(payload)
-    for before, after in zip(payloads, payloads[1:]):
+    for before, after in itertools.pairwise(payloads):
         assert first_divergence(before, after) is None  # messages of each a prefix of the next
         assert len(after["messages"]) > len(before["messages"])
     usages = [r.usage for r in capture.inner.app.requests]

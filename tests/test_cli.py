@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import json
 from pathlib import Path
 
@@ -44,7 +45,7 @@ def test_quickstart_runs_against_the_simulated_server(tmp_path: Path) -> None:
         assert {"schema_version", "type", "id", "time", "seq", "run_id", "branch_id", "data"} <= set(obj)
         assert obj["schema_version"] == 1
     seqs = [e.seq for e in events]
-    assert all(b > a for a, b in zip(seqs, seqs[1:]))
+    assert all(b > a for a, b in itertools.pairwise(seqs))
     assert {e.type for e in events} >= {
         "RunStarted", "RunFinished", "NodeStarted", "NodeFinished", "ChildSpawned",
         "RequestSent", "ResponseReceived", "ContextDecision",

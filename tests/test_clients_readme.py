@@ -28,7 +28,7 @@ def sim() -> Iterator[SimProcess]:
 
 def run_snippet(code: str, sim: SimProcess, capsys: pytest.CaptureFixture[str]) -> str:
     assert README_URL in code
-    exec(compile(code.replace(README_URL, sim.url), "README.md", "exec"), {"__name__": "readme_snippet"})  # noqa: S102
+    exec(compile(code.replace(README_URL, sim.url), "README.md", "exec"), {"__name__": "readme_snippet"})
     return capsys.readouterr().out
 
 

@@ -7,8 +7,8 @@ import math
 import attrs
 import pytest
 
-from runtime.config.checks import render_value
 from runtime.config import ModelConfig, NodeSpec, Profile, ProviderSpec, RunSettings
+from runtime.config.checks import render_value
 from runtime.errors import ConfigError
 from runtime.policies import ScriptCall, ScriptStep
 from runtime.sim.faults import FaultRule

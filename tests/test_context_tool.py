@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from actors.tools import synthetic_text
+from runtime.bench.conversations import Conversation, measurer_for
 from runtime.fold.context_tool import (
     CONTEXT_TOOL,
     STATUS_MAX_CHARS,
@@ -14,14 +16,12 @@ from runtime.fold.context_tool import (
     run_context_call,
     settled_view,
 )
-from runtime.bench.conversations import Conversation, measurer_for
 from runtime.fold.formats import parse_read_result
 from runtime.fold.marks import FoldMark
 from runtime.fold.projection import clipped_copy
 from runtime.fold.settings import FoldSettings
 from runtime.measure import TokenCounter
 from runtime.messages import AssistantResponse, ToolCall
-from actors.tools import synthetic_text
 
 COUNTER = TokenCounter()
 SETTINGS = FoldSettings(ceiling=20_000)

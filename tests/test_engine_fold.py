@@ -11,20 +11,20 @@ import pytest
 from support import calls, iterative, node, read, runtime_for, text
 
 from actors.branch import Branch, RequestRecord
-from tests.payload_rewrites import first_divergence
-from tests.pairing import check_pairing
-from runtime.config import Profile
 from actors.operations import Operation, run_operation
+from runtime.config import Profile
 from runtime.errors import InputCeilingExceeded
 from runtime.flow import Flow
 from runtime.fold.audit import unrecoverable_bytes
 from runtime.fold.formats import parse_clip_marker
-from runtime.sim.summary_policy import FoldSummaryPolicy
 from runtime.messages import Instruction, Note, ToolResult
 from runtime.policies import PolicyRegistry, ScriptPolicy, ScriptStep
 from runtime.providers.base import AttemptFailed
 from runtime.providers.scripted import ScriptedProvider
 from runtime.sim.clock import ManualClock
+from runtime.sim.summary_policy import FoldSummaryPolicy
+from tests.pairing import check_pairing
+from tests.payload_rewrites import first_divergence
 
 SYSTEM = "You read files one at a time and report what they say. " * 4
 FOLDING = Profile(

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import anyio
 import pytest
+from support import READER, bounded, calls, flow, iterative, node, read, runtime_for, scripted, text
 
-from runtime.compiler import compile_request, RequestSettings
-from tests.pairing import check_pairing
+from runtime.compiler import RequestSettings, compile_request
 from runtime.errors import ConfigError
 from runtime.flow import Flow, Node
 from runtime.messages import AssistantResponse, ToolResult
 from signals.envelope import Event
-from support import READER, bounded, calls, flow, iterative, node, read, runtime_for, scripted, text
+from tests.pairing import check_pairing
 
 
 async def collect(rt, fl) -> tuple[object, list[Event]]:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 
+from actors.tools import synthetic_text
+from runtime.bench.conversations import Conversation, fold_input, measurer_for, run_planner
 from runtime.fold.bodies import JSON_PREVIEW_LABEL, recovery_text
 from runtime.fold.clip import clip_stage
-from runtime.bench.conversations import Conversation, fold_input, measurer_for, run_planner
 from runtime.fold.formats import parse_clip_marker, parse_note_calls, parse_read_result
 from runtime.fold.planner import FoldPlanner
 from runtime.fold.projection import CLIP_FLOOR
@@ -14,7 +15,6 @@ from runtime.fold.recovery import read_result
 from runtime.fold.settings import FoldSettings
 from runtime.measure import TokenCounter
 from runtime.messages import Note, ToolResult
-from actors.tools import synthetic_text
 
 COUNTER = TokenCounter()
 

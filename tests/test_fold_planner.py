@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.pairing import check_pairing
+from actors.tools import synthetic_text
 from runtime.bench.conversations import Conversation, fold_input, measurer_for, run_planner
 from runtime.fold.formats import parse_clip_marker, parse_note_calls, read_call
 from runtime.fold.marks import FoldMark
@@ -14,7 +14,7 @@ from runtime.fold.recovery import verify
 from runtime.fold.settings import FoldSettings
 from runtime.measure import TokenCounter
 from runtime.messages import Instruction, Note, ToolResult
-from actors.tools import synthetic_text
+from tests.pairing import check_pairing
 
 BIG = synthetic_text("listing", 100_045)
 

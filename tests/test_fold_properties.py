@@ -21,13 +21,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import runtime_for
 
-from tests.payload_rewrites import first_divergence
+from actors.tools import BUILTIN_TOOLS, Tool, ToolSpec
+from runtime.bench.conversations import Conversation, fold_input, measurer_for, run_planner
 from runtime.canonical import canonical_json, sha256_hex
 from runtime.compiler import EMPTY_RESPONSE_TEXT
-from tests.pairing import check_pairing
 from runtime.config import Profile
 from runtime.flow import Flow
-from runtime.bench.conversations import Conversation, fold_input, measurer_for, run_planner
 from runtime.fold.formats import parse_read_result
 from runtime.fold.marks import FoldMark
 from runtime.fold.planner import FoldPlanner, SummaryResult
@@ -39,7 +38,8 @@ from runtime.messages import AssistantResponse, Instruction, TextPart, ToolResul
 from runtime.policies import PolicyRegistry, ScriptCall, ScriptPolicy, ScriptStep
 from runtime.providers.scripted import ScriptedProvider
 from runtime.sim.clock import ManualClock
-from actors.tools import BUILTIN_TOOLS, Tool, ToolSpec
+from tests.pairing import check_pairing
+from tests.payload_rewrites import first_divergence
 
 COUNTER = TokenCounter()
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from runtime.config import Profile
+from runtime.config.loader import ScenarioError, loads_scenario
 from runtime.errors import ConfigError
 from runtime.fold.settings import FoldSettings, fold_settings
-from runtime.config.loader import ScenarioError, loads_scenario
 
 
 def scenario(profile_lines: str) -> str:
@@ -49,8 +51,10 @@ def test_bad_values_are_refused_naming_the_key_the_value_and_the_choices(key: st
 
 
 def test_a_fold_is_installed_only_with_context_management_and_a_ceiling() -> None:
-    common = dict(fold_at=0.8, target=0.6, tail_margin=0.045, result_bound=None, caching=False,
-                  scheduling="epoch", strategy="fold")
+    common: dict[str, Any] = {
+        "fold_at": 0.8, "target": 0.6, "tail_margin": 0.045, "result_bound": None, "caching": False,
+        "scheduling": "epoch", "strategy": "fold",
+    }
     assert fold_settings(context_management=False, ceiling=20_000, **common) is None
     assert fold_settings(context_management=True, ceiling=None, **common) is None
     installed = fold_settings(context_management=True, ceiling=20_000, **common)

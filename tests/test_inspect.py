@@ -10,13 +10,13 @@ import pytest
 from test_replay import RECOVER
 
 from actors.branch import Branch
+from actors.tools import BUILTIN_TOOLS
+from runtime.cli.store import main
+from runtime.config.loader import load_scenario
 from runtime.fold.formats import read_call
 from runtime.messages import AssistantResponse, Instruction, Note, ToolCall, ToolResult
-from runtime.config.loader import load_scenario
-from runtime.cli.store import main
 from runtime.store.inspect import describe_branch, format_branch
 from runtime.store.run import run_scenario_stored
-from actors.tools import BUILTIN_TOOLS
 
 
 def inspect_cli(*args: str) -> tuple[int, str, str]:

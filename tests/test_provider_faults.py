@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from actors.tools import BUILTIN_TOOLS
 from runtime.config.loader import loads_scenario
 from runtime.scenario_run import run_scenario
-from actors.tools import BUILTIN_TOOLS
 from signals.sinks import read_jsonl
 
 BASE = """

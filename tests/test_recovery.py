@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from actors.tools import synthetic_text
 from runtime.bench.conversations import Conversation, fold_input, measurer_for, run_planner
 from runtime.fold.formats import parse_read_result
 from runtime.fold.planner import FoldPlanner
@@ -15,7 +16,6 @@ from runtime.fold.settings import FoldSettings
 from runtime.fold.units import units_of
 from runtime.measure import TokenCounter
 from runtime.messages import Note, ToolResult
-from actors.tools import synthetic_text
 
 COUNTER = TokenCounter()
 

@@ -13,15 +13,16 @@ import attrs
 import pytest
 
 from actors.branch import Branch
+from actors.tools import BUILTIN_TOOLS
+from runtime.cli.store import main
 from runtime.compiler import Request
+from runtime.config.loader import load_scenario
 from runtime.messages import AssistantResponse, Instruction, ToolCall, ToolResult
 from runtime.policies import PolicyRegistry, ScriptPolicy, ScriptStep
 from runtime.providers.base import Provider, ProviderReply
 from runtime.providers.factory import open_provider
 from runtime.runtime import Runtime
-from runtime.config.loader import load_scenario
 from runtime.scenario_run import build_flow, build_policies
-from runtime.cli.store import main
 from runtime.store.errors import NothingToResume, StoreInUse
 from runtime.store.journal import RunStore
 from runtime.store.reader import StoreReader
@@ -31,7 +32,6 @@ from runtime.store.run import (
     resume_stored_run,
     run_scenario_stored,
 )
-from actors.tools import BUILTIN_TOOLS
 from signals.envelope import Event
 from signals.sqlite_sink import SqliteSink
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from actors.tools import BUILTIN_TOOLS
 from runtime.config import ModelConfig, NodeSpec, Profile, ProviderSpec, RunSettings, Scenario
+from runtime.config.loader import SCHEMA, ScenarioError, load_scenario, loads_scenario
 from runtime.errors import ConfigError
 from runtime.policies import ScriptCall, ScriptStep
-from runtime.config.loader import SCHEMA, ScenarioError, load_scenario, loads_scenario
 from runtime.sim.faults import FaultRule
-from actors.tools import BUILTIN_TOOLS
 
 TOOLS = frozenset({"read_file", "search", "spawn", "fail"})
 HEAD = 'schema = "foldline.scenario/v1"\n'

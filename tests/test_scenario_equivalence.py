@@ -17,8 +17,8 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from runtime.config import NodeSpec, Profile, ProviderSpec, RunSettings
-from runtime.errors import ConfigError
 from runtime.config.loader import ScenarioError, loads_scenario
+from runtime.errors import ConfigError
 
 LABEL = "scenarios/prop.toml"
 NODE = '\n[[nodes]]\nid = "solo"\ninstruction = "Answer."\n'

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from support import READER, bounded, calls, iterative, node, read, runtime_for, scripted, text
 
 from actors.branch import Branch
-from runtime.config import Profile
 from actors.operations import Operation, run_operation
+from runtime.config import Profile
 from runtime.errors import InputCeilingExceeded
 from runtime.flow import Flow
-from support import READER, bounded, calls, iterative, node, read, runtime_for, scripted, text
 
 
 def decisions(events):

@@ -12,11 +12,11 @@ from pathlib import Path
 import anyio
 import pytest
 
-from runtime.config.loader import load_scenario
+from actors.tools import BUILTIN_TOOLS
 from runtime.cli.store import main
+from runtime.config.loader import load_scenario
 from runtime.store.reader import StoreReader
 from runtime.store.run import run_scenario_stored
-from actors.tools import BUILTIN_TOOLS
 
 QUICKSTART = Path(__file__).resolve().parent.parent / "scenarios" / "quickstart.toml"
 

@@ -81,7 +81,7 @@ def test_each_response_commits_with_its_event_in_any_arrival_order(order) -> Non
     # Interleave the events into the batch sequence at positions the permutation picks.
     positions = sorted(order[:3])
     merged = [("batch", i) for i in range(3)]
-    for offset, (position, event) in enumerate(zip(positions, events)):
+    for offset, (position, event) in enumerate(zip(positions, events, strict=True)):
         merged.insert(min(position + offset, len(merged)), event)
     for kind, i in merged:
         if kind == "batch":

@@ -16,19 +16,18 @@ import time
 from collections.abc import Sequence
 
 from actors.branch import Branch
+from actors.tools import synthetic_text
+from runtime.bench.conversations import Conversation
 from runtime.compiler import RequestSettings
 from runtime.fold.clip import clip_stage
-from runtime.bench.conversations import Conversation
 from runtime.fold.measurer import ViewMeasurer
 from runtime.fold.planner import FoldInput, FoldPlan, FoldPlanner
 from runtime.fold.settings import FoldSettings
 from runtime.measure import TokenCounter
 from runtime.messages import SystemMessage
-from actors.tools import synthetic_text
 
 MODEL = "claude-haiku-5-5"
 SYSTEM = "You read files and report what they say."
-BRANCH_TOKENS = 98_000
 CLIP_RESULT_CHARS = 100_045
 
 

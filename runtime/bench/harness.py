@@ -28,6 +28,7 @@ from typing import Any
 
 import attrs
 
+from actors.tools import ToolRegistry
 from runtime.bench.facts import fact_value
 from runtime.bench.lower_bound import BoundFigures, LowerBound
 from runtime.bench.reader import OUTCOMES, ReaderPolicy, RecallOutcome
@@ -35,15 +36,14 @@ from runtime.bench.strategies import BASELINE, STRATEGIES, Strategy, StrategyNot
 from runtime.bench.tools import BENCH_TOOLS, facts_printed
 from runtime.config import Scenario
 from runtime.errors import ConfigError, FoldlineError
-from runtime.sim.summary_policy import FoldSummaryPolicy
 from runtime.policies import Policy, PolicyRegistry, Reply
 from runtime.pricing import PricingTable
 from runtime.providers.factory import open_provider
 from runtime.runtime import Runtime
 from runtime.scenario_run import build_flow
 from runtime.sim.clock import ManualClock
+from runtime.sim.summary_policy import FoldSummaryPolicy
 from runtime.sim.tokens import SimTokenCounter
-from actors.tools import ToolRegistry
 from signals.bus import Gap
 from signals.envelope import Event
 
@@ -100,7 +100,7 @@ class TappedPolicy:
     """A policy that shows every payload to ``tap`` before its inner policy answers."""
 
     inner: Policy
-    tap: Callable[[Mapping[str, Any]], None]
+    tap: Callable[[Mapping[str, Any]], object]
 
     def respond(self, payload: Mapping[str, Any]) -> Reply:
         self.tap(payload)

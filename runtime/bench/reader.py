@@ -36,7 +36,7 @@ policy's own cursor, memory and log.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -248,12 +248,17 @@ def _read_call(call: ReadResultCall) -> dict[str, Any]:
 # -- the policy -----------------------------------------------------------------------------
 
 
+def _steps(steps: Iterable[ScriptStep]) -> tuple[ScriptStep, ...]:
+    # Typed converter: mypy's attrs plugin cannot type a generic ``converter=tuple``.
+    return tuple(steps)
+
+
 @attrs.define(eq=False)
 class ReaderPolicy:
     """Follows a plan step by step, recalling facts as described in the module docstring."""
 
     node_id: str
-    steps: tuple[ScriptStep, ...] = attrs.field(converter=tuple)
+    steps: tuple[ScriptStep, ...] = attrs.field(converter=_steps)
     prints: Prints = named_facts
     log: list[RecallOutcome] = attrs.field(factory=list, init=False)
     _cursor: int = attrs.field(default=0, init=False)

@@ -84,7 +84,14 @@ def evaluate_targets(results: Sequence[WorkloadResult]) -> list[Target]:
     """The issue's targets against ``results``."""
     by_name = _runs(results)
     targets: list[Target] = []
+    _fits_target(by_name, targets)
+    _recovery_targets(by_name, targets)
+    _staged_target(by_name, targets)
+    _run_wide_targets(results, targets)
+    return targets
 
+
+def _fits_target(by_name: Mapping[str, WorkloadResult], targets: list[Target]) -> None:
     missing = _missing("fits", FOLDLINE, by_name)
     name = f"fits: foldline <= {FITS_BOUND_LIMIT} x lower bound"
     if missing:
@@ -94,6 +101,8 @@ def evaluate_targets(results: Sequence[WorkloadResult]) -> list[Target]:
         ratio = ratios(result, result.runs[FOLDLINE])["to_bound"]
         targets.append(Target(name, ratio is not None and ratio <= FITS_BOUND_LIMIT, f"{_x(ratio)} x bound"))
 
+
+def _recovery_targets(by_name: Mapping[str, WorkloadResult], targets: list[Target]) -> None:
     for workload in RECOVERY_WORKLOADS:
         name = f"{workload}: foldline <= {COMPACTION_LIMIT} x compaction"
         missing = _missing(workload, FOLDLINE, by_name) or _missing(workload, COMPACTION, by_name)
@@ -120,6 +129,8 @@ def evaluate_targets(results: Sequence[WorkloadResult]) -> list[Target]:
                 )
             )
 
+
+def _staged_target(by_name: Mapping[str, WorkloadResult], targets: list[Target]) -> None:
     name = (
         f"staged-64: foldline's new input (not read from cache: fresh + cache writes) "
         f"<= fold-immediate's / {FRESH_FACTOR:g}"
@@ -142,6 +153,8 @@ def evaluate_targets(results: Sequence[WorkloadResult]) -> list[Target]:
             )
         )
 
+
+def _run_wide_targets(results: Sequence[WorkloadResult], targets: list[Target]) -> None:
     all_runs = [run for result in results for run in result.runs.values()]
     if all_runs:
         bad = [f"{r.workload}/{r.strategy} {r.rewrites_unexplained}" for r in all_runs if r.rewrites_unexplained]
@@ -164,7 +177,6 @@ def evaluate_targets(results: Sequence[WorkloadResult]) -> list[Target]:
                 "none over" if not over else "over: " + "; ".join(over),
             )
         )
-    return targets
 
 
 # -- JSON ---------------------------------------------------------------------------------

@@ -22,8 +22,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from runtime.bench.facts import VALUE_CHARS, check_fact_id, fact_line, fact_value
-from runtime.compiler import ToolSpec
 from actors.tools import (
     BUILTIN_TOOLS,
     Tool,
@@ -32,6 +30,8 @@ from actors.tools import (
     ToolRegistry,
     synthetic_text,
 )
+from runtime.bench.facts import VALUE_CHARS, check_fact_id, fact_line, fact_value
+from runtime.compiler import ToolSpec
 
 MAX_SIZE = 1_000_000
 """The largest ``size`` a bench tool produces, in characters."""

@@ -37,10 +37,10 @@ from typing import Any
 
 import attrs
 
+from actors.tools import synthetic_text
 from runtime.bench.tools import BENCH_TOOLS, stage_fact
 from runtime.config import Scenario
 from runtime.config.loader import load_scenario, loads_scenario
-from actors.tools import synthetic_text
 
 MODEL = "claude-haiku-5-5"
 TOOLS = ("read_doc", "answer")
@@ -375,7 +375,7 @@ def fanout(sizes: Sizes) -> str:
     for i in range(FANOUT_ITERATIVE):
         own = _sizes(rng, 2, sizes.fanout_lead_chars)
         recalled = [lead_facts[(2 * i) % len(lead_facts)], lead_facts[(2 * i + 3) % len(lead_facts)]]
-        child_steps = [
+        child_steps: list[dict[str, Any]] = [
             {"tool_calls": [_read(f"worker-{i + 1}/extra-{j + 1}.md", size)]} for j, size in enumerate(own)
         ]
         child_steps.append({"tool_calls": [_probe(fact) for fact in recalled]})

@@ -50,7 +50,7 @@ def apply_marks(payload: Mapping[str, Any], marks: Sequence[Mark]) -> dict[str, 
             i = mark.location[1]
             system[i] = {**system[i], "cache_control": control}
         else:
-            _, m, b = mark.location
+            m, b = mark.location[1], mark.location[-1]  # ('messages', m, b)
             messages = out["messages"] = _copied(out["messages"], payload.get("messages"))
             message = messages[m]
             if message is payload["messages"][m]:

@@ -56,7 +56,7 @@ def check_location(location: Any, *, what: str = "location") -> Location:
             f"{what} {location!r} is not a block location; expected ('tools', i), "
             "('system', i) or ('messages', m, b) with non-negative integer indices"
         )
-    return location  # type: ignore[return-value]
+    return location
 
 
 def as_payload(payload: Any) -> Mapping[str, Any]:
@@ -155,7 +155,7 @@ def block_at(payload: Mapping[str, Any], location: Location) -> Mapping[str, Any
         if m >= len(messages):
             raise CacheInputError(f"location {location!r}: the payload has {len(messages)} messages")
         seq = content_blocks(messages[m]["content"], f"messages[{m}].content")
-        index = location[2]
+        index = location[-1]  # the block index is last: ('messages', m, b)
     if index >= len(seq):
         raise CacheInputError(f"location {location!r}: there are only {len(seq)} blocks there")
     return seq[index]

@@ -28,7 +28,11 @@ Role = Literal["read", "turn", "stable", "probe", "anchor", "caller"]
 def check_lifetime(value: Any, *, what: str = "lifetime") -> Lifetime:
     if value not in LIFETIMES:
         raise CacheInputError(f"{what} {value!r} is not a cache lifetime; expected '5m' or '1h'")
-    return value  # type: ignore[no-any-return]
+    return value
+
+
+def _mark_location(location: Any) -> Location:
+    return check_location(location, what="mark location")
 
 
 @attrs.frozen
@@ -41,7 +45,7 @@ class Mark:
     request should still reach) or ``caller`` (a mark the caller placed).
     """
 
-    location: Location = attrs.field(converter=lambda loc: check_location(loc, what="mark location"))
+    location: Location = attrs.field(converter=_mark_location)
     ttl: Lifetime = attrs.field()
     role: Role = attrs.field()
 

@@ -90,18 +90,7 @@ def place_marks(
     placement's ``certified``, reused for the prefix the two payloads share.
     Apply the result with :func:`runtime.cache.apply.apply_marks`.
     """
-    if intent not in INTENTS:
-        raise CacheInputError(f"intent {intent!r} is not one of {', '.join(INTENTS)}")
-    if not isinstance(ledger, CacheLedger):
-        raise CacheInputError(f"ledger is {type(ledger).__name__}, expected a CacheLedger")
-    if isinstance(now, bool) or not isinstance(now, (int, float)) or not math.isfinite(now):
-        raise CacheInputError(f"now {now!r} is not a finite time in seconds")
-    if not isinstance(process_id, str) or not process_id:
-        raise CacheInputError(f"process_id {process_id!r} is not a non-empty string")
-    if tail_skip is not None and not isinstance(tail_skip, TailSkip):
-        raise CacheInputError(f"tail_skip is {type(tail_skip).__name__}, expected a TailSkip or None")
-    if isinstance(lookback, bool) or not isinstance(lookback, int) or lookback < 1:
-        raise CacheInputError(f"lookback {lookback!r} is not a positive integer")
+    _check_arguments(intent, ledger, now, process_id, tail_skip, lookback)
     routes = _routes(route)
 
     certified = certify_payload(payload, collapse_runs=collapse_runs, previous=previous)
@@ -127,30 +116,9 @@ def place_marks(
         anchor_locations = ()
     stable_location = _stable_location(certified.refs)
 
-    # 1. The read.
-    read_failure: str | None = None
-    if target is not None:
-        planned: list[tuple[Location | None, Lifetime, Role]] = [(turn_location, "5m", "turn")]
-        planned += [(loc, "5m", "anchor") for loc in anchor_locations]
-        planned.append((stable_location, "1h", "stable"))
-        read_failure = _place_read(marks, target, planned)
-
-    # 2. The turn.
-    if turn_location is not None:
-        marks.place_or_skip(turn_location, "5m", "turn")
-
-    # 3. The stable segment.
-    if stable_location is not None:
-        marks.place_stable(stable_location)
-
-    # 4. Probes of deeper entries with unknown evidence.
-    if intent != "side":
-        _place_probes(marks, entries, target, len(routes))
-
-    # 5. Anchors.
-    for location in anchor_locations:
-        if marks.at(location) is None:
-            marks.place_or_skip(location, "5m", "anchor")
+    read_failure = _place_in_order(
+        marks, intent, target, entries, len(routes), turn_location, anchor_locations, stable_location
+    )
 
     final_marks = in_api_order(marks.marks)
     landing = tuple(e for e in entries if marks.reach(e.ref))
@@ -226,6 +194,61 @@ class _MarkSet:
             self.marks[self.marks.index(existing)] = Mark(location, "1h", "caller")
         else:
             self.skip("stable", "ttl_order", location)
+
+
+def _check_arguments(
+    intent: Any, ledger: Any, now: Any, process_id: Any, tail_skip: Any, lookback: Any
+) -> None:
+    if intent not in INTENTS:
+        raise CacheInputError(f"intent {intent!r} is not one of {', '.join(INTENTS)}")
+    if not isinstance(ledger, CacheLedger):
+        raise CacheInputError(f"ledger is {type(ledger).__name__}, expected a CacheLedger")
+    if isinstance(now, bool) or not isinstance(now, (int, float)) or not math.isfinite(now):
+        raise CacheInputError(f"now {now!r} is not a finite time in seconds")
+    if not isinstance(process_id, str) or not process_id:
+        raise CacheInputError(f"process_id {process_id!r} is not a non-empty string")
+    if tail_skip is not None and not isinstance(tail_skip, TailSkip):
+        raise CacheInputError(f"tail_skip is {type(tail_skip).__name__}, expected a TailSkip or None")
+    if isinstance(lookback, bool) or not isinstance(lookback, int) or lookback < 1:
+        raise CacheInputError(f"lookback {lookback!r} is not a positive integer")
+
+
+def _place_in_order(
+    marks: _MarkSet,
+    intent: Intent,
+    target: Entry | None,
+    entries: Sequence[Entry],
+    route_count: int,
+    turn_location: Location | None,
+    anchor_locations: Sequence[Location],
+    stable_location: Location | None,
+) -> str | None:
+    """Place the marks in priority order; returns why the read could not be placed (None when it was)."""
+    # 1. The read.
+    read_failure: str | None = None
+    if target is not None:
+        planned: list[tuple[Location | None, Lifetime, Role]] = [(turn_location, "5m", "turn")]
+        planned += [(loc, "5m", "anchor") for loc in anchor_locations]
+        planned.append((stable_location, "1h", "stable"))
+        read_failure = _place_read(marks, target, planned)
+
+    # 2. The turn.
+    if turn_location is not None:
+        marks.place_or_skip(turn_location, "5m", "turn")
+
+    # 3. The stable segment.
+    if stable_location is not None:
+        marks.place_stable(stable_location)
+
+    # 4. Probes of deeper entries with unknown evidence.
+    if intent != "side":
+        _place_probes(marks, entries, target, route_count)
+
+    # 5. Anchors.
+    for location in anchor_locations:
+        if marks.at(location) is None:
+            marks.place_or_skip(location, "5m", "anchor")
+    return read_failure
 
 
 def _place_read(

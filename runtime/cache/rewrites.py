@@ -55,11 +55,11 @@ def find_rewrite(
     is reported with ``cause``.
     """
     if last_stable and stable != last_stable:
-        changed = [name for name, a, b in zip(STABLE_PARTS, last_stable, stable) if a != b]
+        changed = [name for name, a, b in zip(STABLE_PARTS, last_stable, stable, strict=True) if a != b]
         return Rewrite(0, f"stable segment changed: {', '.join(changed)}")
     previous = tuple(last_messages)
     if not previous or tuple(messages[: len(previous)]) == previous:
         return None
     padded = tuple(messages) + ("",) * len(previous)
-    first = next(i for i, (a, b) in enumerate(zip(previous, padded)) if a != b)
+    first = next(i for i, (a, b) in enumerate(zip(previous, padded, strict=False)) if a != b)
     return Rewrite(first, cause)

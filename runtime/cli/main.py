@@ -23,8 +23,8 @@ from typing import TextIO
 
 import anyio
 
-from runtime.errors import ConfigError, FoldlineError
 from runtime.cli.progress import progress_printer
+from runtime.errors import ConfigError, FoldlineError
 from runtime.logs import configure_logging
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -72,10 +72,10 @@ def _cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from runtime.cli.store import run_run
 
         return run_run(args, out, err)
-    from runtime.report import format_report
-    from runtime.config.loader import load_scenario
-    from runtime.scenario_run import run_scenario
     from actors.tools import BUILTIN_TOOLS
+    from runtime.config.loader import load_scenario
+    from runtime.report import format_report
+    from runtime.scenario_run import run_scenario
 
     try:
         scenario = load_scenario(args.scenario, tool_names=BUILTIN_TOOLS.names())

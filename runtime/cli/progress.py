@@ -5,11 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TextIO
 
+from signals.bus import Gap
 from signals.envelope import Event
 
 
-def progress_printer(stream: TextIO) -> Callable[[Event], None]:
-    def show(event: Event) -> None:
+def progress_printer(stream: TextIO) -> Callable[[Event | Gap], None]:
+    """A bus handler printing one line per event worth a person's attention (and per gap, if any)."""
+
+    def show(event: Event | Gap) -> None:
+        if isinstance(event, Gap):  # only a drop_oldest subscription sees gaps; the CLI's blocks
+            print(f"[-] missed {event.count} event(s)", file=stream, flush=True)
+            return
         node = event.node_id or "-"
         data = event.data
         line = None

@@ -79,9 +79,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``foldline run SCENARIO --store PATH [--provider K] [--signals F] [--report F] [--quiet]``."""
+    from actors.tools import BUILTIN_TOOLS
     from runtime.config.loader import load_scenario
     from runtime.store.run import run_scenario_stored
-    from actors.tools import BUILTIN_TOOLS
 
     try:
         scenario = load_scenario(args.scenario, tool_names=BUILTIN_TOOLS.names())
@@ -141,8 +141,8 @@ def run_resume(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _stored_model(reader: Any) -> str:
-    from runtime.config.loader import loads_scenario
     from actors.tools import BUILTIN_TOOLS
+    from runtime.config.loader import loads_scenario
 
     meta = reader.meta()
     scenario = loads_scenario(meta["scenario_text"], path_label=meta["scenario_path"], tool_names=BUILTIN_TOOLS.names())

@@ -17,7 +17,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 import attrs
 
@@ -197,7 +197,8 @@ def _defaults_of(cls: type) -> dict[str, Any]:
 def _evolve(instance: _T, changes: Mapping[str, Any]) -> _T:
     where = type(instance).__name__
     reject_unknown_keys(changes, _field_names(type(instance)), where)
-    return attrs.evolve(instance, **changes)
+    evolved: _T = attrs.evolve(cast(Any, instance), **changes)
+    return evolved
 
 
 # -- converters (never raise: a bad value is left for the checks to name) ---

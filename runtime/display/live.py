@@ -24,6 +24,7 @@ from typing import Any, TextIO
 import attrs
 
 from runtime.ceiling import DEFAULT_FOLD_AT
+from signals.bus import Gap
 from signals.envelope import Event
 
 BAR_WIDTH = 24
@@ -160,7 +161,7 @@ def _renderable(board: Board) -> Any:
 
 
 @contextmanager
-def live_board(stream: TextIO) -> Iterator[Callable[[Event], None]]:
+def live_board(stream: TextIO) -> Iterator[Callable[[Event | Gap], None]]:
     """The live board on ``stream`` (a terminal) through rich; the final board stays on screen."""
     from rich.console import Console
     from rich.live import Live
@@ -171,7 +172,10 @@ def live_board(stream: TextIO) -> Iterator[Callable[[Event], None]]:
     with Live(console=console, auto_refresh=False, transient=False, redirect_stdout=False,
               redirect_stderr=False) as live:
 
-        def show(event: Event) -> None:
+        def show(event: Event | Gap) -> None:
+            if isinstance(event, Gap):  # the CLI subscribes with "block": no gap reaches it, but say so if one does
+                live.console.print(f"missed {event.count} event(s)", markup=False, highlight=False)
+                return
             changed, message = board.feed(event)
             if message is not None:
                 live.console.print(message, markup=False, highlight=False)
@@ -197,8 +201,8 @@ def rich_available() -> bool:
 
 @contextmanager
 def progress_view(
-    stream: TextIO, *, quiet: bool, plain: bool, plain_printer: Callable[[TextIO], Callable[[Event], None]]
-) -> Iterator[Callable[[Event], None] | None]:
+    stream: TextIO, *, quiet: bool, plain: bool, plain_printer: Callable[[TextIO], Callable[[Event | Gap], None]]
+) -> Iterator[Callable[[Event | Gap], None] | None]:
     """The progress callback for a run: none, the plain lines, or the live board (see the module docstring)."""
     if quiet:
         yield None

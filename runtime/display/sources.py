@@ -172,8 +172,8 @@ def _load_store(label: str) -> RunSource:
 
 
 def _stored_scenario(reader: Any) -> Any:
-    from runtime.config.loader import loads_scenario
     from actors.tools import BUILTIN_TOOLS
+    from runtime.config.loader import loads_scenario
 
     meta = reader.meta()
     if "scenario_text" not in meta:

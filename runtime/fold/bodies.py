@@ -106,8 +106,3 @@ def recovery_text(message: Message) -> str:
                 lines.append(f"[call {part.name} {part.arguments_json}]")
         return "\n".join(lines)
     raise TypeError(f"recovery_text: {type(message).__name__} is not a message kind")
-
-
-def largest_body_chars(result: ToolResult) -> int:
-    """Characters of the result's largest body (0 when it has none)."""
-    return max((len(b.text) for b in result_shape(result).bodies), default=0)

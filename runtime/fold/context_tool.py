@@ -121,7 +121,7 @@ def parse_action(arguments: Mapping[str, Any]) -> ContextAction:
             raise ContextToolError('context: fold needs "start" and "end", full-record indices of the span')
         if end < start:
             raise ContextToolError(f"context: fold end {end} is before start {start}; expected start <= end")
-    return ContextAction(action, index, offset or 0, min(limit, READ_LIMIT), start, end)  # type: ignore[arg-type]
+    return ContextAction(action, index, offset or 0, min(limit, READ_LIMIT), start, end)
 
 
 def mark_answer(mark: FoldMark, pending: int, settings: FoldSettings) -> str:

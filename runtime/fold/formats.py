@@ -61,7 +61,7 @@ _ELLIPSIS = "..."
 def is_path_like(key: str) -> bool:
     """Whether an argument name names a path (shown whole up to :data:`PATH_ARG_LIMIT`)."""
     lowered = key.lower()
-    return lowered in PATH_LIKE_KEYS or lowered.endswith("_path") or lowered.endswith("path")
+    return lowered in PATH_LIKE_KEYS or lowered.endswith("path")  # "_path" included
 
 
 def _clip(text: str, limit: int) -> str:

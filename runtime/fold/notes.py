@@ -11,7 +11,7 @@ that is not a call; an ``all`` or ``reset`` note puts its summary first.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from runtime.canonical import canonical_json, sha256_hex
 from runtime.fold.formats import call_line, listing_lines, message_line, note_header
@@ -131,7 +131,7 @@ def build_note(
     return Note(text="\n".join(parts), replaced=tuple(m.id for m in replaced), first_index=first_index, stage=stage)
 
 
-def transcript(units: Sequence[Unit], record: RecordAccess, render_result) -> str:
+def transcript(units: Sequence[Unit], record: RecordAccess, render_result: Callable[[ToolResult, int], str]) -> str:
     """The folded span as plain text for a summary request (``render_result`` projects each result)."""
     lines: list[str] = []
     for unit in units:

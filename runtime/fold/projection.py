@@ -181,11 +181,6 @@ def allowance_of(result: ToolResult) -> int | None:
     return result.clip.head + result.clip.tail
 
 
-def effective_retained(original: ToolResult, *, index: int, allowance: int | None, bound: int | None) -> int:
-    """Source characters of the original's largest body that a projection keeps."""
-    return max(project(original, index=index, allowance=allowance, bound=bound).kept, default=0)
-
-
 OriginalLookup = Callable[[str], tuple[ToolResult, int]]
 """An original's id -> (the original, its full-record index); raises KeyError when absent."""
 
@@ -271,5 +266,5 @@ def request_projection(record: Any, bound: int | None, protected_round: Any) -> 
     frozen: dict[str, int | None] = {}
     decision = protected_round
     if decision is not None and getattr(decision, "included", False) and decision.result_bound != bound:
-        frozen = {mid: decision.result_bound for mid in decision.member_ids}
+        frozen = dict.fromkeys(decision.member_ids, decision.result_bound)
     return record_projection(record, bound, frozen)

@@ -147,17 +147,13 @@ class RestorePlan:
 def _unit_of_original(message: Message, index: int, record: RecordAccess) -> tuple[Message, ...]:
     """The original unit ``message`` belongs to: a round for a call or result, else itself."""
     if isinstance(message, ToolResult):
-        response_index = index - 1
-        while response_index >= 0:
+        for response_index in range(index - 1, -1, -1):
             candidate = record.message_at(response_index)
             if isinstance(candidate, AssistantResponse) and any(
                 c.call_id == message.call_id for c in candidate.tool_calls
             ):
-                break
-            response_index -= 1
-        else:
-            raise RecoveryCorrupted(f"result #{index} answers call {message.call_id!r}, whose call is not in the record")
-        return _round_at(candidate, response_index, record)  # type: ignore[arg-type]
+                return _round_at(candidate, response_index, record)
+        raise RecoveryCorrupted(f"result #{index} answers call {message.call_id!r}, whose call is not in the record")
     if isinstance(message, AssistantResponse) and message.tool_calls:
         return _round_at(message, index, record)
     return (message,)
@@ -252,31 +248,7 @@ def plan_restore(
 
     view_ids = [m.id for m in view]
     in_view = set(view_ids)
-    standing = stood_for(view, record)
-    targets: dict[str, tuple[Message, int]] = {}
-    for i in range(start, end + 1):
-        message = record.message_at(i)
-        if isinstance(message, SystemMessage):
-            continue
-        if isinstance(message, Note):
-            if end == start:
-                if message.id not in in_view:
-                    raise RecoveryError(f"note #{i} is not in the conversation; restore the originals it names instead")
-                verify_note(message, record)
-                for original_id in sorted(_closure(message, record)):
-                    index = record.index_of(original_id)
-                    assert index is not None
-                    targets.setdefault(original_id, (record.message_at(index), index))
-            continue
-        original, index = original_at(record, i)
-        if original.id not in in_view and original.id not in standing:
-            if end == start:
-                raise RecoveryError(
-                    f"#{index} is not a folded or clipped message (no note or copy in the conversation stands for "
-                    "it), so there is nothing to restore"
-                )
-            continue
-        targets.setdefault(original.id, (original, index))
+    targets = _restore_targets(record, start, end, in_view, stood_for(view, record))
 
     already = [oid for oid in targets if oid in in_view]
     copy_of: dict[str, str] = {
@@ -317,14 +289,45 @@ def plan_restore(
             hidden_units.append(tuple(members))
 
     current = [record.message_at(record.index_of(mid)) for mid in view_ids]  # type: ignore[arg-type]
-    for members in hidden_units:
-        current = _insert(current, members, record)
+    for unit in hidden_units:
+        current = _insert(current, unit, record)
     visible = {m.id for m in current}
     dropped = [
         m.id for m in current if isinstance(m, Note) and _closure(m, record) <= visible and m.id not in targets
     ]
     final = [m.id for m in current if m.id not in set(dropped)]
     return RestorePlan(tuple(final), tuple(restored), tuple(replaced_copies), tuple(dropped), tuple(already))
+
+
+def _restore_targets(
+    record: RecordAccess, start: int, end: int, in_view: set[str], standing: set[str]
+) -> dict[str, tuple[Message, int]]:
+    """The originals ``start..end`` names (a note's own index, alone, names its closure), by id."""
+    targets: dict[str, tuple[Message, int]] = {}
+    for i in range(start, end + 1):
+        message = record.message_at(i)
+        if isinstance(message, SystemMessage):
+            continue
+        if isinstance(message, Note):
+            if end == start:
+                if message.id not in in_view:
+                    raise RecoveryError(f"note #{i} is not in the conversation; restore the originals it names instead")
+                verify_note(message, record)
+                for original_id in sorted(_closure(message, record)):
+                    index = record.index_of(original_id)
+                    assert index is not None
+                    targets.setdefault(original_id, (record.message_at(index), index))
+            continue
+        original, index = original_at(record, i)
+        if original.id not in in_view and original.id not in standing:
+            if end == start:
+                raise RecoveryError(
+                    f"#{index} is not a folded or clipped message (no note or copy in the conversation stands for "
+                    "it), so there is nothing to restore"
+                )
+            continue
+        targets.setdefault(original.id, (original, index))
+    return targets
 
 
 def _insert(view: list[Message], members: tuple[Message, ...], record: RecordAccess) -> list[Message]:

@@ -17,7 +17,7 @@ without touching the branch: a message by full-record index, an index by id.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
 import attrs
@@ -139,10 +139,6 @@ def task_instruction(view: Sequence[Message]) -> Instruction | None:
         if isinstance(message, Instruction):
             return message
     return None
-
-
-def ids_of(messages: Iterable[Message]) -> frozenset[str]:
-    return frozenset(m.id for m in messages)
 
 
 @attrs.frozen(eq=False)

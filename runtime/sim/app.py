@@ -131,7 +131,7 @@ class SimApp:
         except SimAPIError as err:
             response = _error_response(err, record.request_id)
             record = attrs.evolve(record, status=err.status, error_type=err.error_type, error_message=err.message)
-        except Exception as exc:  # noqa: BLE001 - the server boundary: a bug becomes a logged 500, never a hang
+        except Exception as exc:  # the server boundary: a bug becomes a logged 500, never a hang
             log.exception("sim.handler_failed", request_id=record.request_id, path=request.path)
             bug = SimAPIError(
                 500, "api_error", f"simulated server bug: {type(exc).__name__}: {exc}", {"x-should-retry": "false"}

@@ -74,7 +74,7 @@ class FaultRule:
         kind = obj.get("kind")
         if isinstance(kind, int) and not isinstance(kind, bool):
             kind = str(kind)
-        values = {key: obj.get(key) for key in _RULE_KEYS}
+        values: dict[str, Any] = {key: obj.get(key) for key in _RULE_KEYS}
         values["kind"] = kind
         # Validate before constructing so the message carries the scenario's key path.
         problem = cls._problem_of(**values)

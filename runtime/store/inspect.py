@@ -139,49 +139,14 @@ def describe_branch(
         stands_for: list[Original] = []
         detail = None
         if isinstance(message, Note):
-            for replaced_id in message.replaced:
-                original_index = branch.index_of(replaced_id)
-                if original_index is None:
-                    detail = f"replaces {replaced_id}, which is not in this record"
-                    continue
-                original = branch.message_at(original_index)
-                accounted.setdefault(original_index, "replaced")
-                stands_for.append(
-                    Original(original_index, original.kind, label_of(original), message_chars(original),
-                             _whole_read(original_index, original))
-                )
-            detail = detail or (
-                f"replaces {len(message.replaced)} message(s) from #{message.first_index}, "
-                f"{sum(o.chars for o in stands_for):,} chars"
-            )
+            stands_for, detail = _note_stands_for(branch, message, accounted)
         elif isinstance(message, ToolResult) and projection is not None and message.clipped_from is None:
             shown = projection.output_of(message)
             if shown != message.output:
-                markers = parse_clip_marker(shown)
-                stands_for.append(
-                    Original(index, message.kind, label_of(message), len(message.output),
-                             read_call(markers[0].index, markers[0].offset, markers[0].limit) if markers
-                             else _whole_read(index, message))
-                )
-                detail = f"bounded: {len(shown):,} of its {len(message.output):,} chars are sent"
+                stands_for, detail = _bounded_stands_for(message, index, shown)
                 chars = len(shown)
         elif isinstance(message, ToolResult) and message.clipped_from is not None:
-            original_index = branch.index_of(message.clipped_from)
-            if original_index is None:
-                detail = f"clipped copy of {message.clipped_from}, which is not in this record"
-            else:
-                original = branch.message_at(original_index)
-                accounted.setdefault(original_index, "clipped")
-                markers = parse_clip_marker(message.output)
-                calls = [read_call(m.index, m.offset, m.limit) for m in markers] or [_whole_read(original_index, original)]
-                stands_for.append(
-                    Original(original_index, original.kind, label_of(original), message_chars(original), calls[0])
-                )
-                kept = f"keeps {message.clip.head:,} + {message.clip.tail:,} of {message.clip.total:,} chars" if message.clip else "clipped"
-                omitted = "; ".join(f"omits {m.start:,}-{m.end:,} ({m.omitted:,} chars)" for m in markers)
-                detail = f"clipped copy of #{original_index}: {kept}" + (f"; {omitted}" if omitted else "")
-                if len(calls) > 1:
-                    detail += "; further calls: " + " | ".join(calls[1:])
+            stands_for, detail = _clip_stands_for(branch, message, accounted)
         entries.append(
             ViewEntry(
                 position=position,
@@ -195,6 +160,70 @@ def describe_branch(
                 detail=detail,
             )
         )
+    outside = _outside_the_view(branch, in_view, accounted)
+    return BranchPicture(
+        branch_id=branch.id,
+        node_id=node_id,
+        parent_id=branch.parent_id,
+        fork_length=branch.fork_length,
+        record_length=branch.record_length(),
+        entries=tuple(entries),
+        outside={k: tuple(v) for k, v in outside.items()},
+    )
+
+
+def _note_stands_for(branch: Branch, message: Note, accounted: dict[int, str]) -> tuple[list[Original], str]:
+    """What a note stands for (its replaced originals, marked as accounted for) and its detail line."""
+    stands_for: list[Original] = []
+    detail = None
+    for replaced_id in message.replaced:
+        original_index = branch.index_of(replaced_id)
+        if original_index is None:
+            detail = f"replaces {replaced_id}, which is not in this record"
+            continue
+        original = branch.message_at(original_index)
+        accounted.setdefault(original_index, "replaced")
+        stands_for.append(
+            Original(original_index, original.kind, label_of(original), message_chars(original),
+                     _whole_read(original_index, original))
+        )
+    detail = detail or (
+        f"replaces {len(message.replaced)} message(s) from #{message.first_index}, "
+        f"{sum(o.chars for o in stands_for):,} chars"
+    )
+    return stands_for, detail
+
+
+def _bounded_stands_for(message: ToolResult, index: int, shown: str) -> tuple[list[Original], str]:
+    """A result the result bound shortens: the original it stands for and its detail line."""
+    markers = parse_clip_marker(shown)
+    original = Original(index, message.kind, label_of(message), len(message.output),
+                        read_call(markers[0].index, markers[0].offset, markers[0].limit) if markers
+                        else _whole_read(index, message))
+    return [original], f"bounded: {len(shown):,} of its {len(message.output):,} chars are sent"
+
+
+def _clip_stands_for(branch: Branch, message: ToolResult, accounted: dict[int, str]) -> tuple[list[Original], str]:
+    """A clipped copy: its original (marked as accounted for), the calls that read what it omits, its detail."""
+    assert message.clipped_from is not None
+    original_index = branch.index_of(message.clipped_from)
+    if original_index is None:
+        return [], f"clipped copy of {message.clipped_from}, which is not in this record"
+    original = branch.message_at(original_index)
+    accounted.setdefault(original_index, "clipped")
+    markers = parse_clip_marker(message.output)
+    calls = [read_call(m.index, m.offset, m.limit) for m in markers] or [_whole_read(original_index, original)]
+    stands_for = [Original(original_index, original.kind, label_of(original), message_chars(original), calls[0])]
+    kept = f"keeps {message.clip.head:,} + {message.clip.tail:,} of {message.clip.total:,} chars" if message.clip else "clipped"
+    omitted = "; ".join(f"omits {m.start:,}-{m.end:,} ({m.omitted:,} chars)" for m in markers)
+    detail = f"clipped copy of #{original_index}: {kept}" + (f"; {omitted}" if omitted else "")
+    if len(calls) > 1:
+        detail += "; further calls: " + " | ".join(calls[1:])
+    return stands_for, detail
+
+
+def _outside_the_view(branch: Branch, in_view: set[str], accounted: dict[int, str]) -> dict[str, list[int]]:
+    """Every record index outside the view, by where it went."""
     outside: dict[str, list[int]] = {"replaced": [], "clipped": [], "system": [], "inherited": [], "unreachable": []}
     for index in range(branch.record_length()):
         message = branch.message_at(index)
@@ -208,15 +237,7 @@ def describe_branch(
             outside["inherited"].append(index)
         else:
             outside["unreachable"].append(index)
-    return BranchPicture(
-        branch_id=branch.id,
-        node_id=node_id,
-        parent_id=branch.parent_id,
-        fork_length=branch.fork_length,
-        record_length=branch.record_length(),
-        entries=tuple(entries),
-        outside={k: tuple(v) for k, v in outside.items()},
-    )
+    return outside
 
 
 def format_branch(picture: BranchPicture) -> str:

@@ -33,9 +33,9 @@ import attrs
 
 from actors.branch import Branch
 from runtime.config import Scenario
-from runtime.operation import OperationResult
 from runtime.flow import NodeOutcome, Restored
 from runtime.messages import AssistantResponse, ToolResult
+from runtime.operation import OperationResult
 from runtime.store.errors import StoreCorrupt
 from runtime.store.reader import BranchRow, RequestRow
 from runtime.usage import Usage
@@ -58,9 +58,9 @@ def view_without_cancelled_results(branch: Branch) -> tuple[str, ...] | None:
         return None
     view = branch.view()
     keep = len(view)
-    while keep and isinstance(view[keep - 1], ToolResult):
+    while keep:
         result = view[keep - 1]
-        if not (result.is_error and result.output == CANCELLED_RESULT):
+        if not (isinstance(result, ToolResult) and result.is_error and result.output == CANCELLED_RESULT):
             break
         keep -= 1
     if keep == len(view):
@@ -129,6 +129,7 @@ def _node_branch_map(
             event.type in _NODE_EVENTS
             and event.node_id in known
             and event.node_id not in mapping
+            and event.branch_id is not None
             and event.branch_id in branches
         ):
             mapping[event.node_id] = event.branch_id
@@ -224,18 +225,18 @@ def plan_resume(
         is_child = node.spawned_by is not None
         branch_id = mapping.get(node.id)
         branch = branches.get(branch_id) if branch_id is not None else None
-        event = terminal.get(node.id)
-        if event is not None and event.type == "NodeSkipped":
+        ended = terminal.get(node.id)
+        if ended is not None and ended.type == "NodeSkipped":
             if is_child:
-                restored[node.id] = Restored(None, NodeOutcome(node.id, "skipped", event.data.get("reason")))
+                restored[node.id] = Restored(None, NodeOutcome(node.id, "skipped", ended.data.get("reason")))
             continue  # a skipped top-level node is skipped again by the flow, from its dependencies
         if branch is None:
             continue
-        if event is not None and event.type == "NodeFinished":
+        if ended is not None and ended.type == "NodeFinished":
             outcome = NodeOutcome(node.id, "ok", None, result_of(node.id, branch), branch.id)
             restored[node.id] = Restored(branch, outcome, spawned=is_child)
-        elif event is not None and event.type == "NodeFailed":
-            reason = f"{event.data.get('error_type')}: {event.data.get('message')}"
+        elif ended is not None and ended.type == "NodeFailed":
+            reason = f"{ended.data.get('error_type')}: {ended.data.get('message')}"
             restored[node.id] = Restored(branch, NodeOutcome(node.id, "failed", reason, None, branch.id), spawned=is_child)
         elif turns.get(branch.id, 0) > 0 and branch.state.open_turn is None:
             # The turn completed (its end is in the store) but NodeFinished never reached the disk.
@@ -247,7 +248,15 @@ def plan_resume(
         else:
             restored[node.id] = Restored(branch, None, spawned=is_child)
 
-    # Children their finished emitter never spawned are skipped, as the flow would have.
+    _skip_unspawned(scenario, spawned_ids, restored, recovered)
+    last_seq = max((event.seq for event in events), default=0)
+    return ResumePlan(restored, dict(cursors), dict(mapping), tuple(recovered), last_seq + 1)
+
+
+def _skip_unspawned(
+    scenario: Scenario, spawned_ids: set[str], restored: dict[str, Restored], recovered: list[RecoveredEvent]
+) -> None:
+    """Children their finished emitter never spawned are skipped, as the flow would have."""
     for node in scenario.nodes:
         emitter = node.spawned_by
         if emitter is None or node.id in restored or node.id in spawned_ids:
@@ -257,6 +266,3 @@ def plan_resume(
             reason = f"never spawned: emitter {emitter!r} finished without spawning it"
             restored[node.id] = Restored(None, NodeOutcome(node.id, "skipped", reason))
             recovered.append(RecoveredEvent(node.id, None, NodeSkipped(reason=reason)))
-
-    last_seq = max((event.seq for event in events), default=0)
-    return ResumePlan(restored, dict(cursors), dict(mapping), tuple(recovered), last_seq + 1)

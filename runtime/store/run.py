@@ -26,19 +26,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 from actors.branch import Branch
+from actors.tools import BUILTIN_TOOLS, ToolRegistry
 from runtime.config import Scenario
+from runtime.config.loader import loads_scenario
 from runtime.policies import PolicyRegistry, ScriptPolicy
 from runtime.pricing import PricingTable
 from runtime.providers.factory import open_provider
 from runtime.report import ReportBuilder
 from runtime.runtime import Runtime
-from runtime.config.loader import loads_scenario
 from runtime.scenario_run import ScenarioRun, build_flow, build_policies, run_scenario
 from runtime.store.errors import NothingToResume, StoreError
 from runtime.store.journal import RunStore
 from runtime.store.reader import StoreReader
 from runtime.store.resume import ResumePlan, plan_resume, view_without_cancelled_results
-from actors.tools import BUILTIN_TOOLS, ToolRegistry
+from signals.bus import Gap
 from signals.envelope import Event
 from signals.sqlite_sink import SqliteSink
 
@@ -65,8 +66,8 @@ async def run_scenario_stored(
     *,
     store_path: str | os.PathLike[str],
     provider_kind: str | None = None,
-    signals_path: str | os.PathLike[str] | None = None,
-    progress: Callable[[Event], None] | None = None,
+    signals_path: str | Path | None = None,
+    progress: Callable[[Event | Gap], None] | None = None,
     registry: ToolRegistry = BUILTIN_TOOLS,
     clock: Callable[[], float] = time.time,
 ) -> ScenarioRun:
@@ -128,7 +129,7 @@ async def resume_stored_run(
     store_path: str | os.PathLike[str],
     *,
     provider_kind: str | None = None,
-    progress: Callable[[Event], None] | None = None,
+    progress: Callable[[Event | Gap], None] | None = None,
     registry: ToolRegistry = BUILTIN_TOOLS,
     clock: Callable[[], float] = time.time,
 ) -> ScenarioRun:

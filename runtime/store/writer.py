@@ -152,7 +152,7 @@ class SqliteWriter:
             connection.close()
             self._release_waiters()
 
-    def _commit(self, connection: sqlite3.Connection, units: list[Unit]) -> None:
+    def _commit(self, connection: sqlite3.Connection, units: Sequence[Unit]) -> None:
         try:
             connection.execute("BEGIN IMMEDIATE")
             for unit in units:
