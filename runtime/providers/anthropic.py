@@ -24,6 +24,7 @@ import structlog
 from runtime.compiler import Request
 from runtime.providers.base import BeforeAttempt, ProviderError, ProviderReply
 from runtime.providers.retry import DEFAULT_MAX_RETRIES, retry_delay, should_retry
+from runtime.scrub import scrub_secret
 from runtime.usage import Usage
 
 log = structlog.get_logger("foldline.provider")
@@ -61,7 +62,7 @@ class AnthropicProvider:
         return cls(client, api_key, name=name, max_retries=max_retries)
 
     def _scrub(self, text: str) -> str:
-        return text.replace(self._secret, "[redacted]") if self._secret else text
+        return scrub_secret(text, self._secret)  # masked and partial forms too (runtime.scrub)
 
     async def send(self, request: Request, *, node_id: str | None, before_attempt: BeforeAttempt) -> ProviderReply:
         payload = request.payload()
