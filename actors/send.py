@@ -70,7 +70,7 @@ from runtime.messages import (
 )
 from runtime.operation import Operation
 from runtime.providers.base import ProviderReply
-from actors.tools import ToolContext, ToolFailed
+from actors.tools import ToolArgumentError, ToolContext, ToolFailed
 from runtime.usage import Usage
 from signals.events import (
     CacheRewrite,
@@ -453,8 +453,11 @@ class TurnDriver(FoldDriving):
                 else:
                     tool = self.env.registry.get(call.name)
                     context = ToolContext(node_id=self.node_id, branch_id=self.branch.id, spawn=self.spawn)
-                    output = await tool.func(call.arguments, context)
-                    result = ToolResult.for_call(call, output)
+                    try:
+                        output = await tool.func(call.arguments, context)
+                        result = ToolResult.for_call(call, output)
+                    except ToolArgumentError as bad:  # issue 11: untrusted arguments -> an error the model sees
+                        result = ToolResult.for_call(call, str(bad), is_error=True)
                 self.turn.append(result)
                 done += 1
         except BaseException as exc:
