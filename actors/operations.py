@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 from actors.branch import Branch
 from runtime.ceiling import resolve_ceiling
+from runtime.model_limits import default_model_table
+from runtime.send_bounds import bound_by_window
 from runtime.config import Profile
 from actors.send import Spawn, TurnDriver
 from actors.env import RunEnv
@@ -51,6 +53,8 @@ async def run_operation(
         call_value=operation.max_input_tokens,
         pricing=env.pricing,
     )
+    model = profile.model or env.model.name  # issue 11: the model's window bounds every request
+    ceiling = bound_by_window(ceiling, model, default_model_table().context_window(model))
     async with branch.turn() as turn:
         progress = branch.state.open_turn if resume and branch.state.open_turn is not None else (0, 0)
         driver = TurnDriver(turn, env, profile, operation, node_id, spawn, ceiling)

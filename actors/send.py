@@ -50,7 +50,7 @@ from actors.cache_step import (
 )
 from runtime.calibration import Calibration
 from runtime.canonical import sha256_hex
-from runtime.ceiling import ResolvedCeiling, decide, notice_line
+from runtime.ceiling import ResolvedCeiling, decide
 from runtime.compiler import Request, RequestSettings, ToolSpec, compile_request
 from runtime.config import Profile
 from actors.env import RunEnv
@@ -61,6 +61,7 @@ from runtime.fold.projection import BoundProjection, request_projection
 from runtime.fold.settings import FoldSettings, fold_settings
 from actors.folding import FoldDriving, FoldRun
 from runtime.measure import Measurement, measure
+from runtime.send_bounds import choose_notice
 from runtime.messages import (
     AssistantResponse,
     Instruction,
@@ -110,6 +111,8 @@ class TurnDriver(FoldDriving):
     """Refusals a fold cleared in this turn."""
     summaries: int = 0
     previous_placement: Placement | None = None
+    notice_note: str | None = None
+    """Why the last appended turn goes without the notice (issue 11), for the next decision's reason."""
     fold: FoldSettings | None = attrs.field(init=False)
     tools: tuple[ToolSpec, ...] = attrs.field(init=False)
     caching: bool = attrs.field(init=False)
@@ -217,10 +220,16 @@ class TurnDriver(FoldDriving):
     async def append_instruction(self, text: str, intent: str) -> None:
         """Append a user turn; at or past the notice line it carries the size notice."""
         instruction = Instruction(text)
+        self.notice_note = None
         if self.ceiling.ceiling is not None:
-            m = self.measure(self.compile(self.branch.view() + (instruction,), intent))
-            if decide(m, self.ceiling, can_fold=False).action == "notice":
-                instruction = Instruction(text, notice=notice_line(m, self.ceiling.ceiling))
+            # Issue 11: decided on the request as sent, notice included (runtime.send_bounds).
+            view = self.branch.view()
+            choice = choose_notice(
+                lambda notice: self.measure(self.compile(view + (Instruction(text, notice=notice),), intent)),
+                self.ceiling,
+            )
+            instruction = Instruction(text, notice=choice.notice)
+            self.notice_note = choice.reason if choice.action == "omit" else None
         with self.turn.batch():
             self.turn.append(instruction)
             self.appended += 1
@@ -248,6 +257,8 @@ class TurnDriver(FoldDriving):
             await self._refuse(m, decision.reason, request_id, before=before, folds=folds)
         action = "fold" if folds.stages else decision.action
         reason = folds.reason(decision.reason)
+        if self.notice_note is not None:
+            reason, self.notice_note = f"{reason}; {self.notice_note}", None
         plan: CachePlan | None = None
         if self.caching:
             plan = plan_cache(

@@ -194,11 +194,7 @@ async def test_a_call_value_may_lower_the_ceiling_never_raise_it() -> None:
         READER.evolve(max_input_tokens=5000), Operation("bounded", ("x",), max_input_tokens=4000), [text("ok")]
     )
     assert decisions(events)[0]["ceiling"] == 4000 and decisions(events)[0]["ceiling_source"] == "call"
-    result, _, _ = await run_one(
-        READER.evolve(max_input_tokens=5000), Operation("bounded", ("x",), max_input_tokens=6000), [text("ok")]
-    )
-    assert result["n"].status == "failed" and isinstance(result["n"].error, ConfigError)
-    result, _, _ = await run_one(
-        READER.evolve(max_input_tokens=5000), Operation("bounded", ("x",), max_input_tokens="none"), [text("ok")]
-    )
-    assert result["n"].status == "failed" and "call.max_input_tokens" in result["n"].reason
+    # Issue 11: a call value that would raise or remove the profile's ceiling is refused when the node is built.
+    for call in (6000, "none"):
+        with pytest.raises(ConfigError, match="would raise the profile's ceiling of 5000"):
+            node("n", Operation("bounded", ("x",), max_input_tokens=call), profile=READER.evolve(max_input_tokens=5000))
