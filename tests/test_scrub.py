@@ -44,7 +44,7 @@ def test_no_run_of_eight_secret_characters_survives(start: int, length: int, pad
 class _EchoingProxy(BaseHTTPRequestHandler):
     """A proxy that answers 500 with the caller's key masked to its last eight characters."""
 
-    def do_POST(self) -> None:  # noqa: N802 - the http.server hook's name
+    def do_POST(self) -> None:
         key = SECRET  # what a proxy holding the caller's key would mask and echo
         body = json.dumps(
             {"type": "error", "error": {"type": "api_error", "message": f"upstream refused key sk-ant-...{key[-8:]}"}}

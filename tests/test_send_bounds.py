@@ -7,7 +7,17 @@ import re
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import READER, bounded, calls, iterative, node, read, runtime_for, scripted, text
+from support import (
+    READER,
+    bounded,
+    calls,
+    iterative,
+    node,
+    read,
+    runtime_for,
+    scripted,
+    text,
+)
 
 from runtime.ceiling import ResolvedCeiling
 from runtime.compiler import RequestSettings, compile_request

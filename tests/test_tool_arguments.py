@@ -3,9 +3,24 @@
 from __future__ import annotations
 
 import pytest
-from support import READER, calls, flow, iterative, node, read, runtime_for, scripted, text
+from support import (
+    READER,
+    calls,
+    flow,
+    iterative,
+    node,
+    read,
+    runtime_for,
+    scripted,
+    text,
+)
 
-from actors.tools import BUILTIN_TOOLS, MAX_SYNTHETIC_CHARS, ToolArgumentError, ToolContext
+from actors.tools import (
+    BUILTIN_TOOLS,
+    MAX_SYNTHETIC_CHARS,
+    ToolArgumentError,
+    ToolContext,
+)
 from runtime.config import loads_scenario
 from runtime.config.loader import ScenarioError
 from runtime.messages import ToolResult

@@ -44,7 +44,7 @@ of this with one summary of the whole conversation (:func:`_compaction`).
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import Literal
 
 import attrs
@@ -72,6 +72,12 @@ SUMMARY_SOURCE_SHARE = 0.5
 """A summary request's span text is budgeted at about this share of the ceiling."""
 
 _CHARS_PER_TOKEN = 4
+
+TARGET_LOW = 0.9
+"""A fold aims to land between this share of its target and the target."""
+
+SUMMARY_ALLOWANCE_TOKENS = 600
+"""Room kept under the target for a summary still to come (at most 300 words, SUMMARY_SYSTEM)."""
 
 
 @attrs.frozen(eq=False)
@@ -228,6 +234,8 @@ class _Run:
     held: tuple[FoldMark, ...] = ()
     skipped_marks: tuple[tuple[str, str], ...] = ()
     summaries: int = 0
+    held_back: bool = False
+    """A tool_io pass left a round that would overshoot far for the clip stage."""
 
     def __attrs_post_init__(self) -> None:
         self.view = list(self.inp.view)
@@ -405,15 +413,60 @@ def _marks_pass(run: _Run) -> None:
         run.held = run.inp.marks
 
 
-def _tool_io(run: _Run, tail: int) -> None:
+def _needed_prefix(run: _Run, take: Sequence[int], estimate_of: Callable[[Sequence[int]], int], *,
+                   allowance: float = 0.0) -> tuple[int, int]:
+    """The fewest of ``take`` (oldest first) whose candidate reaches the target, and its estimate.
+
+    ``allowance`` tokens are kept free under the target (a summary still to
+    come). When even all of ``take`` stay over, all of them. A binary search:
+    taking more of the oldest never raises the estimate by more than a note's
+    few tokens, so the search finds the boundary in log2(n) measurements.
+    """
+    goal = run.settings.target_tokens - allowance
+    low, high = 1, len(take)
+    best = estimate_of(take)
+    if best > goal:
+        return len(take), best
+    while low < high:
+        mid = (low + high) // 2
+        value = estimate_of(take[:mid])
+        if value <= goal:
+            high, best = mid, value
+        else:
+            low = mid + 1
+    if high < len(take) or best > goal:
+        best = estimate_of(take[:high])
+    return high, best
+
+
+def _tool_io(run: _Run, tail: int, *, exact: bool, needed_only: bool = True) -> None:
+    """Fold the oldest delivered rounds older than the tail, only as many as reach the target.
+
+    ``exact``: when the last round needed would carry the estimate far under the
+    target (below :data:`TARGET_LOW` of it), take one round fewer and leave the
+    rest to the clip stage, which cuts just enough; a later non-exact pass takes
+    it should the clip not reach.
+    """
     units = run.units()
     blocked = set(run.never(units)) | run.not_now(units, tail) | run.before_newest_note(units)
     take = [i for i, unit in enumerate(units) if unit.kind == "round" and i not in blocked]
     if not take:
         return
-    candidate, notes = run.replace_runs(units, take, "tool_io")
-    left = [mid for i in take for mid in units[i].ids]
-    run.attempt("tool_io", candidate, notes, left, detail=f"tail {tail}")
+
+    def estimate_of(chosen: Sequence[int]) -> int:
+        return run.measurer.estimate(run.replace_runs(units, chosen, "tool_io")[0])
+
+    count, value = _needed_prefix(run, take, estimate_of) if needed_only else (len(take), 0)
+    if needed_only and exact and run.settings.reached(value) and value < TARGET_LOW * run.settings.target_tokens:
+        count -= 1
+        run.held_back = True
+    if count == 0:
+        return
+    chosen = take[:count]
+    candidate, notes = run.replace_runs(units, chosen, "tool_io")
+    left = [mid for i in chosen for mid in units[i].ids]
+    detail = f"tail {tail}" if count == len(take) else f"tail {tail}, the oldest {count} of {len(take)} rounds"
+    run.attempt("tool_io", candidate, notes, left, detail=detail)
 
 
 def _clip(run: _Run) -> None:
@@ -478,6 +531,14 @@ def _summarized_pass(
             return
     if not take:
         return
+    if not reset:
+        # Only the oldest span needed to reach the target, room left for the summary.
+        def estimate_of(chosen: Sequence[int]) -> int:
+            note = build_note(stage, [units[i] for i in chosen], run.inp.record, summary_note="(summary)")
+            return run.measurer.estimate(_rebuild(run.view, units, set(chosen), {chosen[0]: note}))
+
+        count, _ = _needed_prefix(run, take, estimate_of, allowance=SUMMARY_ALLOWANCE_TOKENS * run.measurer.scale)
+        take = take[:count]
     span = [units[i] for i in take]
     result = yield _summary_need(run, stage, span)
     run.summaries += 1
@@ -516,7 +577,7 @@ def _fold(run: _Run) -> Generator[NeedSummary, SummaryResult, FoldPlan]:
     settings = run.settings
     _marks_pass(run)
     if run.inp.mode == "light":
-        _tool_io(run, TOOL_IO_TAILS[0])
+        _tool_io(run, TOOL_IO_TAILS[0], exact=False, needed_only=False)
         return run.plan()
 
     reset_done = False
@@ -527,13 +588,20 @@ def _fold(run: _Run) -> Generator[NeedSummary, SummaryResult, FoldPlan]:
     def done() -> bool:
         return run.reached()
 
+    # Each stage takes only what it needs (issue 11): the oldest rounds first, clipping
+    # only the bodies needed; a round that would overshoot far is left to the clip first.
     if not done():
         for tail in TOOL_IO_TAILS:
-            _tool_io(run, tail)
+            _tool_io(run, tail, exact=True)
             if done():
                 break
     if not done():
         _clip(run)
+    if not done() and run.held_back:  # the clip did not reach: take the round held back after all
+        for tail in TOOL_IO_TAILS:
+            _tool_io(run, tail, exact=False)
+            if done():
+                break
     if not done():
         floor = _floor_estimate(run)
         if floor <= settings.ceiling:

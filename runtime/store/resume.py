@@ -33,9 +33,9 @@ import attrs
 
 from actors.branch import Branch
 from runtime.config import Scenario
-from runtime.operation import OperationResult
 from runtime.flow import NodeOutcome, Restored
 from runtime.messages import AssistantResponse, ToolResult
+from runtime.operation import OperationResult
 from runtime.store.errors import StoreCorrupt
 from runtime.store.reader import BranchRow, RequestRow
 from runtime.usage import Usage
