@@ -6,7 +6,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actors.tools import synthetic_text
-from runtime.bench.conversations import Conversation, fold_input, measurer_for, run_planner
+from runtime.bench.conversations import (
+    Conversation,
+    fold_input,
+    measurer_for,
+    run_planner,
+)
 from runtime.fold.planner import TARGET_LOW, FoldPlanner
 from runtime.fold.settings import FoldSettings
 from runtime.measure import TokenCounter

@@ -44,7 +44,7 @@ of this with one summary of the whole conversation (:func:`_compaction`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Literal
 
 import attrs
@@ -55,8 +55,22 @@ from runtime.fold.marks import FoldMark, resolve_marks
 from runtime.fold.measurer import Measurer
 from runtime.fold.notes import build_note, transcript
 from runtime.fold.projection import CLIP_FLOOR, project
-from runtime.fold.settings import ALL_TAILS, FLOOR_TAIL, MIN_COMMIT_SHARE, RESET_SHARE, TOOL_IO_TAILS, FoldSettings
-from runtime.fold.units import RecordAccess, Unit, is_complete_round, tail_units, task_instruction, units_of
+from runtime.fold.settings import (
+    ALL_TAILS,
+    FLOOR_TAIL,
+    MIN_COMMIT_SHARE,
+    RESET_SHARE,
+    TOOL_IO_TAILS,
+    FoldSettings,
+)
+from runtime.fold.units import (
+    RecordAccess,
+    Unit,
+    is_complete_round,
+    tail_units,
+    task_instruction,
+    units_of,
+)
 from runtime.messages import Message, Note, ToolResult
 from runtime.usage import Usage
 
@@ -374,7 +388,7 @@ class _Run:
         )
 
 
-def _rebuild(view: Sequence[Message], units: Sequence[Unit], taken: set[int], note_at: dict[int, Message]) -> list[Message]:
+def _rebuild(view: Sequence[Message], units: Sequence[Unit], taken: set[int], note_at: Mapping[int, Message]) -> list[Message]:
     """``view`` without the taken units' members, each replacing note placed at its run's first position."""
     drop: set[int] = set()
     insert: dict[int, Message] = {}
