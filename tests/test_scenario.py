@@ -362,7 +362,7 @@ def test_table_shapes(text: str, message: str) -> None:
         ("[profiles.reader]\ntool_result_max_chars = 1000\n" + ONE_NODE, "profiles.reader.tool_result_max_chars: 1000 is not an integer >= 1024"),
         ("[profiles.reader]\ntool_result_max_chars = 2048.0\n" + ONE_NODE, "profiles.reader.tool_result_max_chars: 2048.0 is a float"),
         ("[profiles.reader]\nmax_input_tokens = -1\n" + ONE_NODE, "profiles.reader.max_input_tokens: -1 is not a positive integer"),
-        ('[profiles.reader]\nmax_input_tokens = "50000"\n' + ONE_NODE, "profiles.reader.max_input_tokens: '50000' is not a positive integer"),
+        ('[profiles.reader]\nmax_input_tokens = "50000"\n' + ONE_NODE, "profiles.reader.max_input_tokens: \"50000\" is not a positive integer"),
         ('[profiles.reader]\nprompt_caching = "yes"\n' + ONE_NODE, 'profiles.reader.prompt_caching: "yes" is a string, not a boolean'),
         ('[profiles.reader]\ntools = ["read_file", "grep"]\n' + ONE_NODE, 'profiles.reader.tools[1]: "grep" is not a known tool; known tools: fail, read_file, search, spawn'),
         ('[profiles.reader]\ntools = ["serch"]\n' + ONE_NODE, 'profiles.reader.tools[0]: "serch" is not a known tool (did you mean "search"?); known tools: fail, read_file, search, spawn'),

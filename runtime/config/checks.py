@@ -241,8 +241,9 @@ def check_int(value: Any, where: str, *, minimum: int, maximum: int, expected: s
     if value < minimum:
         raise bad_value(where, value, expected)
     if value > maximum:
-        raise ConfigError(f"{where}: {render_value(value)} is above the upper bound {maximum}; expected {expected} "
-                          f"<= {maximum}")
+        raise ConfigError(
+            f"{where}: {render_value(value)} is above the upper bound {maximum}; expected {expected} up to {maximum}"
+        )
     return value
 
 
@@ -317,7 +318,10 @@ def check_ceiling(value: Any, where: str) -> CeilingValue:
             f"{where}: {render_value(value)} is above the upper bound {MAX_CEILING}; "
             f'expected a positive integer <= {MAX_CEILING}, "auto" or "none"'
         )
-    parsed: CeilingValue = parse_max_input_tokens(value, where)
+    try:
+        parsed: CeilingValue = parse_max_input_tokens(value, where)
+    except ConfigError:  # the same refusal, the value rendered as every other check renders it
+        raise ConfigError(f'{where}: {render_value(value)} is not a positive integer, "auto" or "none"') from None
     return parsed
 
 
