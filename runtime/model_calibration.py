@@ -124,7 +124,7 @@ class CalibrationBook:
         except ValueError as exc:
             raise ValueError(f"stored calibration: not JSON ({exc})") from None
         if not isinstance(data, dict):
-            raise ValueError("stored calibration: not an object of model calibrations")
+            raise ValueError("stored calibration: not an object of model calibrations")  # noqa: TRY004 - bad data, not a bad call
         entries: dict[str, ModelCalibration] = {}
         for model, raw in data.items():
             if not isinstance(raw, dict) or set(raw) != {"scale", "samples"}:
