@@ -103,8 +103,10 @@ HEAD = 'schema = "foldline.scenario/v1"\n'
     ("text", "says"),
     [
         (
-            '[provider]\nkind = "scripted"\nmax_input_tokens = 1000\n[[nodes]]\nid = "a"\ninstruction = "x"\n'
-            '[[nodes]]\nid = "b"\ninstruction = "y"\nmax_input_tokens = 2000\n',
+            (
+                '[provider]\nkind = "scripted"\nmax_input_tokens = 1000\n[[nodes]]\nid = "a"\ninstruction = "x"\n'
+                '[[nodes]]\nid = "b"\ninstruction = "y"\nmax_input_tokens = 2000\n'
+            ),
             "f.toml: nodes[1].max_input_tokens: 2000 would raise the ceiling 1000 (model max_input_tokens: 1000)",
         ),
         (

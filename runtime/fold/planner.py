@@ -44,16 +44,21 @@ of this with one summary of the whole conversation (:func:`_compaction`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Mapping, Sequence
-from typing import Literal
+from collections.abc import Generator, Sequence
 
-import attrs
-
-from runtime.canonical import sha256_hex
 from runtime.fold.clip import clip_stage
-from runtime.fold.marks import FoldMark, resolve_marks
+from runtime.fold.marks import resolve_marks
 from runtime.fold.measurer import Measurer
 from runtime.fold.notes import build_note, transcript
+from runtime.fold.plan_run import PlanRun, rebuild_view
+from runtime.fold.plan_values import (
+    FoldInput,
+    FoldPlan,
+    NeedSummary,
+    PassRecord,
+    Step,
+    SummaryResult,
+)
 from runtime.fold.projection import CLIP_FLOOR, project
 from runtime.fold.settings import (
     ALL_TAILS,
@@ -61,18 +66,15 @@ from runtime.fold.settings import (
     MIN_COMMIT_SHARE,
     RESET_SHARE,
     TOOL_IO_TAILS,
-    FoldSettings,
 )
+from runtime.fold.target import TARGET_LOW, needed_prefix
 from runtime.fold.units import (
-    RecordAccess,
     Unit,
-    is_complete_round,
-    tail_units,
     task_instruction,
-    units_of,
 )
-from runtime.messages import Message, Note, ToolResult
-from runtime.usage import Usage
+from runtime.messages import Note, ToolResult
+
+__all__ = ["TARGET_LOW", "FoldInput", "FoldPlan", "FoldPlanner", "NeedSummary", "PassRecord", "Step", "SummaryResult"]
 
 SUMMARY_SYSTEM = (
     "You summarize a span of an agent's conversation that is being folded out of its context window. "
@@ -87,114 +89,17 @@ SUMMARY_SOURCE_SHARE = 0.5
 
 _CHARS_PER_TOKEN = 4
 
-TARGET_LOW = 0.9
-"""A fold aims to land between this share of its target and the target."""
-
 SUMMARY_ALLOWANCE_TOKENS = 600
 """Room kept under the target for a summary still to come (at most 300 words, SUMMARY_SYSTEM)."""
 
 
-@attrs.frozen(eq=False)
-class FoldInput:
-    """Everything one fold reads: a snapshot of the branch and the policy."""
-
-    record: RecordAccess
-    view: tuple[Message, ...]
-    delivered: frozenset[str]
-    recovered: frozenset[str]
-    protected: frozenset[str]
-    marks: tuple[FoldMark, ...]
-    settings: FoldSettings
-    mode: Literal["full", "light"] = "full"
-    refusal: bool = False
-    """The fold runs because the request is over the ceiling (a commit is never deferred then)."""
-
-
-@attrs.frozen
-class NeedSummary:
-    """Send one ``side`` request carrying only the folded span: the summarizer's instructions
-    (``system``) and the ``prompt`` holding the span."""
-
-    stage: str
-    span_ids: tuple[str, ...]
-    system: str
-    prompt: str
-
-
-@attrs.frozen
-class SummaryResult:
-    """What came of a summary request: its ``text``, or why there is none (``failure``)."""
-
-    text: str | None = None
-    failure: str | None = None
-    usage: Usage | None = None
-
-    def __attrs_post_init__(self) -> None:
-        if (self.text is None) == (self.failure is None):
-            raise ValueError("SummaryResult: give exactly one of text and failure")
-
-
-@attrs.frozen
-class PassRecord:
-    """One pass as the fold record lists it."""
-
-    stage: str
-    outcome: Literal["landed", "rolled_back"]
-    estimate_before: int
-    estimate_after: int
-    summary_usage: Usage | None = None
-    detail: str = ""
-
-
-@attrs.frozen
-class FoldPlan:
-    """What one fold decided. Land it in one batch: ``added`` into the record, then the view.
-
-    ``added`` holds the kept notes and copies and any rejected summary note
-    (outside the view), in order. ``folded_ids`` are the ids that left the
-    view. ``held_marks`` stay pending. ``deferred`` says an epoch commit was
-    put off because it would free too little.
-    """
-
-    view_ids: tuple[str, ...]
-    added: tuple[Message, ...]
-    stages: tuple[str, ...]
-    passes: tuple[PassRecord, ...]
-    folded_ids: tuple[str, ...]
-    estimate_before: int
-    estimate_after: int
-    target_reached: bool
-    agent_marks: int
-    held_marks: tuple[FoldMark, ...]
-    summaries: int
-    deferred: bool = False
-    skipped_marks: tuple[tuple[str, str], ...] = ()
-    """(unit's first member id, reason) for marked units the fold may never take."""
-
-    @property
-    def landed(self) -> bool:
-        return bool(self.stages)
-
-    @property
-    def host_stages(self) -> int:
-        return sum(1 for s in self.stages if s != "marks")
-
-    @property
-    def fold_id(self) -> str | None:
-        """The commit's id, deterministic from the stages and what left the view."""
-        if not self.landed:
-            return None
-        return "f-" + sha256_hex("+".join(self.stages) + "\n" + "\n".join(self.folded_ids))[:12]
-
-
-Step = NeedSummary | FoldPlan
 
 
 class FoldPlanner:
     """Runs one fold over a :class:`FoldInput` (see the module docstring)."""
 
     def __init__(self, fold_input: FoldInput, measurer: Measurer) -> None:
-        self._run = _Run(fold_input, measurer)
+        self._run = PlanRun(fold_input, measurer)
         program = _compaction if fold_input.settings.strategy == "compaction" else _fold
         self._gen: Generator[NeedSummary, SummaryResult, FoldPlan] = program(self._run)
         self._started = False
@@ -230,185 +135,10 @@ class FoldPlanner:
         return step
 
 
-@attrs.define(eq=False)
-class _Run:
-    """The working state of one fold (private to the planner)."""
-
-    inp: FoldInput
-    measurer: Measurer
-    view: list[Message] = attrs.field(init=False)
-    estimate: int = attrs.field(init=False)
-    before: int = attrs.field(init=False)
-    added: dict[str, Message] = attrs.field(factory=dict)
-    outside: list[Message] = attrs.field(factory=list)
-    stages: list[str] = attrs.field(factory=list)
-    passes: list[PassRecord] = attrs.field(factory=list)
-    folded: list[str] = attrs.field(factory=list)
-    agent_marks: int = 0
-    held: tuple[FoldMark, ...] = ()
-    skipped_marks: tuple[tuple[str, str], ...] = ()
-    summaries: int = 0
-    held_back: bool = False
-    """A tool_io pass left a round that would overshoot far for the clip stage."""
-
-    def __attrs_post_init__(self) -> None:
-        self.view = list(self.inp.view)
-        self.estimate = self.measurer.estimate(self.view)
-        self.before = self.estimate
-        self.held = self.inp.marks
-
-    @property
-    def settings(self) -> FoldSettings:
-        return self.inp.settings
-
-    def units(self) -> tuple[Unit, ...]:
-        return units_of(self.view, self.inp.record)
-
-    def reached(self) -> bool:
-        return self.settings.reached(self.estimate)
-
-    # -- keep sets ----------------------------------------------------------------------
-
-    def never(self, units: Sequence[Unit]) -> dict[int, str]:
-        """Units no pass may take, with why."""
-        out: dict[int, str] = {}
-        head = self.view[0].id if self.view else None
-        task = task_instruction(self.view)
-        for i, unit in enumerate(units):
-            ids = set(unit.ids)
-            if head in ids:
-                out[i] = "the view's first message"
-            elif task is not None and task.id in ids:
-                out[i] = "the task instruction"
-            elif ids & self.inp.protected:
-                out[i] = "the protected first round"
-        return out
-
-    def not_now(self, units: Sequence[Unit], tail: int) -> set[int]:
-        """Units no folding pass may take yet: undelivered, just recovered, or in the kept tail."""
-        out = tail_units(units, len(self.view), tail)
-        for i, unit in enumerate(units):
-            ids = set(unit.ids)
-            if not ids <= self.inp.delivered or ids & self.inp.recovered or not is_complete_round(unit):
-                out.add(i)
-        return out
-
-    def before_newest_note(self, units: Sequence[Unit]) -> set[int]:
-        """With caching on, the units at or before the newest note (the ordinary stages leave them)."""
-        if not self.settings.caching:
-            return set()
-        newest = max((i for i, u in enumerate(units) if u.kind == "note"), default=None)
-        return set(range(newest + 1)) if newest is not None else set()
-
-    # -- landing ------------------------------------------------------------------------
-
-    def attempt(
-        self,
-        stage: str,
-        candidate: list[Message],
-        new: Sequence[Message],
-        left: Sequence[str],
-        *,
-        summary_usage: Usage | None = None,
-        remeasure: bool = False,
-        keep_rejected: Sequence[Message] = (),
-        detail: str = "",
-    ) -> bool:
-        """Land ``candidate`` if it strictly lowers the estimate; otherwise roll back exactly.
-
-        ``remeasure``: measure the current view again first (after a summary
-        request, whose response may have raised the scale).
-        """
-        before = self.measurer.estimate(self.view) if remeasure else self.estimate
-        after = self.measurer.estimate(candidate)
-        if after < before:
-            self.view = candidate
-            self.estimate = after
-            # A note or copy that lands stays in the record even when a later
-            # pass of this fold folds it again: the later note names it.
-            for message in new:
-                self.added[message.id] = message
-            self.folded.extend(left)
-            self.stages.append(stage)
-            self.passes.append(PassRecord(stage, "landed", before, after, summary_usage, detail))
-            return True
-        self.estimate = before
-        self.outside.extend(keep_rejected)
-        self.passes.append(PassRecord(stage, "rolled_back", before, after, summary_usage, detail))
-        return False
-
-    def replace_runs(self, units: Sequence[Unit], take: Sequence[int], stage: str) -> tuple[list[Message], list[Note]]:
-        """The view with each contiguous run of the taken units replaced by one note."""
-        chosen = set(take)
-        runs: list[list[int]] = []
-        for i in range(len(units)):
-            if i in chosen:
-                if runs and runs[-1][-1] == i - 1:
-                    runs[-1].append(i)
-                else:
-                    runs.append([i])
-        notes: list[Note] = []
-        note_at: dict[int, Note] = {}
-        for run in runs:
-            note = build_note(stage, [units[i] for i in run], self.inp.record)
-            notes.append(note)
-            note_at[run[0]] = note
-        return _rebuild(self.view, units, chosen, note_at), notes
-
-    def plan(self, deferred: bool = False) -> FoldPlan:
-        if deferred:
-            return FoldPlan(
-                view_ids=tuple(m.id for m in self.inp.view),
-                added=(),
-                stages=(),
-                passes=tuple(self.passes),
-                folded_ids=(),
-                estimate_before=self.before,
-                estimate_after=self.before,
-                target_reached=self.settings.reached(self.before),
-                agent_marks=0,
-                held_marks=self.inp.marks,
-                summaries=self.summaries,
-                deferred=True,
-            )
-        added = list(self.added.values()) + [m for m in self.outside if m.id not in self.added]
-        return FoldPlan(
-            view_ids=tuple(m.id for m in self.view),
-            added=tuple(added),
-            stages=tuple(self.stages),
-            passes=tuple(self.passes),
-            folded_ids=tuple(dict.fromkeys(self.folded)),
-            estimate_before=self.before,
-            estimate_after=self.estimate,
-            target_reached=self.reached(),
-            agent_marks=self.agent_marks,
-            held_marks=self.held,
-            summaries=self.summaries,
-            skipped_marks=self.skipped_marks,
-        )
-
-
-def _rebuild(view: Sequence[Message], units: Sequence[Unit], taken: set[int], note_at: Mapping[int, Message]) -> list[Message]:
-    """``view`` without the taken units' members, each replacing note placed at its run's first position."""
-    drop: set[int] = set()
-    insert: dict[int, Message] = {}
-    for i in taken:
-        drop.update(units[i].positions)
-    for i, note in note_at.items():
-        insert[units[i].position] = note
-    out: list[Message] = []
-    for position, message in enumerate(view):
-        if position in insert:
-            out.append(insert[position])
-        if position not in drop:
-            out.append(message)
-    return out
-
-
 # -- the passes ---------------------------------------------------------------------------
 
 
-def _marks_pass(run: _Run) -> None:
+def _marks_pass(run: PlanRun) -> None:
     if not run.inp.marks:
         return
     units = run.units()
@@ -427,33 +157,7 @@ def _marks_pass(run: _Run) -> None:
         run.held = run.inp.marks
 
 
-def _needed_prefix(run: _Run, take: Sequence[int], estimate_of: Callable[[Sequence[int]], int], *,
-                   allowance: float = 0.0) -> tuple[int, int]:
-    """The fewest of ``take`` (oldest first) whose candidate reaches the target, and its estimate.
-
-    ``allowance`` tokens are kept free under the target (a summary still to
-    come). When even all of ``take`` stay over, all of them. A binary search:
-    taking more of the oldest never raises the estimate by more than a note's
-    few tokens, so the search finds the boundary in log2(n) measurements.
-    """
-    goal = run.settings.target_tokens - allowance
-    low, high = 1, len(take)
-    best = estimate_of(take)
-    if best > goal:
-        return len(take), best
-    while low < high:
-        mid = (low + high) // 2
-        value = estimate_of(take[:mid])
-        if value <= goal:
-            high, best = mid, value
-        else:
-            low = mid + 1
-    if high < len(take) or best > goal:
-        best = estimate_of(take[:high])
-    return high, best
-
-
-def _tool_io(run: _Run, tail: int, *, exact: bool, needed_only: bool = True) -> None:
+def _tool_io(run: PlanRun, tail: int, *, exact: bool, needed_only: bool = True) -> None:
     """Fold the oldest delivered rounds older than the tail, only as many as reach the target.
 
     ``exact``: when the last round needed would carry the estimate far under the
@@ -470,7 +174,7 @@ def _tool_io(run: _Run, tail: int, *, exact: bool, needed_only: bool = True) -> 
     def estimate_of(chosen: Sequence[int]) -> int:
         return run.measurer.estimate(run.replace_runs(units, chosen, "tool_io")[0])
 
-    count, value = _needed_prefix(run, take, estimate_of) if needed_only else (len(take), 0)
+    count, value = needed_prefix(take, estimate_of, run.settings.target_tokens) if needed_only else (len(take), 0)
     if needed_only and exact and run.settings.reached(value) and value < TARGET_LOW * run.settings.target_tokens:
         count -= 1
         run.held_back = True
@@ -483,7 +187,7 @@ def _tool_io(run: _Run, tail: int, *, exact: bool, needed_only: bool = True) -> 
     run.attempt("tool_io", candidate, notes, left, detail=detail)
 
 
-def _clip(run: _Run) -> None:
+def _clip(run: PlanRun) -> None:
     units = run.units()
     blocked_ids: set[str] = set(run.inp.protected) | set(run.inp.recovered)
     for i in run.before_newest_note(units):
@@ -508,7 +212,7 @@ def _clip(run: _Run) -> None:
     run.attempt("clip", list(outcome.view), outcome.copies, outcome.replaced, detail=detail)
 
 
-def _span_units(run: _Run, tail: int, *, reset: bool) -> tuple[tuple[Unit, ...], list[int]]:
+def _span_units(run: PlanRun, tail: int, *, reset: bool) -> tuple[tuple[Unit, ...], list[int]]:
     units = run.units()
     blocked = set(run.never(units)) | run.not_now(units, tail)
     if not reset:
@@ -516,7 +220,7 @@ def _span_units(run: _Run, tail: int, *, reset: bool) -> tuple[tuple[Unit, ...],
     return units, [i for i in range(len(units)) if i not in blocked]
 
 
-def _summary_need(run: _Run, stage: str, span: Sequence[Unit]) -> NeedSummary:
+def _summary_need(run: PlanRun, stage: str, span: Sequence[Unit]) -> NeedSummary:
     results = sum(len(u.results) for u in span)
     budget = int(run.settings.ceiling * SUMMARY_SOURCE_SHARE * _CHARS_PER_TOKEN)
     per_body = max(CLIP_FLOOR, budget // max(1, results))
@@ -536,7 +240,7 @@ def _summary_need(run: _Run, stage: str, span: Sequence[Unit]) -> NeedSummary:
 
 
 def _summarized_pass(
-    run: _Run, stage: str, tail: int, *, reset: bool
+    run: PlanRun, stage: str, tail: int, *, reset: bool
 ) -> Generator[NeedSummary, SummaryResult, None]:
     units, take = _span_units(run, tail, reset=reset)
     if reset:
@@ -549,9 +253,11 @@ def _summarized_pass(
         # Only the oldest span needed to reach the target, room left for the summary.
         def estimate_of(chosen: Sequence[int]) -> int:
             note = build_note(stage, [units[i] for i in chosen], run.inp.record, summary_note="(summary)")
-            return run.measurer.estimate(_rebuild(run.view, units, set(chosen), {chosen[0]: note}))
+            return run.measurer.estimate(rebuild_view(run.view, units, set(chosen), {chosen[0]: note}))
 
-        count, _ = _needed_prefix(run, take, estimate_of, allowance=SUMMARY_ALLOWANCE_TOKENS * run.measurer.scale)
+        count, _ = needed_prefix(
+            take, estimate_of, run.settings.target_tokens - SUMMARY_ALLOWANCE_TOKENS * run.measurer.scale
+        )
         take = take[:count]
     span = [units[i] for i in take]
     result = yield _summary_need(run, stage, span)
@@ -560,7 +266,7 @@ def _summarized_pass(
         note = build_note(stage, span, run.inp.record, summary=result.text)
     else:
         note = build_note(stage, span, run.inp.record, summary_note=f"(No summary: {result.failure}.)")
-    candidate = _rebuild(run.view, units, set(take), {take[0]: note})
+    candidate = rebuild_view(run.view, units, set(take), {take[0]: note})
     left = [mid for i in take for mid in units[i].ids]
     run.attempt(
         stage,
@@ -574,7 +280,7 @@ def _summarized_pass(
     )
 
 
-def _notes_tokens(run: _Run) -> float:
+def _notes_tokens(run: PlanRun) -> float:
     total = 0
     for message in run.view:
         if isinstance(message, Note):
@@ -582,12 +288,12 @@ def _notes_tokens(run: _Run) -> float:
     return total * run.measurer.scale
 
 
-def _floor_estimate(run: _Run) -> int:
+def _floor_estimate(run: PlanRun) -> int:
     units, take = _span_units(run, FLOOR_TAIL, reset=False)
-    return run.measurer.estimate(_rebuild(run.view, units, set(take), {}))
+    return run.measurer.estimate(rebuild_view(run.view, units, set(take), {}))
 
 
-def _fold(run: _Run) -> Generator[NeedSummary, SummaryResult, FoldPlan]:
+def _fold(run: PlanRun) -> Generator[NeedSummary, SummaryResult, FoldPlan]:
     settings = run.settings
     _marks_pass(run)
     if run.inp.mode == "light":
@@ -639,7 +345,7 @@ def _fold(run: _Run) -> Generator[NeedSummary, SummaryResult, FoldPlan]:
     return run.plan()
 
 
-def _compaction(run: _Run) -> Generator[NeedSummary, SummaryResult, FoldPlan]:
+def _compaction(run: PlanRun) -> Generator[NeedSummary, SummaryResult, FoldPlan]:
     """The compaction baseline: one summary of the whole conversation; originals leave for good.
 
     The view becomes the task instruction, one note with the summary, and
