@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from actors.branch import Branch
+from runtime.model_limits import default_model_table
+from runtime.send_bounds import bound_by_window
 from actors.env import RunEnv
 from actors.pipeline import TurnProgress
 from actors.send import Spawn, TurnDriver
@@ -53,6 +55,8 @@ async def run_operation(
         call_value=operation.max_input_tokens,
         pricing=env.pricing,
     )
+    model = env.model_name(profile)  # the model's window bounds every request
+    ceiling = bound_by_window(ceiling, model, default_model_table().context_window(model))
     async with branch.turn() as turn:
         progress = branch.state.open_turn if resume and branch.state.open_turn is not None else (0, 0)
         driver = TurnDriver(turn, env, profile, operation, node_id, spawn, ceiling, TurnProgress(*progress))

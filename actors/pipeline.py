@@ -73,6 +73,8 @@ class TurnProgress:
     summaries: int = 0
     """Side summary requests started in this turn."""
     usage: Usage = attrs.field(factory=Usage)
+    notice_note: str | None = None
+    """Why the last appended turn goes without the size notice, for the next decision's reason."""
 
 
 @attrs.frozen
@@ -198,7 +200,10 @@ class SendPipeline:
             self.previous_placement = plan.placement
         await self._check_rewrite(request, request_id)
         action: Action = "fold" if folds.stages else decision.action
-        first = Decided(m, action, folds.reason(decision.reason), before, folds)
+        reason = folds.reason(decision.reason)
+        if self.progress.notice_note is not None:
+            reason, self.progress.notice_note = f"{reason}; {self.progress.notice_note}", None
+        first = Decided(m, action, reason, before, folds)
         return Outgoing(request_id, request, view, m, first, plan, side=False)
 
     async def _prepare_side(self, prompt: Instruction, request_id: str) -> Outgoing:

@@ -34,8 +34,8 @@ from actors.folding import Folding, context_call
 from actors.pipeline import SendPipeline, TurnProgress
 from actors.publisher import Publisher
 from actors.shape import RequestShape, offered_tools
-from actors.tools import ToolContext, ToolFailed
-from runtime.ceiling import ResolvedCeiling, decide, notice_line
+from actors.tools import ToolArgumentError, ToolContext, ToolFailed
+from runtime.ceiling import ResolvedCeiling
 from runtime.compiler import Intent
 from runtime.config import Profile
 from runtime.errors import FoldlineError
@@ -43,6 +43,7 @@ from runtime.fold.context_tool import CONTEXT_TOOL_NAME
 from runtime.fold.settings import FoldSettings, fold_settings
 from runtime.messages import AssistantResponse, Instruction, ToolCall, ToolResult
 from runtime.operation import Operation
+from runtime.send_bounds import choose_notice
 
 Spawn = Callable[[str], Awaitable[str]]
 
@@ -112,11 +113,16 @@ class TurnDriver:
     async def append_instruction(self, text: str, intent: Intent) -> None:
         """Append a user turn; at or past the notice line it carries the size notice."""
         instruction = Instruction(text)
-        ceiling = self.ceiling.ceiling
-        if ceiling is not None:
-            m = self.shape.measure(self.shape.compile(self.branch.view() + (instruction,), intent))
-            if decide(m, self.ceiling, can_fold=False).action == "notice":
-                instruction = Instruction(text, notice=notice_line(m, ceiling))
+        self.progress.notice_note = None
+        if self.ceiling.ceiling is not None:
+            # Decided on the request as sent, notice included (runtime.send_bounds).
+            view = self.branch.view()
+            choice = choose_notice(
+                lambda notice: self.shape.measure(self.shape.compile(view + (Instruction(text, notice=notice),), intent)),
+                self.ceiling,
+            )
+            instruction = Instruction(text, notice=choice.notice)
+            self.progress.notice_note = choice.reason if choice.action == "omit" else None
         with self.turn.batch():
             self.turn.append(instruction)
             self.progress.appended += 1
@@ -160,5 +166,8 @@ class TurnDriver:
             )
         tool = self.env.registry.get(call.name)
         context = ToolContext(node_id=self.node_id, branch_id=self.branch.id, spawn=self.spawn)
-        output = await tool.func(call.arguments, context)
+        try:
+            output = await tool.func(call.arguments, context)
+        except ToolArgumentError as bad:  # untrusted arguments: an error the model sees
+            return ToolResult.for_call(call, str(bad), is_error=True)
         return ToolResult.for_call(call, output)

@@ -32,6 +32,22 @@ class ToolFailed(FoldlineError):
     """A tool raised; the node running it fails with this error."""
 
 
+class ToolArgumentError(ToolFailed):
+    """The model's arguments to a tool are out of bounds or malformed.
+
+    Tool arguments are untrusted (the model chooses them): the call is answered
+    with an error result naming the argument, the value and the bound, which
+    the model sees and can correct; the node goes on.
+    """
+
+
+MAX_SYNTHETIC_CHARS = 2_000_000
+"""The most characters ``read_file`` or ``search`` returns (``size`` above it is refused)."""
+
+MAX_TEXT_ARGUMENT_CHARS = 4_096
+"""The longest ``path``, ``query``, ``message`` or ``node`` argument a built-in tool takes."""
+
+
 @attrs.frozen
 class ToolContext:
     """What a running tool may use: who calls it, and the flow's spawn hook."""
@@ -104,34 +120,66 @@ def synthetic_text(seed: str, size: int) -> str:
     return "".join(lines)[:size]
 
 
-def _int_arg(arguments: Mapping[str, Any], key: str, default: int) -> int:
+def _shown(value: Any) -> str:
+    text = repr(value) if not isinstance(value, int) or value.bit_length() < 200 else f"an integer of {value.bit_length()} bits"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _check_keys(tool: str, arguments: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
+    if not isinstance(arguments, Mapping):
+        raise ToolArgumentError(f"{tool}: the arguments must be an object, got {_shown(arguments)}")
+    for key in arguments:
+        if key not in allowed:
+            raise ToolArgumentError(f"{tool}: unknown argument {_shown(key)}; it takes {', '.join(allowed)}")
+
+
+def _int_arg(tool: str, arguments: Mapping[str, Any], key: str, default: int, maximum: int) -> int:
     value = arguments.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ToolFailed(f"argument {key!r} must be a non-negative integer, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= maximum:
+        raise ToolArgumentError(
+            f"{tool}: argument {key!r} must be an integer from 0 to {maximum}, got {_shown(value)}"
+        )
+    return value
+
+
+def _text_arg(tool: str, arguments: Mapping[str, Any], key: str, *, required: bool, default: str = "") -> str:
+    if key not in arguments:
+        if required:
+            raise ToolArgumentError(f"{tool}: missing argument {key!r}")
+        return default
+    value = arguments[key]
+    if not isinstance(value, str) or (required and not value):
+        raise ToolArgumentError(f"{tool}: argument {key!r} must be a non-empty string, got {_shown(value)}")
+    if len(value) > MAX_TEXT_ARGUMENT_CHARS:
+        raise ToolArgumentError(
+            f"{tool}: argument {key!r} is {len(value)} characters, above the bound of {MAX_TEXT_ARGUMENT_CHARS}"
+        )
     return value
 
 
 async def _read_file(arguments: Mapping[str, Any], context: ToolContext) -> str:
-    path = str(arguments.get("path", ""))
-    if not path:
-        raise ToolFailed("read_file needs a 'path'")
+    _check_keys("read_file", arguments, ("path", "size"))
+    path = _text_arg("read_file", arguments, "path", required=True)
     default = 2000 + int(hashlib.sha256(path.encode()).hexdigest(), 16) % 4001
-    return synthetic_text(path, _int_arg(arguments, "size", default))
+    return synthetic_text(path, _int_arg("read_file", arguments, "size", default, MAX_SYNTHETIC_CHARS))
 
 
 async def _search(arguments: Mapping[str, Any], context: ToolContext) -> str:
-    query = str(arguments.get("query", ""))
-    return synthetic_text("search:" + query, _int_arg(arguments, "size", 1500))
+    _check_keys("search", arguments, ("query", "size"))
+    query = _text_arg("search", arguments, "query", required=False)
+    return synthetic_text("search:" + query, _int_arg("search", arguments, "size", 1500, MAX_SYNTHETIC_CHARS))
 
 
 async def _fail(arguments: Mapping[str, Any], context: ToolContext) -> str:
-    raise ToolFailed(str(arguments.get("message", "the fail tool was called")))
+    _check_keys("fail", arguments, ("message",))
+    raise ToolFailed(_text_arg("fail", arguments, "message", required=False, default="the fail tool was called"))
 
 
 async def _spawn(arguments: Mapping[str, Any], context: ToolContext) -> str:
+    _check_keys("spawn", arguments, ("node",))
     node = arguments.get("node")
-    if not isinstance(node, str) or not node:
-        raise ToolFailed(f"spawn needs a 'node' naming a child node, got {node!r}")
+    if not isinstance(node, str) or not node or len(node) > MAX_TEXT_ARGUMENT_CHARS:
+        raise ToolArgumentError(f"spawn: argument 'node' must name a child node, got {_shown(node)}")
     if context.spawn is None:
         raise ToolFailed("spawn is only available to a node running in a flow")
     return await context.spawn(node)

@@ -29,9 +29,19 @@ from actors.branch import Branch
 from actors.env import RunEnv
 from actors.operations import Operation, OperationResult, run_operation
 from runtime.config import Profile
+from runtime.config.bounds import MAX_CONCURRENCY, MAX_SPAWN_LIMIT
+from runtime.config.ceilings import check_call_under_profile, check_output_limit
+from runtime.config.checks import check_choice, check_int, check_name
+from runtime.config.graph import GraphNode, check_graph
 from runtime.errors import ConfigError, FoldlineError
 from runtime.messages import AssistantResponse, ToolResult
-from signals.events import ChildSpawned, NodeFailed, NodeFinished, NodeSkipped, NodeStarted
+from signals.events import (
+    ChildSpawned,
+    NodeFailed,
+    NodeFinished,
+    NodeSkipped,
+    NodeStarted,
+)
 
 log = structlog.get_logger("foldline.flow")
 
@@ -67,6 +77,20 @@ class Node:
     branch: Branch | None = attrs.field(default=None, eq=False)
     spawned_by: str | None = None
     inherit: Literal["view", "none"] = "view"
+
+    def __attrs_post_init__(self) -> None:
+        where = f"Node {self.id!r}" if isinstance(self.id, str) else "Node"
+        check_name(self.id, f"{where}.id", expected="a node id made of letters, digits, \"_\", \".\" and \"-\"")
+        if not isinstance(self.operation, Operation):
+            raise ConfigError(f"{where}.operation: {self.operation!r} is not an Operation")
+        if not isinstance(self.profile, Profile):
+            raise ConfigError(f"{where}.profile: {self.profile!r} is not a Profile")
+        check_choice(self.inherit, f"{where}.inherit", ("view", "none"))
+        check_call_under_profile(
+            self.operation.max_input_tokens, self.profile, where=f"{where}.operation.max_input_tokens"
+        )
+        if self.profile.model is not None:
+            check_output_limit(self.profile.max_tokens, where=f"{where}.profile.max_tokens", model=self.profile.model)
 
 
 @attrs.frozen
@@ -112,36 +136,10 @@ class FlowResult:
 
 
 def _check_graph(nodes: Iterable[Node]) -> dict[str, Node]:
-    by_id: dict[str, Node] = {}
-    for node in nodes:
-        if node.id in by_id:
-            raise ConfigError(f"flow: duplicate node id {node.id!r}")
-        by_id[node.id] = node
-    for node in by_id.values():
-        for dep in node.depends_on:
-            if dep not in by_id:
-                raise ConfigError(f"flow: node {node.id!r} depends on missing node {dep!r}")
-        if node.spawned_by is not None:
-            if node.spawned_by not in by_id:
-                raise ConfigError(f"flow: node {node.id!r} is spawned by missing node {node.spawned_by!r}")
-            if node.depends_on:
-                raise ConfigError(f"flow: child node {node.id!r} cannot have depends_on (it starts when spawned)")
-    state: dict[str, int] = {}
-
-    def visit(nid: str, path: list[str]) -> None:
-        if state.get(nid) == 2:
-            return
-        if state.get(nid) == 1:
-            cycle = path[path.index(nid):] + [nid]
-            raise ConfigError(f"flow: dependency cycle {' -> '.join(cycle)}")
-        state[nid] = 1
-        for dep in by_id[nid].depends_on:
-            visit(dep, path + [nid])
-        state[nid] = 2
-
-    for nid in by_id:
-        visit(nid, [])
-    return by_id
+    """The graph check scenarios use (iterative: any depth), naming ``flow: nodes[i]...``."""
+    listed = tuple(nodes)
+    check_graph([GraphNode(n.id, n.depends_on, n.spawned_by) for n in listed], prefix="flow: ")
+    return {n.id: n for n in listed}
 
 
 @attrs.frozen
@@ -151,11 +149,14 @@ class Flow:
     spawn_limit: int = 16
 
     def __attrs_post_init__(self) -> None:
+        for i, node in enumerate(self.nodes):
+            if not isinstance(node, Node):
+                raise ConfigError(f"flow: nodes[{i}]: {node!r} is not a Node")
         _check_graph(self.nodes)
-        if self.concurrency < 1:
-            raise ConfigError(f"flow: concurrency must be >= 1, got {self.concurrency}")
-        if self.spawn_limit < 0:
-            raise ConfigError(f"flow: spawn_limit must be >= 0, got {self.spawn_limit}")
+        check_int(self.concurrency, "flow: concurrency", minimum=1, maximum=MAX_CONCURRENCY,
+                  expected="a positive integer")
+        check_int(self.spawn_limit, "flow: spawn_limit", minimum=0, maximum=MAX_SPAWN_LIMIT,
+                  expected="an integer >= 0")
 
 
 def _completed_view_length(branch: Branch) -> int:

@@ -12,8 +12,15 @@ from typing import Literal
 
 import attrs
 
-from runtime.ceiling import CeilingPolicy
-from runtime.errors import FoldlineError
+from runtime.config.bounds import MAX_ROUNDS
+from runtime.config.checks import (
+    CeilingValue,
+    check_ceiling,
+    check_choice,
+    check_int,
+    check_text,
+)
+from runtime.errors import ConfigError, FoldlineError
 from runtime.usage import Usage
 
 
@@ -37,17 +44,19 @@ class Operation:
     kind: Literal["bounded", "iterative"]
     instructions: tuple[str, ...]
     max_rounds: int = 20
-    max_input_tokens: CeilingPolicy = None
+    max_input_tokens: CeilingValue = None
 
     def __attrs_post_init__(self) -> None:
-        if self.kind not in ("bounded", "iterative"):
-            raise ValueError(f"operation kind must be 'bounded' or 'iterative', got {self.kind!r}")
-        if not self.instructions:
-            raise ValueError("an operation needs at least one instruction")
+        # The same checks, bounds and words as a scenario file's node (runtime.config).
+        check_choice(self.kind, "Operation.kind", ("bounded", "iterative"))
+        if not isinstance(self.instructions, tuple) or not self.instructions:
+            raise ConfigError(f"Operation.instructions: {self.instructions!r} is not a non-empty tuple of texts")
+        for i, text in enumerate(self.instructions):
+            check_text(text, f"Operation.instructions[{i}]", expected="non-empty instruction text")
         if self.kind == "iterative" and len(self.instructions) != 1:
-            raise ValueError("an iterative operation takes exactly one instruction")
-        if self.max_rounds < 1:
-            raise ValueError(f"max_rounds must be >= 1, got {self.max_rounds}")
+            raise ConfigError("Operation.instructions: an iterative operation takes exactly one instruction")
+        check_int(self.max_rounds, "Operation.max_rounds", minimum=1, maximum=MAX_ROUNDS, expected="a positive integer")
+        check_ceiling(self.max_input_tokens, "Operation.max_input_tokens")
 
 
 @attrs.frozen

@@ -267,10 +267,14 @@ class PricingTable:
     @classmethod
     def load(cls, path: str | PathLike[str]) -> PricingTable:
         """Read and validate a user pricing file."""
+        from runtime.config.bounds import MAX_PRICING_BYTES
+        from runtime.config.files import FileTooLarge, read_bounded
+
         where = str(path)
         try:
-            with open(path, "rb") as handle:
-                raw = handle.read()
+            raw = read_bounded(path, MAX_PRICING_BYTES, what="a pricing file")
+        except FileTooLarge as exc:
+            raise ConfigError(f"{where}: {exc}") from None
         except OSError as exc:
             raise ConfigError(f"{where}: cannot read the pricing file: {exc.strerror or exc}") from exc
         try:

@@ -36,7 +36,7 @@ RUN_STATUSES = ("ok", "failed")
 NODE_STATUSES = ("ok", "failed", "skipped")
 OPERATIONS = ("bounded", "iterative")
 INHERIT_MODES = ("view", "none")
-CEILING_SOURCES = ("profile", "model", "call", "auto", "none", "unpriced")
+CEILING_SOURCES = ("profile", "model", "call", "auto", "none", "unpriced", "window")
 DECISION_ACTIONS = ("pass", "notice", "fold", "refuse")
 USAGE_FIELDS = (
     "input_tokens",

@@ -28,6 +28,9 @@ def refusal(*nodes: NodeSpec, **fields) -> str:
     return str(info.value)
 
 
+SPAWNER = Profile(tools=("spawn",))
+
+
 def spawn_step(*targets: str) -> ScriptStep:
     return ScriptStep(tool_calls=tuple(ScriptCall.create("spawn", {"node": t}) for t in targets))
 
@@ -61,7 +64,7 @@ def test_helpers() -> None:
         node("side"),
         node("kid-b", spawned_by="lead", profile="small"),
         node("grandkid", spawned_by="kid-a"),
-        profiles={"small": Profile(max_tokens=64)},
+        profiles={"default": SPAWNER, "small": Profile(max_tokens=64)},
     )
     assert s.node("side").id == "side"
     assert [n.id for n in s.top_level_nodes()] == ["lead", "side"]
@@ -69,7 +72,7 @@ def test_helpers() -> None:
     assert [n.id for n in s.children_of("kid-a")] == ["grandkid"]
     assert s.children_of("side") == ()
     assert s.profile_of("kid-b").max_tokens == 64
-    assert s.profile_of("lead") == Profile()
+    assert s.profile_of("lead") == SPAWNER
     with pytest.raises(KeyError) as info:
         s.node("kid-aa")
     assert str(info.value) == (
@@ -185,11 +188,19 @@ def test_per_call_ceiling_may_only_lower_an_integer_profile_ceiling() -> None:
     assert refusal(node("a", profile="capped", max_input_tokens=50_001), profiles=capped).startswith(
         'nodes[0].max_input_tokens: 50001 is above profile "capped"\'s ceiling of 50000'
     )
-    for allowed in (50_000, 1, "auto"):
+    for allowed in (50_000, 1):
         assert scenario(node("a", profile="capped", max_input_tokens=allowed), profiles=capped)
-    # Over an "auto", "none" or unset profile ceiling the runtime decides (the pricing table resolves "auto").
-    for profile in (Profile(), Profile(max_input_tokens="none"), Profile(max_input_tokens="auto")):
-        assert scenario(node("a", max_input_tokens=10**9), profiles={"default": profile})
+    # "auto" on the call resolves to the first price tier (100,000 for the default model): above 50,000.
+    assert refusal(node("a", profile="capped", max_input_tokens="auto"), profiles=capped).startswith(
+        "nodes[0].max_input_tokens: 'auto' (resolves to 100000) would raise the ceiling 50000"
+    )
+    # Under "none" any lower value is allowed; under "auto" or unset (100,000 on the default model) only below it.
+    assert scenario(node("a", max_input_tokens=900_000), profiles={"default": Profile(max_input_tokens="none")})
+    for profile in (Profile(), Profile(max_input_tokens="auto")):
+        assert scenario(node("a", max_input_tokens=100_000), profiles={"default": profile})
+        assert refusal(node("a", max_input_tokens=200_000), profiles={"default": profile}).startswith(
+            "nodes[0].max_input_tokens: 200000 would raise the ceiling 100000"
+        )
 
 
 def test_valid_flows_are_accepted() -> None:
@@ -199,6 +210,7 @@ def test_valid_flows_are_accepted() -> None:
         node("side"),
         node("after", depends_on=("lead", "side")),
         run=RunSettings(concurrency=1, spawn_limit=0),
+        profiles={"default": SPAWNER},
     )
     assert [n.id for n in s.nodes] == ["lead", "kid", "side", "after"]
 

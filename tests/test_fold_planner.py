@@ -97,8 +97,8 @@ def test_tool_io_folds_only_delivered_rounds_outside_the_tail_and_lists_every_ca
     notes = [m for m in view if isinstance(m, Note)]
     assert len(notes) == 1
     listed = {call.index for call in parse_note_calls(notes[0].text)}
-    kept = {m.id for m in view}
-    assert listed == {branch.index_of(r.id) for r in folded if r.id not in kept}
+    kept = {m.id for m in view} | {m.clipped_from for m in view if isinstance(m, ToolResult) and m.clipped_from}
+    assert listed == {branch.index_of(r.id) for r in folded if r.id not in kept}  # a clipped one keeps a copy
     first_folded = min(branch.index_of(mid) for mid in notes[0].replaced)
     assert notes[0].first_index == first_folded and view[1] is notes[0]
 

@@ -139,7 +139,7 @@ system = "Default."
 
 [profiles.reader]
 system = "You read."
-tools = ["read_file", "search"]
+tools = ["read_file", "search", "spawn"]
 max_input_tokens = 40000
 prompt_caching = true
 context_management = true
@@ -171,7 +171,7 @@ instructions = ["First.", "Second."]
 id = "after"
 depends_on = ["lead"]
 instruction = "After."
-max_input_tokens = "auto"
+max_input_tokens = 120000
 '''
 
 
@@ -200,7 +200,7 @@ def test_every_key_round_trips_into_the_same_values_as_code() -> None:
             "default": Profile(system="Default."),
             "reader": Profile(
                 system="You read.",
-                tools=("read_file", "search"),
+                tools=("read_file", "search", "spawn"),
                 max_input_tokens=40_000,
                 prompt_caching=True,
                 context_management=True,
@@ -225,7 +225,7 @@ def test_every_key_round_trips_into_the_same_values_as_code() -> None:
                 ),
             ),
             NodeSpec(id="kid", spawned_by="lead", inherit="none", operation="bounded", instructions=("First.", "Second.")),
-            NodeSpec(id="after", depends_on=("lead",), instruction="After.", max_input_tokens="auto"),
+            NodeSpec(id="after", depends_on=("lead",), instruction="After.", max_input_tokens=120_000),
         ),
     )
     assert loaded == expected
@@ -362,7 +362,7 @@ def test_table_shapes(text: str, message: str) -> None:
         ("[profiles.reader]\ntool_result_max_chars = 1000\n" + ONE_NODE, "profiles.reader.tool_result_max_chars: 1000 is not an integer >= 1024"),
         ("[profiles.reader]\ntool_result_max_chars = 2048.0\n" + ONE_NODE, "profiles.reader.tool_result_max_chars: 2048.0 is a float"),
         ("[profiles.reader]\nmax_input_tokens = -1\n" + ONE_NODE, "profiles.reader.max_input_tokens: -1 is not a positive integer"),
-        ('[profiles.reader]\nmax_input_tokens = "50000"\n' + ONE_NODE, "profiles.reader.max_input_tokens: '50000' is not a positive integer"),
+        ('[profiles.reader]\nmax_input_tokens = "50000"\n' + ONE_NODE, "profiles.reader.max_input_tokens: \"50000\" is not a positive integer"),
         ('[profiles.reader]\nprompt_caching = "yes"\n' + ONE_NODE, 'profiles.reader.prompt_caching: "yes" is a string, not a boolean'),
         ('[profiles.reader]\ntools = ["read_file", "grep"]\n' + ONE_NODE, 'profiles.reader.tools[1]: "grep" is not a known tool; known tools: fail, read_file, search, spawn'),
         ('[profiles.reader]\ntools = ["serch"]\n' + ONE_NODE, 'profiles.reader.tools[0]: "serch" is not a known tool (did you mean "search"?); known tools: fail, read_file, search, spawn'),
@@ -381,7 +381,7 @@ def test_table_shapes(text: str, message: str) -> None:
         ('[[nodes]]\nid = "a"\ninstruction = "x"\ninherit = "view"\n', "nodes[0].inherit: set on a node that is not a child"),
         ('[[nodes]]\nid = "a"\ninstruction = "x"\nmax_rounds = 0\n', "nodes[0].max_rounds: 0 is not a positive integer"),
         ('[[nodes]]\nid = "a"\ninstruction = "x"\nscript = [{ text = "" }]\n', "nodes[0].script[0].text: "),
-        ('[[nodes]]\nid = "a"\ninstruction = "x"\nscript = [{ tool_calls = [{ name = "read_file", args = {} }] }]\n', "nodes[0].script[0].tool_calls[0]: unknown key"),
+        ('[[nodes]]\nid = "a"\ninstruction = "x"\nscript = [{ tool_calls = [{ name = "read_file", args = {} }] }]\n', "nodes[0].script[0].tool_calls[0].args: unknown key"),
     ],
 )
 def test_value_refusals_name_file_and_key_path(text: str, message: str) -> None:

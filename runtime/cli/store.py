@@ -132,12 +132,29 @@ def run_resume(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"foldline: {exc}", file=err)
         with StoreReader(args.path) as reader:
             model = _stored_model(reader)
+            verification = _verify_store(reader)  # report only on what verifies (as replay --all)
+        if not verification.ok:
+            for failure in verification.failures:
+                print(f"foldline: resume: verification failed: {failure}", file=err)
+            return _fail(err, f"{args.path}: {verification.summary()}; not reporting on an unverified store",
+                         EXIT_FAILED)
+        print(f"foldline: {verification.summary()} (every stored request rebuilt to its digest)", file=err)
         return _print_report(report_from_store(args.path, model), args, out)
     except (NotAStore, StoreInUse, ConfigError) as exc:
         return _fail(err, str(exc), EXIT_BAD_INPUT)
     except StoreError as exc:
         return _fail(err, f"{args.path}: cannot resume: {exc}", EXIT_FAILED)
     return _print_report(run.report, args, out)
+
+
+def _verify_store(reader: Any) -> Any:
+    from runtime.store.replay import replay_all
+    from runtime.store.resume import verify_stored_requests
+
+    try:
+        return verify_stored_requests(replay_all(reader))
+    except StoreCorrupt as exc:
+        return verify_stored_requests([exc])
 
 
 def _stored_model(reader: Any) -> str:

@@ -36,6 +36,9 @@ _RENDER_LIMIT = 120
 
 _T = TypeVar("_T")
 
+MAX_CEILING = 100_000_000
+"""The upper bound of any integer ``max_input_tokens`` (far above every known context window)."""
+
 
 # -- key paths and messages -------------------------------------------------
 
@@ -227,12 +230,20 @@ def check_bool(value: Any, where: str) -> bool:
     return value
 
 
-def check_int(value: Any, where: str, *, minimum: int, expected: str) -> int:
-    """An int (never a bool, float or string) at least ``minimum``."""
+def check_int(value: Any, where: str, *, minimum: int, maximum: int, expected: str) -> int:
+    """An int (never a bool, float or string) with ``minimum <= value <= maximum``.
+
+    ``expected`` describes the lower bound; the upper bound is named in the
+    refusal of a value above it.
+    """
     if isinstance(value, bool) or not isinstance(value, int):
         raise wrong_type(where, value, expected)
     if value < minimum:
         raise bad_value(where, value, expected)
+    if value > maximum:
+        raise ConfigError(
+            f"{where}: {render_value(value)} is above the upper bound {maximum}; expected {expected} up to {maximum}"
+        )
     return value
 
 
@@ -294,7 +305,51 @@ def _check_unique_names(value: Any, where: str, *, what: str, check: Callable[[A
 
 
 def check_ceiling(value: Any, where: str) -> CeilingValue:
-    """A ``max_input_tokens`` value, checked by the ceiling policy's own parser; None is unset."""
+    """A ``max_input_tokens`` value, checked by the ceiling policy's own parser; None is unset.
+
+    An integer ceiling is also bounded above by :data:`MAX_CEILING` (no model's
+    window comes near it); the model's own window is checked where the model is
+    known (:mod:`runtime.config.ceilings`).
+    """
     if value is None:
         return None
-    return parse_max_input_tokens(value, where)
+    if isinstance(value, int) and not isinstance(value, bool) and value > MAX_CEILING:
+        raise ConfigError(
+            f"{where}: {render_value(value)} is above the upper bound {MAX_CEILING}; "
+            f'expected a positive integer <= {MAX_CEILING}, "auto" or "none"'
+        )
+    try:
+        parsed: CeilingValue = parse_max_input_tokens(value, where)
+    except ConfigError:  # the same refusal, the value rendered as every other check renders it
+        raise ConfigError(f'{where}: {render_value(value)} is not a positive integer, "auto" or "none"') from None
+    return parsed
+
+
+# -- integers beyond 64 bits --------------------------------------------------
+
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
+
+def check_document_ints(obj: Any, where: str = "") -> None:
+    """Refuse any integer in a parsed document beyond TOML's signed 64-bit range.
+
+    TOML forbids such integers, but ``tomllib`` accepts them; this walk (an
+    explicit stack, so a deeply nested document cannot exhaust the recursion
+    limit) names the first one by its key path.
+    """
+    stack: list[tuple[str, Any]] = [(where, obj)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int):
+            if not INT64_MIN <= value <= INT64_MAX:
+                raise ConfigError(
+                    f"{path or 'document'}: {render_value(value)} is beyond 64 bits; "
+                    f"TOML integers are signed 64-bit ({INT64_MIN} to {INT64_MAX})"
+                )
+        elif isinstance(value, Mapping):
+            stack.extend((join_key(path, str(k)), v) for k, v in reversed(list(value.items())))
+        elif isinstance(value, (list, tuple)):
+            stack.extend((join_index(path, i), v) for i, v in reversed(list(enumerate(value))))

@@ -23,8 +23,10 @@ from collections.abc import Collection, Mapping
 from pathlib import PurePath
 from typing import Any
 
+from runtime.config.bounds import MAX_SCENARIO_BYTES
 from runtime.config.checks import (
     check_array,
+    check_document_ints,
     check_name,
     check_text,
     join_index,
@@ -34,6 +36,7 @@ from runtime.config.checks import (
     require_table,
     wrong_type,
 )
+from runtime.config.files import FileTooLarge, read_bounded
 from runtime.config.values import (
     NodeSpec,
     Profile,
@@ -74,8 +77,9 @@ def load_scenario(path: str | os.PathLike[str], *, tool_names: Collection[str]) 
     """
     label = os.fspath(path)
     try:
-        with open(path, "rb") as file:
-            data = file.read()
+        data = read_bounded(path, MAX_SCENARIO_BYTES, what="a scenario file")
+    except FileTooLarge as exc:
+        raise ScenarioError(label, str(exc)) from None
     except FileNotFoundError:
         raise ScenarioError(label, "no such file") from None
     except IsADirectoryError:
@@ -97,6 +101,9 @@ def loads_scenario(text: str, *, path_label: str, tool_names: Collection[str]) -
     """
     if not isinstance(text, str):
         raise TypeError(f"loads_scenario: text must be a str, got {type(text).__name__}")
+    if len(text) > MAX_SCENARIO_BYTES:
+        raise ScenarioError(path_label, f"{len(text)} characters is above the bound of {MAX_SCENARIO_BYTES} "
+                                        f"for a scenario")
     return _build(text, label=path_label, path=None, tool_names=tool_names)
 
 
@@ -107,6 +114,7 @@ def _build(text: str, *, label: str, path: str | None, tool_names: Collection[st
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(label, _syntax_detail(str(exc), text)) from None
     try:
+        check_document_ints(document)
         return _scenario_from_document(document, label=label, path=path, tool_names=known_tools)
     except ScenarioError:
         raise

@@ -15,8 +15,8 @@ the planner asks for and lands each fold commit in one batch.
 - :mod:`runtime.fold.marks`: the model's pending fold marks.
 - :mod:`runtime.fold.protected`: the protected first round.
 - :mod:`runtime.fold.planner`: the stages, as a sans-IO state machine; its
-  values in :mod:`runtime.fold.steps`, its working state in
-  :mod:`runtime.fold.state`, its passes in :mod:`runtime.fold.passes`.
+  values in :mod:`runtime.fold.plan_values`, its working state in
+  :mod:`runtime.fold.plan_run`, the target rule in :mod:`runtime.fold.target`.
 - :mod:`runtime.fold.recovery`: read_result and restore.
 - :mod:`runtime.fold.context_tool`: the model's context tool: schema and actions.
 - :mod:`runtime.fold.measurer`: measuring candidate views like requests.

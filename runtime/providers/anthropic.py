@@ -21,6 +21,7 @@ import attrs
 from runtime.compiler import Request
 from runtime.providers.base import AttemptFailed, ProviderError, ProviderReply
 from runtime.providers.retry import DEFAULT_MAX_RETRIES
+from runtime.scrub import scrub_secret
 from runtime.usage import Usage
 
 NODE_HEADER = "x-foldline-node"
@@ -56,7 +57,7 @@ class AnthropicProvider:
         return cls(client, api_key, name=name, max_retries=max_retries)
 
     def _scrub(self, text: str) -> str:
-        return text.replace(self._secret, "[redacted]") if self._secret else text
+        return scrub_secret(text, self._secret)  # masked and partial forms too (runtime.scrub)
 
     async def send(self, request: Request, *, node_id: str | None) -> ProviderReply:
         """Send one attempt; a failed one raises :class:`AttemptFailed` for the pipeline's retry rules."""

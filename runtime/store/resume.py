@@ -266,3 +266,37 @@ def _skip_unspawned(
             reason = f"never spawned: emitter {emitter!r} finished without spawning it"
             restored[node.id] = Restored(None, NodeOutcome(node.id, "skipped", reason))
             recovered.append(RecoveredEvent(node.id, None, NodeSkipped(reason=reason)))
+
+
+# -- verifying what a resume reports on ------------------------------------------------------------
+
+
+@attrs.frozen
+class StoreVerification:
+    """What a resume checked before reporting: every stored request rebuilt to its stored digest.
+
+    ``failures`` are the replay errors' messages, each naming its request and
+    (for a tampered original) the message; empty when everything verified.
+    """
+
+    requests: int
+    failures: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def summary(self) -> str:
+        """One line, as ``replay --all`` words it."""
+        verified = self.requests - len(self.failures)
+        return f"{verified} of {self.requests} requests verified"
+
+
+def verify_stored_requests(results: Sequence[Any]) -> StoreVerification:
+    """Fold :func:`runtime.store.replay.replay_all`'s results into a :class:`StoreVerification`.
+
+    Pure: the caller opens the store and runs the replay (the same check
+    ``replay --all`` makes), so ``resume`` verifies exactly what ``replay`` does.
+    """
+    failures = tuple(str(r) for r in results if isinstance(r, Exception))
+    return StoreVerification(requests=len(results), failures=failures)

@@ -1,9 +1,4 @@
-"""The values a fold planner takes and hands back (the sans-IO boundary of :mod:`runtime.fold.planner`).
-
-:class:`FoldInput` is what one fold reads; the planner answers with
-:class:`NeedSummary` (send this ``side`` request) or, at the end, a
-:class:`FoldPlan`; the engine feeds a :class:`SummaryResult` back in.
-"""
+"""The fold planner's values: what a fold reads, what it asks for, what it returns (pure)."""
 
 from __future__ import annotations
 
@@ -13,8 +8,12 @@ import attrs
 
 from runtime.canonical import sha256_hex
 from runtime.fold.marks import FoldMark
-from runtime.fold.settings import FoldSettings
-from runtime.fold.units import RecordAccess
+from runtime.fold.settings import (
+    FoldSettings,
+)
+from runtime.fold.units import (
+    RecordAccess,
+)
 from runtime.messages import Message
 from runtime.usage import Usage
 

@@ -1,4 +1,4 @@
-"""The working state of one fold, shared by the planner's passes (:mod:`runtime.fold.passes`)."""
+"""The working state of one fold: the view as it is being folded, and how a pass lands (pure)."""
 
 from __future__ import annotations
 
@@ -9,20 +9,24 @@ import attrs
 from runtime.fold.marks import FoldMark
 from runtime.fold.measurer import Measurer
 from runtime.fold.notes import build_note
-from runtime.fold.settings import FoldSettings
-from runtime.fold.steps import FoldInput, FoldPlan, PassRecord
-from runtime.fold.units import Unit, is_complete_round, tail_units, task_instruction, units_of
+from runtime.fold.plan_values import FoldInput, FoldPlan, PassRecord
+from runtime.fold.settings import (
+    FoldSettings,
+)
+from runtime.fold.units import (
+    Unit,
+    is_complete_round,
+    tail_units,
+    task_instruction,
+    units_of,
+)
 from runtime.messages import Message, Note
 from runtime.usage import Usage
 
 
 @attrs.define(eq=False)
-class FoldState:
-    """The working state of one fold: the view as the passes leave it, its estimate, what landed.
-
-    Only the planner and its passes use it; a pass proposes a candidate view and
-    :meth:`attempt` lands it or rolls it back exactly.
-    """
+class PlanRun:
+    """The working state of one fold (private to the planner)."""
 
     inp: FoldInput
     measurer: Measurer
@@ -38,6 +42,8 @@ class FoldState:
     held: tuple[FoldMark, ...] = ()
     skipped_marks: tuple[tuple[str, str], ...] = ()
     summaries: int = 0
+    held_back: bool = False
+    """A tool_io pass left a round that would overshoot far for the clip stage."""
 
     def __attrs_post_init__(self) -> None:
         self.view = list(self.inp.view)
@@ -141,7 +147,7 @@ class FoldState:
             note = build_note(stage, [units[i] for i in run], self.inp.record)
             notes.append(note)
             note_at[run[0]] = note
-        return rebuild(self.view, units, chosen, note_at), notes
+        return rebuild_view(self.view, units, chosen, note_at), notes
 
     def plan(self, deferred: bool = False) -> FoldPlan:
         if deferred:
@@ -176,7 +182,7 @@ class FoldState:
         )
 
 
-def rebuild(view: Sequence[Message], units: Sequence[Unit], taken: set[int], note_at: Mapping[int, Message]) -> list[Message]:
+def rebuild_view(view: Sequence[Message], units: Sequence[Unit], taken: set[int], note_at: Mapping[int, Message]) -> list[Message]:
     """``view`` without the taken units' members, each replacing note placed at its run's first position."""
     drop: set[int] = set()
     insert: dict[int, Message] = {}

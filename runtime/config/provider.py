@@ -1,0 +1,183 @@
+"""The provider and the model configuration, validated when built (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import attrs
+
+from runtime.config.bounds import MAX_LATENCY_S, MAX_RETRIES, MAX_TOKEN_FACTOR
+from runtime.config.checks import (
+    _ENV_NAME_EXPECTED,
+    _ENV_NAME_RE,
+    CeilingValue,
+    _defaults_of,
+    _evolve,
+    _float_if_int,
+    _table_fields,
+    _tuple_if_array,
+    _values_of,
+    bad_value,
+    check_array,
+    check_bool,
+    check_ceiling,
+    check_choice,
+    check_int,
+    check_number,
+    check_text,
+    join_index,
+    join_key,
+    render_value,
+    wrong_type,
+)
+from runtime.config.tables import fault_rule_from_obj
+from runtime.errors import ConfigError
+from runtime.sim.faults import FaultRule
+
+
+@attrs.frozen(kw_only=True)
+class ModelConfig:
+    """A model and its model-level ceiling value (None: unset)."""
+
+    name: str
+    max_input_tokens: CeilingValue = None
+
+    def __attrs_post_init__(self) -> None:
+        check_text(self.name, "ModelConfig.name", expected="a model name")
+        check_ceiling(self.max_input_tokens, "ModelConfig.max_input_tokens")
+
+
+PROVIDER_KINDS = ("scripted", "simulated", "anthropic")
+
+
+@attrs.frozen(kw_only=True)
+class ProviderSpec:
+    """Which provider answers, and its settings.
+
+    - ``kind``: ``"scripted"`` (in process), ``"simulated"`` (the loopback
+      Anthropic server) or ``"anthropic"`` (the real API).
+    - ``model``, ``max_input_tokens``: the model and its model-level ceiling.
+    - ``base_url``: the API's base URL (anthropic only; None: the SDK's).
+    - ``api_key_env``: the environment variable holding the API key.
+    - ``token_factor``: how the simulated server's token counts relate to ours.
+    - ``latency_s``: the simulated server's reply delay in (virtual) seconds.
+    - ``lookback_collapse``: whether the simulated server counts a run of
+      tool_use (or tool_result) blocks as one lookback position.
+    - ``faults``: fault rules of the simulated server (simulated only).
+    - ``max_retries``: retries of a failed call (0: none).
+    """
+
+    kind: Literal["scripted", "simulated", "anthropic"] = "simulated"
+    model: str = "claude-haiku-5-5"
+    max_input_tokens: CeilingValue = None
+    base_url: str | None = None
+    api_key_env: str = "ANTHROPIC_API_KEY"
+    token_factor: float = attrs.field(default=1.15, converter=_float_if_int)
+    latency_s: float = attrs.field(default=0.0, converter=_float_if_int)
+    lookback_collapse: bool = True
+    faults: tuple[FaultRule, ...] = attrs.field(default=(), converter=_tuple_if_array)
+    max_retries: int = 2
+
+    def __attrs_post_init__(self) -> None:
+        _check_provider(_values_of(self), "ProviderSpec")
+
+    @classmethod
+    def from_obj(cls, obj: Mapping[str, Any], where: str) -> ProviderSpec:
+        """Build from a plain dict (the ``[provider]`` table); ``where`` is its key path."""
+        fields = _table_fields(obj, where, cls)
+        if "faults" in fields:
+            faults_where = join_key(where, "faults")
+            raw = check_array(fields["faults"], faults_where, expected="an array of fault rules")
+            kind = fields.get("kind", "simulated")
+            if raw and kind in PROVIDER_KINDS and kind != "simulated":
+                raise _faults_kind_error(faults_where, kind)
+            fields["faults"] = tuple(
+                fault_rule_from_obj(item, join_index(faults_where, i)) for i, item in enumerate(raw)
+            )
+        _check_provider({**_defaults_of(cls), **fields}, where)
+        return cls(**fields)
+
+    @property
+    def model_config(self) -> ModelConfig:
+        """The provider's model with its model-level ceiling value."""
+        return ModelConfig(name=self.model, max_input_tokens=self.max_input_tokens)
+
+    def evolve(self, **changes: Any) -> ProviderSpec:
+        """A copy with ``changes`` applied, validated like a new provider spec."""
+        return _evolve(self, changes)
+
+    def with_kind(self, kind: str) -> ProviderSpec:
+        """This spec for another provider kind (a command-line override).
+
+        Settings that apply only to another kind are dropped rather than
+        refused: ``faults`` unless the new kind is ``"simulated"``,
+        ``base_url`` unless it is ``"anthropic"``.
+        """
+        check_choice(kind, "provider kind", PROVIDER_KINDS)
+        return _evolve(
+            self,
+            {
+                "kind": kind,
+                "faults": self.faults if kind == "simulated" else (),
+                "base_url": self.base_url if kind == "anthropic" else None,
+            },
+        )
+
+
+def _check_provider(v: Mapping[str, Any], where: str) -> None:
+    def at(key: str) -> str:
+        return join_key(where, key)
+
+    kind = check_choice(v["kind"], at("kind"), PROVIDER_KINDS)
+    check_text(v["model"], at("model"), expected="a model name")
+    check_ceiling(v["max_input_tokens"], at("max_input_tokens"))
+    if v["base_url"] is not None:
+        if kind != "anthropic":
+            raise ConfigError(
+                f'{at("base_url")}: set for provider kind "{kind}"; base_url applies only to kind "anthropic"'
+            )
+        _check_base_url(v["base_url"], at("base_url"))
+    env = v["api_key_env"]
+    if not isinstance(env, str):
+        raise wrong_type(at("api_key_env"), env, _ENV_NAME_EXPECTED)
+    if not _ENV_NAME_RE.fullmatch(env):
+        raise bad_value(at("api_key_env"), env, _ENV_NAME_EXPECTED)
+    factor = check_number(v["token_factor"], at("token_factor"), within=lambda x: x > 0, expected="a finite number > 0")
+    _check_at_most(factor, MAX_TOKEN_FACTOR, at("token_factor"))
+    latency = check_number(
+        v["latency_s"], at("latency_s"), within=lambda x: x >= 0, expected="a finite number of seconds >= 0"
+    )
+    _check_at_most(latency, MAX_LATENCY_S, at("latency_s"))
+    check_bool(v["lookback_collapse"], at("lookback_collapse"))
+    faults = check_array(v["faults"], at("faults"), expected="an array of fault rules")
+    if faults:
+        if kind != "simulated":
+            raise _faults_kind_error(at("faults"), kind)
+        for i, rule in enumerate(faults):
+            if not isinstance(rule, FaultRule):
+                raise wrong_type(join_index(at("faults"), i), rule, "a FaultRule")
+    check_int(v["max_retries"], at("max_retries"), minimum=0, maximum=MAX_RETRIES, expected="an integer >= 0")
+
+
+def _check_at_most(value: float, limit: float, where: str) -> None:
+    if value > limit:
+        raise ConfigError(f"{where}: {render_value(value)} is above the upper bound {limit:g}")
+
+
+def _faults_kind_error(where: str, kind: str) -> ConfigError:
+    return ConfigError(f'{where}: set for provider kind "{kind}"; fault injection applies only to kind "simulated"')
+
+
+def _check_base_url(value: Any, where: str) -> None:
+    expected = "an http:// or https:// URL with a host"
+    if not isinstance(value, str):
+        raise wrong_type(where, value, expected)
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - parsing the port is the check
+    except ValueError:
+        raise bad_value(where, value, expected) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise bad_value(where, value, expected)
