@@ -162,6 +162,11 @@ class TokenCounter:
             reused_segments=self._chains.reused_segments,
         )
 
+    def _known(self, text: str) -> int:
+        """Tokens of ``text``, from the piece cache when it is there (no statistics, no reordering)."""
+        cached = self._counts.get(text)
+        return cached if cached is not None else count_tokens(text)
+
     def _junction(self, tail: str, head: str) -> int:
         key = (tail, head)
         cached = self._junctions.get(key)
@@ -170,7 +175,7 @@ class TokenCounter:
             self._junctions.move_to_end(key)
             return cached
         self._junction_misses += 1
-        correction = count_tokens(tail + head) - count_tokens(tail) - count_tokens(head)
+        correction = count_tokens(tail + head) - self._known(tail) - self._known(head)
         self._junctions[key] = correction
         if len(self._junctions) > self.max_junctions:
             self._junctions.popitem(last=False)

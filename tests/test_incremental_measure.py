@@ -17,7 +17,15 @@ from runtime.cache import CacheLedger, certify_payload, place_marks
 from runtime.compile_view import forget_layouts
 from runtime.compiler import Request, RequestSettings, ToolSpec, compile_request
 from runtime.measure import TokenCounter, measure
-from runtime.messages import AssistantResponse, Instruction, Message, Note, TextPart, ToolCall, ToolResult
+from runtime.messages import (
+    AssistantResponse,
+    Instruction,
+    Message,
+    Note,
+    TextPart,
+    ToolCall,
+    ToolResult,
+)
 from runtime.tokenizer import count_tokens
 
 TOOLS = (ToolSpec.create("read_file", "Read a file.", {"type": "object", "properties": {"path": {"type": "string"}}}),)
