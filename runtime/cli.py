@@ -98,9 +98,7 @@ def _cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from runtime.store.commands import run_run
 
         return run_run(args, out, err)
-    from runtime.report import format_report
     from runtime.scenario import load_scenario
-    from runtime.scenario_run import run_scenario
     from runtime.tools import BUILTIN_TOOLS
 
     try:
@@ -108,6 +106,9 @@ def _cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except ConfigError as exc:
         print(f"foldline: {exc}", file=err)
         return EXIT_BAD_INPUT
+    from runtime.report import format_report
+    from runtime.scenario_run import run_scenario
+
     progress = None if args.quiet else progress_printer(err)
     try:
         run = anyio.run(

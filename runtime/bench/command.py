@@ -18,18 +18,20 @@ import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
-
-import anyio
+from typing import TYPE_CHECKING, TextIO
 
 import runtime
-from runtime.bench import workloads as workload_files
-from runtime.bench.harness import WorkloadResult, run_workload_set, strategies_named
-from runtime.bench.micro import Figure, run_micro
-from runtime.bench.strategies import STRATEGIES
-from runtime.bench.table import bench_json, format_table
-from runtime.config import Scenario
+from runtime.bench.names import STRATEGY_NAMES, WORKLOAD_NAMES
 from runtime.errors import ConfigError
+
+if TYPE_CHECKING:
+    from runtime.bench.harness import WorkloadResult
+    from runtime.bench.micro import Figure
+    from runtime.config import Scenario
+
+# The workloads, the harness and the micro figures import the whole runtime (and
+# the harness the provider factory): they are imported when a benchmark runs, so
+# that ``foldline --help`` and argument errors answer at once.
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 DEFAULT_DIRECTORY = Path("scenarios") / "bench"
@@ -42,12 +44,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workloads",
         metavar="NAMES",
-        help=f"comma-separated workloads to run (default: all of {', '.join(workload_files.WORKLOADS)})",
+        help=f"comma-separated workloads to run (default: all of {', '.join(WORKLOAD_NAMES)})",
     )
     parser.add_argument(
         "--strategies",
         metavar="NAMES",
-        help=f"comma-separated strategies (default: all of {', '.join(STRATEGIES)}); naive always runs, "
+        help=f"comma-separated strategies (default: all of {', '.join(STRATEGY_NAMES)}); naive always runs, "
         "it is the lower bound's request sequence",
     )
     parser.add_argument(
@@ -96,6 +98,8 @@ def workload_directory(given: str | None) -> Path:
 
 
 def _scenarios(args: argparse.Namespace) -> list[Scenario]:
+    from runtime.bench import workloads as workload_files
+
     names = _names(args.workloads) or list(workload_files.WORKLOADS)
     unknown = [n for n in names if n not in workload_files.WORKLOADS]
     if unknown:
@@ -107,6 +111,12 @@ def _scenarios(args: argparse.Namespace) -> list[Scenario]:
 
 
 def _run_table(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    import anyio
+
+    from runtime.bench import workloads as workload_files
+    from runtime.bench.harness import run_workload_set, strategies_named
+    from runtime.bench.table import bench_json, format_table
+
     try:
         strategies = strategies_named(_names(args.strategies))
         scenarios = _scenarios(args)
@@ -139,6 +149,10 @@ def _run_table(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _run_micro(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    import anyio
+
+    from runtime.bench.micro import run_micro
+
     def progress(figure: Figure) -> None:
         print(figure.line(), file=out, flush=True)
 
