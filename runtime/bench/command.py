@@ -42,6 +42,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--micro", action="store_true", help="print the micro benchmarks instead of the table")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     parser.add_argument(
+        "--scaling",
+        dest="scaling_only",
+        action="store_true",
+        help="with --micro: only the scaling table (each cost at several sizes, against its target)",
+    )
+    parser.add_argument("--no-scaling", action="store_true", help="with --micro: leave the scaling table out")
+    parser.add_argument(
         "--workloads",
         metavar="NAMES",
         help=f"comma-separated workloads to run (default: all of {', '.join(WORKLOAD_NAMES)})",
@@ -152,17 +159,31 @@ def _run_micro(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     import anyio
 
     from runtime.bench.micro import run_micro
+    from runtime.bench.scaling import Row, run_scaling
 
     def progress(figure: Figure) -> None:
         print(figure.line(), file=out, flush=True)
 
+    def row_done(row: Row) -> None:
+        print(row.line(), file=out, flush=True)
+
     started = time.perf_counter()
-    figures = anyio.run(run_micro, progress)
+    figures: list[Figure] = []
+    rows: list[Row] = []
+    if not args.scaling_only:
+        figures = anyio.run(run_micro, progress)
+    if not args.no_scaling:
+        print("scaling (CPU time, medians):", file=out, flush=True)
+        rows = anyio.run(run_scaling, row_done)
     wall_s = time.perf_counter() - started
     print(f"wall time: {wall_s:.1f} s", file=out)
+    if rows:
+        missed = [row.name for row in rows if row.met is False]
+        print(f"scaling targets: {sum(1 for row in rows if row.met)} met, {len(missed)} missed"
+              + (f" ({'; '.join(missed)})" if missed else ""), file=out)
     if args.json:
         document = {"schema": "foldline.bench.micro/v1", "wall_s": round(wall_s, 3),
-                    "figures": [f.to_json() for f in figures]}
+                    "figures": [f.to_json() for f in figures], "scaling": [row.to_json() for row in rows]}
         Path(args.json).write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return EXIT_OK
 

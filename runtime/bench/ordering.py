@@ -21,7 +21,6 @@ import attrs
 from runtime.compiler import Request
 from runtime.providers.base import BeforeAttempt, Provider, ProviderReply
 
-
 _SETTLE_CHECKPOINTS = 64
 
 
