@@ -75,3 +75,13 @@ async def test_it_passes_through_name_caching_and_close() -> None:
     provider = OrderedSends(inner)
     assert provider.name == "recorder" and provider.caches_by_prefix
     await provider.aclose()
+
+
+async def test_a_node_sending_twice_at_once_gets_two_turns() -> None:
+    inner = SlowRecorder(7)
+    provider = OrderedSends(inner)
+    async with anyio.create_task_group() as tg:
+        for _ in range(2):
+            tg.start_soon(lambda: provider.send(REQUEST, node_id="lead", before_attempt=_nothing))
+        tg.start_soon(lambda: provider.send(REQUEST, node_id="child", before_attempt=_nothing))
+    assert inner.order == ["child", "lead", "lead"]

@@ -44,13 +44,14 @@ class OrderedSends:
 
     async def send(self, request: Request, *, node_id: str | None, before_attempt: BeforeAttempt) -> ProviderReply:
         node = node_id or ""
+        # The node's turn number, taken now: a node may send again (a summary) before an earlier send is done.
         key = (self._sent.get(node, 0), node)
+        self._sent[node] = key[0] + 1
         self._waiting.add(key)
         try:
             await self._turn(key)
         finally:
             self._waiting.discard(key)
-        self._sent[node] = key[0] + 1
         try:
             return await self.inner.send(request, node_id=node_id, before_attempt=before_attempt)
         finally:
