@@ -72,13 +72,13 @@ from runtime.cache.tail_skip import TailSkip
 def _live_rows(certified: CertifiedPayload, ledger: CacheLedger, now: float) -> list[tuple[BlockRef, LedgerRow]]:
     """Each block with a live ledger row, in API order (walking whichever of the two is smaller)."""
     if len(ledger) < len(certified.refs):
-        found = []
-        for certificate, row in ledger.rows.items():
+        found: list[tuple[int, LedgerRow]] = []
+        for certificate, live_row in ledger.rows.items():
             index = certified.index_of(certificate)
-            if index is not None and row.live(now):
-                found.append((index, row))
+            if index is not None and live_row.live(now):
+                found.append((index, live_row))
         found.sort(key=lambda item: item[0])
-        return [(certified.refs[index], row) for index, row in found]
+        return [(certified.refs[index], live_row) for index, live_row in found]
     return [
         (ref, row) for ref in certified.refs if (row := ledger.get(ref.certificate)) is not None and row.live(now)
     ]
