@@ -159,3 +159,30 @@ def test_a_message_rendered_twice_is_measured_whole() -> None:
     m = measure(request.pieces(), TokenCounter(), 1.0)
     assert m == measure(tuple(request.pieces()), TokenCounter(), 1.0)
     assert m.counted == count_tokens(request.payload_text())
+
+
+def test_placement_from_the_prepared_request_equals_placement_from_the_payload() -> None:
+    from runtime.usage import Usage
+
+    settings = RequestSettings(model="claude-haiku-5-5", max_tokens=77, tool_choice_json='{"type":"auto"}')
+    conversation = Conversation()
+    ledgers = {"prepared": CacheLedger.empty(), "payload": CacheLedger.empty()}
+    previous = None
+    for n in range(12):
+        conversation.append((f"step {n}", ["fold the ceiling " * (5 + n)], "round" if n % 4 else "instruction"))
+        request = compile_request(system="S", tools=TOOLS, view=conversation.view, settings=settings)
+        placed = {
+            "prepared": place_marks(request.prepared(), ledger=ledgers["prepared"], now=float(n), route="direct",
+                                    process_id="p", anchors=[("messages", 0, 0)],
+                                    previous=None if previous is None else previous.certified),
+            "payload": place_marks(request.payload(), ledger=ledgers["payload"], now=float(n), route="direct",
+                                   process_id="p", anchors=[("messages", 0, 0)]),
+        }
+        assert placed["prepared"] == placed["payload"]
+        assert placed["prepared"].certified.refs == placed["payload"].certified.refs
+        usage = Usage(cache_read_input_tokens=100 * n, cache_write_5m_tokens=50, output_tokens=5)
+        for shape in ledgers:
+            ledgers[shape] = ledgers[shape].after_response(placed[shape], usage, float(n), "direct", "p")
+        assert ledgers["prepared"] == ledgers["payload"]
+        previous = placed["prepared"]
+    assert len(ledgers["prepared"]) > 0
