@@ -35,6 +35,13 @@ def _anthropic_provider() -> type[AnthropicProvider]:
     return AnthropicProvider
 
 
+def __getattr__(name: str) -> object:
+    # ``factory.AnthropicProvider`` still names the class, imported when first asked for.
+    if name == "AnthropicProvider":
+        return _anthropic_provider()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def sim_config_for(spec: ProviderSpec, *, api_key: str) -> object:
     from runtime.sim.server import SimConfig
 
