@@ -46,7 +46,7 @@ def plan_cache(
     """Choose the marks for ``request`` from the branch's ledger (None: no evidence yet)."""
     ledger = ledger if ledger is not None else CacheLedger.empty()
     placement = place_marks(
-        request.payload(),
+        request.prepared(),
         ledger=ledger,
         intent=request.settings.intent,
         anchors=anchors,

@@ -24,50 +24,45 @@ from __future__ import annotations
 
 import functools
 import json
-from collections import OrderedDict
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol
 
 import attrs
 
+from runtime.cache.prepared import ABSENT, PreparedBlock, PreparedPayload, prepare_block
 from runtime.canonical import canonical_json, sha256_hex
-from runtime.errors import FoldlineError
-from runtime.messages import (
-    AssistantResponse,
-    Instruction,
-    Message,
-    Note,
-    SystemMessage,
-    TextPart,
-    ToolCall,
-    ToolResult,
+from runtime.compile_view import layout_view
+from runtime.messages import Message, SystemMessage
+from runtime.pieces import SegmentedPieces
+from runtime.rendering import (
+    EMPTY_RESPONSE_TEXT,
+    Block,
+    CompileError,
+    RenderedMessage,
+    ResultProjection,
+    render_blocks,
 )
+
+__all__ = [
+    "EMPTY_RESPONSE_TEXT",
+    "RECIPE_VERSION",
+    "Block",
+    "CompileError",
+    "MarkLike",
+    "RenderedMessage",
+    "Request",
+    "RequestSettings",
+    "ResultProjection",
+    "ToolSpec",
+    "compile_request",
+    "render_blocks",
+]
 
 RECIPE_VERSION = 1
 """Version of the rendering rules; recorded with every request (for replay)."""
 
-EMPTY_RESPONSE_TEXT = "(empty response)"
-"""What an assistant response with no calls and only blank text renders as."""
-
 Intent = Literal["continuing", "final", "side"]
 Location = tuple[Any, ...]
-
-
-class CompileError(FoldlineError):
-    """The view cannot be rendered as a valid request (e.g. an orphaned call or result)."""
-
-
-class ResultProjection(Protocol):
-    """How a request renders tool results (the result bound, :mod:`runtime.fold.projection`).
-
-    ``output_of`` gives the ``content`` a result's block carries;
-    ``memo_key`` names everything besides the message that the output depends
-    on (the same key must always give the same output).
-    """
-
-    def memo_key(self, result: ToolResult) -> Hashable: ...
-
-    def output_of(self, result: ToolResult) -> str: ...
 
 
 class MarkLike(Protocol):
@@ -118,26 +113,15 @@ class RequestSettings:
     tool_choice_json: str | None = None
 
 
-@attrs.frozen
-class Block:
-    """One rendered content block: its canonical JSON and the message it came from."""
-
-    json: str
-    kind: str
-    source_id: str | None
-
-
-@attrs.frozen
-class RenderedMessage:
-    role: Literal["user", "assistant"]
-    blocks: tuple[Block, ...]
-    source_ids: tuple[str, ...]
-
-
 def _with_cache_control(block_json: str, ttl: str) -> str:
     value = json.loads(block_json)
     value["cache_control"] = {"type": "ephemeral"} if ttl == "5m" else {"type": "ephemeral", "ttl": "1h"}
     return canonical_json(value)
+
+
+@functools.lru_cache(maxsize=256)
+def _prepared_tool(tool: ToolSpec) -> PreparedBlock:
+    return prepare_block(tool.piece(), "tool")
 
 
 @functools.lru_cache(maxsize=64)
@@ -146,6 +130,7 @@ def _system_piece(system: str) -> str:
 
 
 _CONTENT_OPEN = '{"content":['
+_NEXT_OPEN = "," + _CONTENT_OPEN
 _ROLE_CLOSE = {"user": '],"role":"user"}', "assistant": '],"role":"assistant"}'}
 
 
@@ -176,29 +161,39 @@ class Request:
     def _mark_map(self) -> dict[Location, str]:
         return {tuple(m.location): m.ttl for m in self.marks}
 
-    def pieces(self) -> tuple[tuple[str, str], ...]:
+    def pieces(self) -> SegmentedPieces:
         """The payload as labelled canonical JSON pieces, in order.
 
         Labels are message ids for message blocks, ``"tools"``, ``"system"``
         or ``"envelope"`` otherwise. ``"".join`` of the texts is exactly
-        :meth:`payload_text`.
+        :meth:`payload_text`. The result is a :class:`SegmentedPieces`: one
+        segment per message, keyed by the rendered message, so a measurer can
+        reuse what it counted for an unchanged leading run of messages.
         """
         marks = self._mark_map()
-        out: list[tuple[str, str]] = []
         s = self.settings
-        out.append(("envelope", '{"max_tokens":' + str(s.max_tokens) + ',"messages":['))
-        for mi, msg in enumerate(self.messages):
-            out.append(("envelope", _CONTENT_OPEN if mi == 0 else "," + _CONTENT_OPEN))
+        marked = [loc[1] for loc in marks if loc[0] == "messages"]
+        head = (("envelope", '{"max_tokens":' + str(s.max_tokens) + ',"messages":['),)
+
+        def segment(mi: int) -> tuple[tuple[str, str], ...]:
+            msg = self.messages[mi]
+            out: list[tuple[str, str]] = [("envelope", _NEXT_OPEN if mi else _CONTENT_OPEN)]
             for bi, block in enumerate(msg.blocks):
                 text = block.json
-                ttl = marks.get(("messages", mi, bi))
+                ttl = marks.get(("messages", mi, bi)) if marks else None
                 if ttl is not None:
                     text = _with_cache_control(text, ttl)
                 if bi:
                     out.append(("envelope", ","))
                 out.append((block.source_id or "envelope", text))
             out.append(("envelope", _ROLE_CLOSE[msg.role]))
-        out.append(("envelope", '],"model":' + canonical_json(s.model)))
+            return tuple(out)
+
+        return SegmentedPieces(head, self.messages, min(marked, default=len(self.messages)), segment, self._foot(marks))
+
+    def _foot(self, marks: Mapping[Location, str]) -> tuple[tuple[str, str], ...]:
+        s = self.settings
+        out: list[tuple[str, str]] = [("envelope", '],"model":' + canonical_json(s.model))]
         if self.system is not None:
             text = _system_piece(self.system)
             ttl = marks.get(("system", 0))
@@ -223,10 +218,27 @@ class Request:
         out.append(("envelope", "}"))
         return tuple(out)
 
+    def prepared(self) -> PreparedPayload:
+        """The request without marks as certification reads it (see :mod:`runtime.cache.prepared`).
+
+        Certifying it gives the certificates of :meth:`payload` without parsing
+        or re-serialising anything, and compares messages by identity first.
+        """
+        tool_choice = ABSENT if self.settings.tool_choice_json is None else json.loads(self.settings.tool_choice_json)
+        system = () if self.system is None else (prepare_block(_system_piece(self.system), "text"),)
+        return PreparedPayload(
+            model=self.settings.model,
+            tools=tuple(_prepared_tool(tool) for tool in self.tools),
+            system=system,
+            keys=self.messages,
+            message=RenderedMessage.prepared,
+            tool_choice=tool_choice,
+        )
+
     def payload_text(self) -> str:
         """The canonical JSON text of the Anthropic payload (sorted keys, no whitespace)."""
         if self._text is None:
-            object.__setattr__(self, "_text", "".join(text for _, text in self.pieces()))
+            object.__setattr__(self, "_text", "".join(text for _, text in self.pieces().flat()))
         assert self._text is not None
         return self._text
 
@@ -252,87 +264,6 @@ class Request:
         )
 
 
-# -- rendering ------------------------------------------------------------------
-
-
-class _BlockMemo:
-    """A bounded memo of rendered blocks by message identity, content and projection key."""
-
-    def __init__(self, max_entries: int = 200_000) -> None:
-        self._max = max_entries
-        self._entries: OrderedDict[tuple[str, str, Hashable], tuple[Block, ...]] = OrderedDict()
-
-    def get(self, message: Message, variant: Hashable = None) -> tuple[Block, ...] | None:
-        key = (message.id, message.sha256, variant)
-        blocks = self._entries.get(key)
-        if blocks is not None:
-            self._entries.move_to_end(key)
-        return blocks
-
-    def put(self, message: Message, blocks: tuple[Block, ...], variant: Hashable = None) -> None:
-        self._entries[(message.id, message.sha256, variant)] = blocks
-        if len(self._entries) > self._max:
-            self._entries.popitem(last=False)
-
-
-_memo = _BlockMemo()
-
-
-def _text_block(text: str, source_id: str) -> Block:
-    return Block(canonical_json({"type": "text", "text": text}), "text", source_id)
-
-
-def _tool_use_block(call: ToolCall, source_id: str) -> Block:
-    text = (
-        '{"id":' + canonical_json(call.call_id) + ',"input":' + call.arguments_json
-        + ',"name":' + canonical_json(call.name) + ',"type":"tool_use"}'
-    )
-    return Block(text, "tool_use", source_id)
-
-
-def _tool_result_block(result: ToolResult, output: str) -> Block:
-    value: dict[str, Any] = {"type": "tool_result", "tool_use_id": result.call_id, "content": output}
-    if result.is_error:
-        value["is_error"] = True
-    return Block(canonical_json(value), "tool_result", result.id)
-
-
-def render_blocks(message: Message, projection: ResultProjection | None = None) -> tuple[Block, ...]:
-    """The content blocks one message renders to (memoized; same message and projection, same blocks).
-
-    ``projection`` decides what a tool result's block carries (None: its stored output).
-    """
-    variant = projection.memo_key(message) if projection is not None and isinstance(message, ToolResult) else None
-    cached = _memo.get(message, variant)
-    if cached is not None:
-        return cached
-    if isinstance(message, Instruction):
-        blocks: tuple[Block, ...] = (_text_block(message.rendered_text(), message.id),)
-    elif isinstance(message, Note):
-        blocks = (_text_block(message.text, message.id),)
-    elif isinstance(message, AssistantResponse):
-        parts: list[Block] = []
-        for part in message.parts:
-            if isinstance(part, TextPart):
-                if part.text.strip():
-                    parts.append(_text_block(part.text, message.id))
-            else:
-                parts.append(_tool_use_block(part, message.id))
-        if not parts:
-            # The API refuses blank text blocks, and a response rendering to
-            # nothing would let the next user turn merge into the previous
-            # user message (rewriting a prefix); it keeps its place instead.
-            parts.append(_text_block(EMPTY_RESPONSE_TEXT, message.id))
-        blocks = tuple(parts)
-    elif isinstance(message, ToolResult):
-        output = projection.output_of(message) if projection is not None else message.output
-        blocks = (_tool_result_block(message, output),)
-    else:
-        raise CompileError(f"a {type(message).__name__} cannot be rendered as a conversation message")
-    _memo.put(message, blocks, variant)
-    return blocks
-
-
 def compile_request(
     *,
     system: str | SystemMessage | None,
@@ -351,58 +282,5 @@ def compile_request(
     result's stored output.
     """
     system_text = system.text if isinstance(system, SystemMessage) else system
-    results: dict[str, ToolResult] = {}
-    for message in view:
-        if isinstance(message, ToolResult):
-            if message.call_id in results:
-                raise CompileError(f"two results for tool call {message.call_id!r} in the view")
-            results[message.call_id] = message
-
-    out: list[RenderedMessage] = []
-    blocks: list[Block] = []
-    sources: list[str] = []
-    role: str | None = None
-    placed: set[str] = set()
-
-    def flush() -> None:
-        nonlocal blocks, sources, role
-        if blocks and role is not None:
-            out.append(RenderedMessage(role, tuple(blocks), tuple(sources)))  # type: ignore[arg-type]
-        blocks, sources, role = [], [], None
-
-    def add(to_role: str, new_blocks: Sequence[Block], source: str) -> None:
-        nonlocal role
-        if not new_blocks:
-            return
-        if role != to_role:
-            flush()
-            role = to_role
-        blocks.extend(new_blocks)
-        sources.append(source)
-
-    for message in view:
-        if isinstance(message, SystemMessage):
-            raise CompileError("a system message belongs in the stable segment, not in the view")
-        if isinstance(message, ToolResult):
-            if message.call_id not in placed:
-                raise CompileError(
-                    f"orphaned tool result {message.call_id!r} ({message.name}): its call is not in the view before it"
-                )
-            continue
-        if isinstance(message, AssistantResponse):
-            add("assistant", render_blocks(message, projection), message.id)
-            calls = message.tool_calls
-            if calls:
-                flush()
-                for call in calls:
-                    result = results.get(call.call_id)
-                    if result is None:
-                        raise CompileError(
-                            f"orphaned tool call {call.call_id!r} ({call.name}): no result in the view"
-                        )
-                    placed.add(call.call_id)
-                    add("user", render_blocks(result, projection), result.id)
-            continue
-        add("user", render_blocks(message, projection), message.id)
-    flush()
-    return Request(settings=settings, tools=tuple(tools), system=system_text, messages=tuple(out))
+    messages = layout_view(view, projection)
+    return Request(settings=settings, tools=tuple(tools), system=system_text, messages=messages)

@@ -29,6 +29,8 @@ from collections.abc import Callable, Iterable, Sequence
 
 import attrs
 
+from runtime.measure_prefix import Chains
+from runtime.pieces import SegmentedPieces
 from runtime.tokenizer import count_tokens
 
 JUNCTION_WINDOW = 64
@@ -59,6 +61,7 @@ class CounterStats:
     junction_hits: int
     junction_misses: int
     junction_entries: int
+    reused_segments: int = 0
 
 
 def _positive_int(name: str) -> Callable[[object, attrs.Attribute, object], None]:
@@ -90,6 +93,16 @@ class TokenCounter:
     _misses: int = attrs.field(default=0, init=False)
     _junction_hits: int = attrs.field(default=0, init=False)
     _junction_misses: int = attrs.field(default=0, init=False)
+    _chains: Chains = attrs.field(init=False)
+
+    @_chains.default
+    def _new_chains(self) -> Chains:
+        return Chains(self.count, self._junction, JUNCTION_WINDOW)
+
+    def measure_segmented(self, pieces: SegmentedPieces) -> tuple[int, list[tuple[str, int]]] | None:
+        """``(counted, largest parts)`` of a segmented request, counting only what earlier requests
+        of its lineage did not (see :mod:`runtime.measure_prefix`); None when it cannot."""
+        return self._chains.measure(pieces)
 
     def count(self, text: str) -> int:
         """Tokens of ``text`` alone (special-token text counts as plain text)."""
@@ -146,7 +159,13 @@ class TokenCounter:
             junction_hits=self._junction_hits,
             junction_misses=self._junction_misses,
             junction_entries=len(self._junctions),
+            reused_segments=self._chains.reused_segments,
         )
+
+    def _known(self, text: str) -> int:
+        """Tokens of ``text``, from the piece cache when it is there (no statistics, no reordering)."""
+        cached = self._counts.get(text)
+        return cached if cached is not None else count_tokens(text)
 
     def _junction(self, tail: str, head: str) -> int:
         key = (tail, head)
@@ -156,7 +175,7 @@ class TokenCounter:
             self._junctions.move_to_end(key)
             return cached
         self._junction_misses += 1
-        correction = count_tokens(tail + head) - count_tokens(tail) - count_tokens(head)
+        correction = count_tokens(tail + head) - self._known(tail) - self._known(head)
         self._junctions[key] = correction
         if len(self._junctions) > self.max_junctions:
             self._junctions.popitem(last=False)
@@ -203,9 +222,18 @@ def measure(labelled_pieces: Sequence[tuple[str, str]], counter: TokenCounter, s
 
     Pieces with the same label add up to one part. Each piece's junction
     correction is booked to that piece's label, so all parts together sum to
-    ``counted``.
+    ``counted``. A :class:`runtime.pieces.SegmentedPieces` (what
+    :meth:`runtime.compiler.Request.pieces` gives) is measured from the state
+    an earlier request of its lineage left after the messages the two share:
+    the same figures, for the cost of what is new.
     """
     scale = check_scale(scale)
+    if isinstance(labelled_pieces, SegmentedPieces):
+        done = counter.measure_segmented(labelled_pieces)
+        if done is not None:
+            counted, largest = done
+            return Measurement(counted=counted, scale=scale, estimate=scaled_estimate(counted, scale),
+                               parts=tuple(largest))
     labels: list[str] = []
     pieces: list[str] = []
     for index, item in enumerate(labelled_pieces):

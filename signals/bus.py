@@ -48,6 +48,11 @@ POLICIES = (BLOCK, DROP_OLDEST)
 
 _log = structlog.get_logger("signals.bus")
 
+# The hot paths (every event, every subscriber) set private counters with
+# object.__setattr__: attrs' own __setattr__ (these classes freeze some fields
+# after creation) costs more than the rest of a delivery.
+_set = object.__setattr__
+
 
 class BusClosedError(FoldlineError, RuntimeError):
     """The bus is not open: used before ``async with`` entered it, or after it exited."""
@@ -112,9 +117,12 @@ class Subscription:
     _error: str | None = attrs.field(init=False, default=None)
     _wakeup: anyio.Event | None = attrs.field(init=False, default=None)
     _reading: bool = attrs.field(init=False, default=False)
+    # block policy and no type filter: what the publisher may buffer inline.
+    _plain: bool = attrs.field(init=False, default=False)
 
     def __attrs_post_init__(self) -> None:
         self._drop_oldest = self.policy == DROP_OLDEST
+        self._plain = not self._drop_oldest and self.types is None
         self._buffer = deque(maxlen=self.maxsize) if self._drop_oldest else deque()
 
     @property
@@ -139,6 +147,14 @@ class Subscription:
 
     async def __anext__(self) -> Item:
         """The next :class:`Gap` or event; waits only when nothing is buffered."""
+        buffer = self._buffer
+        if buffer and not self._gap:
+            # The common case, kept short: an event is buffered and no gap precedes it.
+            event = buffer.popleft()
+            if self._overflow:
+                self._refill()
+            _set(self, "_delivered", self._delivered + 1)
+            return event
         while True:
             if self._gap:
                 count, self._gap = self._gap, 0
@@ -148,7 +164,7 @@ class Subscription:
                 event = buffer.popleft()
                 if self._overflow:
                     self._refill()
-                self._delivered += 1
+                _set(self, "_delivered", self._delivered + 1)
                 return event
             if self._closed:
                 raise StopAsyncIteration
@@ -165,7 +181,10 @@ class Subscription:
 
     def _offer(self, event: Event) -> anyio.Event | None:
         """Buffer ``event``; return what a block publisher must wait on when the buffer is full."""
-        if self._closed or (self.types is not None and event.type not in self.types):
+        if self._closed:
+            return None
+        types = self.types
+        if types is not None and event.type not in types:
             return None
         buffer = self._buffer
         waiter = None
@@ -250,6 +269,25 @@ def _check_first_seq(instance: Any, attribute: attrs.Attribute, value: Any) -> N
 
 
 _NEW, _OPEN, _CLOSED = "new", "open", "closed"
+
+# What publish needs to know of an event's class: its TYPE and whether it hands
+# over frozen data. Learned once per class whose instances cannot override
+# either (no instance __dict__); anything else is looked at every time.
+_KINDS: dict[type, tuple[str, bool]] = {}
+
+
+def _kind_of(event: Any) -> tuple[str, bool]:
+    event_type = getattr(event, "TYPE", None)
+    to_data = getattr(event, "to_data", None)
+    if not isinstance(event_type, str) or to_data is None:
+        raise TypeError(
+            f"publish: {event!r} is not a typed event (expected an object with a TYPE string and to_data())"
+        )
+    kind = (event_type, getattr(event, "frozen_data", None) is not None)
+    cls = event.__class__
+    if not hasattr(event, "__dict__") and getattr(cls, "TYPE", None) == event_type:
+        _KINDS[cls] = kind
+    return kind
 
 
 @attrs.define(eq=False)
@@ -343,20 +381,16 @@ class SignalBus:
         """
         if self._state is not _OPEN:
             self._require_open(f"publish({type(event).__name__})")
-        event_type = getattr(event, "TYPE", None)
-        to_data = getattr(event, "to_data", None)
-        if not isinstance(event_type, str) or to_data is None:
-            raise TypeError(
-                f"publish: {event!r} is not a typed event (expected an object with a TYPE string and to_data())"
-            )
+        kind = _KINDS.get(event.__class__)
+        if kind is None:
+            kind = _kind_of(event)
+        event_type, frozen = kind
         run_id = self.run_id
         seq = self._next_seq
-        frozen_data = getattr(event, "frozen_data", None)
-        if frozen_data is not None:
+        if frozen:
             # foldline's typed events hold frozen values already: no second copy.
-            envelope = Event.with_frozen_data(
-                SCHEMA_VERSION, event_type, event_id(run_id, seq), self.clock(), seq, run_id,
-                branch_id, node_id, request_id, frozen_data(),
+            envelope = Event.stamped(
+                event_type, seq, self.clock(), run_id, branch_id, node_id, request_id, event.frozen_data()
             )
         else:
             envelope = Event(
@@ -369,12 +403,20 @@ class SignalBus:
                 branch_id,
                 node_id,
                 request_id,
-                to_data(),
+                event.to_data(),
             )
         # Only a fully built event consumes its number, so seq has no holes.
-        self._next_seq = seq + 1
+        _set(self, "_next_seq", seq + 1)
         waiters = None
         for subscription in self._live:
+            if subscription._plain and not subscription._closed:
+                # The common case inline: a block subscription of every type with room and no queue.
+                buffer = subscription._buffer
+                if len(buffer) < subscription.maxsize and not subscription._overflow:
+                    buffer.append(envelope)
+                    if subscription._wakeup is not None:
+                        subscription._wake_reader()
+                    continue
             waiter = subscription._offer(envelope)
             if waiter is not None:
                 if waiters is None:

@@ -142,6 +142,11 @@ def _frozen_data(value: Any) -> Mapping[str, Any]:
     return freeze_json(value, "Event.data")
 
 
+_new = object.__new__
+_set = object.__setattr__
+_isfinite = math.isfinite
+
+
 def _invalid(name: str, value: Any, expected: str) -> InvalidEventError:
     return InvalidEventError(f"Event.{name}: {value!r} is not {expected}")
 
@@ -223,6 +228,51 @@ class Event:
         event.__attrs_post_init__()
         return event
 
+    @classmethod
+    def stamped(
+        cls,
+        type: str,
+        seq: int,
+        time: float,
+        run_id: str,
+        branch_id: str | None,
+        node_id: str | None,
+        request_id: str | None,
+        data: Mapping[str, Any],
+    ) -> Event:
+        """The bus's constructor: an event of this schema version numbered ``seq`` in ``run_id``.
+
+        The bus guarantees what it makes itself (``seq`` a non-negative
+        integer, ``run_id`` a non-empty string, the ``id`` it derives from
+        them), so only the fields it is handed are checked here, with the same
+        errors as the full constructor. ``data`` is deep-frozen already, as for
+        :meth:`with_frozen_data`.
+        """
+        if type.__class__ is not str or not type:
+            raise _invalid("type", type, "a non-empty string")
+        time_class = time.__class__
+        if (time_class is not float and time_class is not int) or not _isfinite(time):
+            raise _invalid("time", time, "a finite number (seconds from the run's clock)")
+        if branch_id is not None and (branch_id.__class__ is not str or not branch_id):
+            raise _invalid("branch_id", branch_id, "a non-empty string or None")
+        if node_id is not None and (node_id.__class__ is not str or not node_id):
+            raise _invalid("node_id", node_id, "a non-empty string or None")
+        if request_id is not None and (request_id.__class__ is not str or not request_id):
+            raise _invalid("request_id", request_id, "a non-empty string or None")
+        event = _new(cls)
+        setters = _SLOT_SETTERS
+        setters["schema_version"](event, SCHEMA_VERSION)
+        setters["type"](event, type)
+        setters["id"](event, f"{run_id}:{seq}")
+        setters["time"](event, time)
+        setters["seq"](event, seq)
+        setters["run_id"](event, run_id)
+        setters["branch_id"](event, branch_id)
+        setters["node_id"](event, node_id)
+        setters["request_id"](event, request_id)
+        setters["data"](event, data)
+        return event
+
     def to_json(self) -> dict[str, Any]:
         """All envelope fields as a fresh JSON-compatible dict (``data`` as a plain dict)."""
         return {
@@ -264,3 +314,16 @@ class Event:
             request_id=obj.get("request_id"),
             data=obj["data"],
         )
+
+
+def _slot_setter(name: str) -> Any:
+    # An attrs-frozen class is slotted: each field is a member descriptor whose
+    # __set__ writes the slot directly (what object.__setattr__ does, minus the lookup).
+    descriptor = Event.__dict__.get(name)
+    if descriptor is not None and hasattr(descriptor, "__set__"):
+        return descriptor.__set__
+    return lambda event, value: _set(event, name, value)
+
+
+_SLOT_SETTERS = {name: _slot_setter(name) for name in ENVELOPE_FIELDS}
+

@@ -167,6 +167,14 @@ def _to_node_statuses(value: Any, instance: Any, field: attrs.Attribute) -> Mapp
 
 
 def _to_usage(value: Any, instance: Any, field: attrs.Attribute) -> Usage:
+    if type(value) is Usage:
+        # The hot path (every ResponseReceived): a Usage whose counts are all non-negative ints.
+        for count in (value.input_tokens, value.cache_read_input_tokens, value.cache_write_5m_tokens,
+                      value.cache_write_1h_tokens, value.output_tokens):
+            if type(count) is not int or count < 0:
+                break
+        else:
+            return value
     where = f"{type(instance).__name__}.{field.name}"
     if isinstance(value, Usage):
         counts = {name: getattr(value, name) for name in USAGE_FIELDS}

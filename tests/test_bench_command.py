@@ -96,3 +96,12 @@ def test_the_micro_figures_measure_what_they_name() -> None:
 def test_a_failing_import_is_reported_not_timed() -> None:
     with pytest.raises(RuntimeError, match="importing runtime.no_such_module failed"):
         micro.import_figure("runtime.no_such_module", runs=1)
+
+
+def test_the_light_name_lists_match_the_workloads_and_strategies() -> None:
+    from runtime.bench.names import STRATEGY_NAMES, WORKLOAD_NAMES
+    from runtime.bench.strategies import STRATEGIES
+    from runtime.bench.workloads import WORKLOADS
+
+    assert WORKLOAD_NAMES == tuple(WORKLOADS)
+    assert STRATEGY_NAMES == tuple(STRATEGIES)

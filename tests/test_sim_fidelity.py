@@ -17,7 +17,7 @@ from runtime.policies import PolicyRegistry, Reply, ScriptStep
 from runtime.sim.clock import ManualClock
 from runtime.sim.default_model import DefaultModel, example_value
 from runtime.sim.generation import finish
-from runtime.sim.models import MODELS, display_name, sdk_model_ids
+from runtime.sim.models import served_models, display_name, sdk_model_ids
 from runtime.sim.server import SimConfig, SimServer, serve_simulator
 from runtime.sim.tokens import SimTokenCounter
 
@@ -91,11 +91,11 @@ async def test_every_model_id_the_sdk_names_is_served_and_listed() -> None:
             await client.models.retrieve("claude-nonesuch")
         with pytest.raises(anthropic.BadRequestError, match="limit: expected an integer from 1 to 1000"):
             await client.models.list(limit=0)
-    assert listed == list(MODELS) and set(ids) <= set(listed)
+    assert listed == list(served_models()) and set(ids) <= set(listed)
     assert first_page.has_more and first_page.last_id == listed[2]
     assert (dated.display_name, dated.created_at.isoformat()) == ("Claude Sonnet 4.5", "2025-09-29T00:00:00+00:00")
     assert dated.lifecycle == "deprecated" and dated.retires_at is not None
-    assert MODELS["claude-sonnet-4-5-20250929"].min_cacheable_tokens == MODELS["claude-sonnet-4-5"].min_cacheable_tokens
+    assert served_models()["claude-sonnet-4-5-20250929"].min_cacheable_tokens == served_models()["claude-sonnet-4-5"].min_cacheable_tokens
     assert display_name("claude-mythos-preview") == "Claude Mythos Preview"
 
 

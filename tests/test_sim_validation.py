@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from runtime.sim.errors import SimAPIError
-from runtime.sim.models import MODELS, model_facts
+from runtime.sim.models import served_models, model_facts
 from runtime.sim.validation import validate_request
 
 
@@ -163,7 +163,7 @@ def test_model_facts_are_data_and_unknown_models_are_404() -> None:
         "claude-opus-5": (512, 1_000_000),
         "claude-fable-5-2": (1024, 200_000),  # no source states it: the documented defaults
     }
-    assert {name: (MODELS[name].min_cacheable_tokens, MODELS[name].context_window) for name in stated} == stated
+    assert {name: (served_models()[name].min_cacheable_tokens, served_models()[name].context_window) for name in stated} == stated
     with pytest.raises(SimAPIError) as info:
         model_facts("claude-nonesuch")
     assert (info.value.status, info.value.error_type, info.value.message) == (

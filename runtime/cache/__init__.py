@@ -13,22 +13,52 @@ process ids are arguments; there is no I/O, clock or event loop.
 - :mod:`runtime.cache.rewrites`: the rewrite detector (where one request stops being a prefix of the next).
 """
 
-from runtime.cache.apply import apply_marks
-from runtime.cache.certificates import (
-    BlockRef,
-    CertifiedPayload,
-    certify,
-    certify_payload,
-)
-from runtime.cache.errors import CacheInputError
-from runtime.cache.ledger import CacheLedger
-from runtime.cache.marks import Mark
-from runtime.cache.placement import place_marks
-from runtime.cache.reach import reaches
-from runtime.cache.record import G1, Entry, Placement, Skipped
-from runtime.cache.rows import LedgerRow
-from runtime.cache.tail_skip import TailSkip, TailSkipRecord
-from runtime.cache.verdict import ReadVerdict, evaluate_read
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from runtime.cache.apply import apply_marks
+    from runtime.cache.certificates import (
+        BlockRef,
+        CertifiedPayload,
+        certify,
+        certify_payload,
+    )
+    from runtime.cache.errors import CacheInputError
+    from runtime.cache.ledger import CacheLedger
+    from runtime.cache.marks import Mark
+    from runtime.cache.placement import place_marks
+    from runtime.cache.reach import reaches
+    from runtime.cache.record import G1, Entry, Placement, Skipped
+    from runtime.cache.rows import LedgerRow
+    from runtime.cache.tail_skip import TailSkip, TailSkipRecord
+    from runtime.cache.verdict import ReadVerdict, evaluate_read
+
+# Loaded on first use, so that a module needing one part (the compiler needs
+# runtime.cache.prepared) does not import placement, ledger and the rest.
+_EXPORTS = {
+    "apply_marks": "runtime.cache.apply",
+    "BlockRef": "runtime.cache.certificates",
+    "CertifiedPayload": "runtime.cache.certificates",
+    "certify": "runtime.cache.certificates",
+    "certify_payload": "runtime.cache.certificates",
+    "CacheInputError": "runtime.cache.errors",
+    "CacheLedger": "runtime.cache.ledger",
+    "Mark": "runtime.cache.marks",
+    "place_marks": "runtime.cache.placement",
+    "reaches": "runtime.cache.reach",
+    "G1": "runtime.cache.record",
+    "Entry": "runtime.cache.record",
+    "Placement": "runtime.cache.record",
+    "Skipped": "runtime.cache.record",
+    "LedgerRow": "runtime.cache.rows",
+    "TailSkip": "runtime.cache.tail_skip",
+    "TailSkipRecord": "runtime.cache.tail_skip",
+    "ReadVerdict": "runtime.cache.verdict",
+    "evaluate_read": "runtime.cache.verdict",
+}
 
 __all__ = [
     "G1",
@@ -51,3 +81,12 @@ __all__ = [
     "place_marks",
     "reaches",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'runtime.cache' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

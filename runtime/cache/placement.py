@@ -49,7 +49,6 @@ from runtime.cache.blocks import (
     api_order,
     check_location,
     has_server_tool,
-    messages_of,
 )
 from runtime.cache.certificates import BlockRef, CertifiedPayload, certify_payload
 from runtime.cache.errors import CacheInputError
@@ -63,13 +62,30 @@ from runtime.cache.marks import (
     check_marks,
     in_api_order,
 )
+from runtime.cache.prepared import PreparedPayload
 from runtime.cache.reach import LOOKBACK, reaches
 from runtime.cache.record import G1, INTENTS, Entry, Intent, Placement, Skipped
+from runtime.cache.rows import LedgerRow
 from runtime.cache.tail_skip import TailSkip
 
 
+def _live_rows(certified: CertifiedPayload, ledger: CacheLedger, now: float) -> list[tuple[BlockRef, LedgerRow]]:
+    """Each block with a live ledger row, in API order (walking whichever of the two is smaller)."""
+    if len(ledger) < len(certified.refs):
+        found: list[tuple[int, LedgerRow]] = []
+        for certificate, live_row in ledger.rows.items():
+            index = certified.index_of(certificate)
+            if index is not None and live_row.live(now):
+                found.append((index, live_row))
+        found.sort(key=lambda item: item[0])
+        return [(certified.refs[index], live_row) for index, live_row in found]
+    return [
+        (ref, row) for ref in certified.refs if (row := ledger.get(ref.certificate)) is not None and row.live(now)
+    ]
+
+
 def place_marks(
-    payload: Mapping[str, Any],
+    payload: Mapping[str, Any] | PreparedPayload,
     *,
     ledger: CacheLedger,
     intent: Intent = "continuing",
@@ -85,6 +101,10 @@ def place_marks(
 ) -> Placement:
     """Choose the cache marks for ``payload`` (which carries no ``cache_control``).
 
+    ``payload`` is the Messages payload, or the same request as a
+    :class:`~runtime.cache.prepared.PreparedPayload` (what the compiler gives:
+    the same marks, without re-serialising the history).
+
     ``route`` is the route the request takes, or every route it can take
     (configured accounts, or ``"direct"``). ``previous`` is an earlier
     placement's ``certified``, reused for the prefix the two payloads share.
@@ -94,14 +114,13 @@ def place_marks(
     routes = _routes(route)
 
     certified = certify_payload(payload, collapse_runs=collapse_runs, previous=previous)
-    by_location = {ref.location: ref for ref in certified.refs}
+    by_location = certified.by_location()
     callers = _caller_marks(caller_marks, by_location)
     anchor_locations = _anchors(anchors, by_location)
 
     entries = tuple(
         Entry(ref, row, tuple(r for r in routes if row.seen_by(r) == process_id))
-        for ref in certified.refs
-        if (row := ledger.get(ref.certificate)) is not None and row.live(now)
+        for ref, row in _live_rows(certified, ledger, now)
     )
     readable = tuple(e for e in entries if e.ref.tier != "messages") if intent == "side" else entries
     established = [e for e in readable if len(e.established_routes) == len(routes)]
@@ -111,10 +130,10 @@ def place_marks(
     marks = _MarkSet(by_location, list(callers), lookback)
     turn_location: Location | None = None
     if intent == "continuing" and not skip_turn:
-        turn_location = _turn_location(certified.refs, len(messages_of(payload)), marks)
+        turn_location = _turn_location(certified.refs, certified.message_count, marks)
     if intent != "continuing":
         anchor_locations = ()
-    stable_location = _stable_location(certified.refs)
+    stable_location = _stable_location(certified.stable_refs)
 
     read_failure = _place_in_order(
         marks, intent, target, entries, len(routes), turn_location, anchor_locations, stable_location
@@ -134,7 +153,7 @@ def place_marks(
         read_target=target,
         tail_skip=tail_skip.record if skip_turn and tail_skip is not None else None,
         skipped=tuple(marks.skipped),
-        server_tool=has_server_tool(payload),
+        server_tool=payload.server_tool if isinstance(payload, PreparedPayload) else has_server_tool(payload),
         mark_refs=tuple(by_location[mark.location] for mark in final_marks),
         certified=certified,
     )

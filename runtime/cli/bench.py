@@ -14,22 +14,25 @@ missing or invalid workload file).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
-
-import anyio
+from typing import TYPE_CHECKING, TextIO
 
 import runtime
-from runtime.bench import workloads as workload_files
-from runtime.bench.harness import WorkloadResult, run_workload_set, strategies_named
-from runtime.bench.micro import Figure, run_micro
-from runtime.bench.strategies import STRATEGIES
-from runtime.bench.table import bench_json, format_table
-from runtime.config import Scenario
+from runtime.bench.names import STRATEGY_NAMES, WORKLOAD_NAMES
 from runtime.errors import ConfigError
+
+if TYPE_CHECKING:
+    from runtime.bench.harness import WorkloadResult
+    from runtime.bench.micro import Figure
+    from runtime.config import Scenario
+
+# The workloads, the harness and the micro figures import the whole runtime (and
+# the harness the provider factory): they are imported when a benchmark runs, so
+# that ``foldline --help`` and argument errors answer at once.
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 DEFAULT_DIRECTORY = Path("scenarios") / "bench"
@@ -40,14 +43,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--micro", action="store_true", help="print the micro benchmarks instead of the table")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     parser.add_argument(
+        "--scaling",
+        dest="scaling_only",
+        action="store_true",
+        help="with --micro: only the scaling table (each cost at several sizes, against its target)",
+    )
+    parser.add_argument("--no-scaling", action="store_true", help="with --micro: leave the scaling table out")
+    parser.add_argument(
         "--workloads",
         metavar="NAMES",
-        help=f"comma-separated workloads to run (default: all of {', '.join(workload_files.WORKLOADS)})",
+        help=f"comma-separated workloads to run (default: all of {', '.join(WORKLOAD_NAMES)})",
     )
     parser.add_argument(
         "--strategies",
         metavar="NAMES",
-        help=f"comma-separated strategies (default: all of {', '.join(STRATEGIES)}); naive always runs, "
+        help=f"comma-separated strategies (default: all of {', '.join(STRATEGY_NAMES)}); naive always runs, "
         "it is the lower bound's request sequence",
     )
     parser.add_argument(
@@ -96,6 +106,8 @@ def workload_directory(given: str | None) -> Path:
 
 
 def _scenarios(args: argparse.Namespace) -> list[Scenario]:
+    from runtime.bench import workloads as workload_files
+
     names = _names(args.workloads) or list(workload_files.WORKLOADS)
     unknown = [n for n in names if n not in workload_files.WORKLOADS]
     if unknown:
@@ -107,6 +119,12 @@ def _scenarios(args: argparse.Namespace) -> list[Scenario]:
 
 
 def _run_table(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    import anyio
+
+    from runtime.bench import workloads as workload_files
+    from runtime.bench.harness import run_workload_set, strategies_named
+    from runtime.bench.table import bench_json, format_table
+
     try:
         strategies = strategies_named(_names(args.strategies))
         scenarios = _scenarios(args)
@@ -139,16 +157,38 @@ def _run_table(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _run_micro(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    import anyio
+
+    from runtime.bench.micro import run_micro
+    from runtime.bench.scaling import Row, run_scaling
+
     def progress(figure: Figure) -> None:
         print(figure.line(), file=out, flush=True)
 
+    def row_done(row: Row) -> None:
+        print(row.line(), file=out, flush=True)
+
     started = time.perf_counter()
-    figures = anyio.run(run_micro, progress)
+    figures: list[Figure] = []
+    rows: list[Row] = []
+    if not args.scaling_only:
+        figures = anyio.run(run_micro, progress)
+    if not args.no_scaling:
+        # What the micro figures left in module memos lives on: keep the collector off it, as the CLI
+        # does for what it imported, so the table's allocation-heavy rows are not charged for it.
+        gc.collect()
+        gc.freeze()
+        print("scaling (CPU time, medians):", file=out, flush=True)
+        rows = anyio.run(run_scaling, row_done)
     wall_s = time.perf_counter() - started
     print(f"wall time: {wall_s:.1f} s", file=out)
+    if rows:
+        missed = [row.name for row in rows if row.met is False]
+        print(f"scaling targets: {sum(1 for row in rows if row.met)} met, {len(missed)} missed"
+              + (f" ({'; '.join(missed)})" if missed else ""), file=out)
     if args.json:
         document = {"schema": "foldline.bench.micro/v1", "wall_s": round(wall_s, 3),
-                    "figures": [f.to_json() for f in figures]}
+                    "figures": [f.to_json() for f in figures], "scaling": [row.to_json() for row in rows]}
         Path(args.json).write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return EXIT_OK
 

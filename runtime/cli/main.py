@@ -4,7 +4,7 @@
   [--signals FILE.jsonl] [--report FILE.json]``: run a scenario file, show
   progress on stderr, print the report on stdout. Exit 0 when every node
   succeeded, 1 when the run finished with failed nodes, 2 on bad input.
-- ``foldline sim [--port N] [--clock virtual] ...``: serve the simulated Anthropic server (runtime.sim.command).
+- ``foldline sim [--port N] [--clock virtual] ...``: serve the simulated Anthropic server (runtime.cli.sim).
 - ``foldline bench [--micro] [--json FILE]``: the benchmarks.
 - ``foldline resume PATH``, ``replay PATH``, ``events PATH``, ``inspect PATH [--html F]``:
   the durable store of a run started with ``foldline run --store PATH``.
@@ -56,12 +56,12 @@ def _parser() -> argparse.ArgumentParser:
     store_commands.add_events_arguments(sub.add_parser("events", help="print a stored run's events"))
     inspect = sub.add_parser("inspect", help="show a stored branch's view as the model sees it")
     store_commands.add_inspect_arguments(inspect)
-    from runtime.display import commands as display_commands
+    from runtime.cli import report as display_commands
 
     display_commands.add_inspect_html_argument(inspect)
     display_commands.add_report_arguments(sub.add_parser("report", help="draw a run or a bench output as one HTML file"))
 
-    from runtime.sim import command as sim_command
+    from runtime.cli import sim as sim_command
 
     sim_command.add_arguments(sub.add_parser("sim", help="serve the simulated Anthropic server"))
     return parser
@@ -74,8 +74,6 @@ def _cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return run_run(args, out, err)
     from actors.tools import BUILTIN_TOOLS
     from runtime.config.loader import load_scenario
-    from runtime.report import format_report
-    from runtime.scenario_run import run_scenario
 
     try:
         scenario = load_scenario(args.scenario, tool_names=BUILTIN_TOOLS.names())
@@ -83,6 +81,8 @@ def _cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"foldline: {exc}", file=err)
         return EXIT_BAD_INPUT
     from runtime.display.live import progress_view
+    from runtime.report import format_report
+    from runtime.scenario_run import run_scenario
 
     try:
         with progress_view(err, quiet=args.quiet, plain=args.plain, plain_printer=progress_printer) as progress:
@@ -114,7 +114,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
         if args.command == "run":
             return _cmd_run(args, out, err)
         if args.command == "sim":
-            from runtime.sim.command import run as run_sim
+            from runtime.cli.sim import run as run_sim
 
             return run_sim(args, out, err)
         if args.command == "bench":
@@ -122,7 +122,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
 
             return run_bench(args, out, err)
         if args.command == "report" or (args.command == "inspect" and args.html):
-            from runtime.display import commands as display_commands
+            from runtime.cli import report as display_commands
 
             run_display = display_commands.run_report if args.command == "report" else display_commands.run_inspect_html
             return run_display(args, out, err)

@@ -6,6 +6,6 @@
 - :mod:`runtime.display.requests_chart`, :mod:`runtime.display.timeline`, :mod:`runtime.display.branch_view`,
   :mod:`runtime.display.bench_view`: the drawings.
 - :mod:`runtime.display.page`: the HTML page (inline CSS and SVG; nothing outside the file).
-- :mod:`runtime.display.commands`: ``foldline report`` and ``foldline inspect --html``.
+- ``foldline report`` and ``foldline inspect --html`` are in :mod:`runtime.cli.report`.
 - :mod:`runtime.display.live`: the live view of ``foldline run`` on a terminal.
 """

@@ -4,6 +4,10 @@
 server on loopback and talks to it with the official SDK; ``anthropic`` talks
 to the real API with the key from the environment variable the scenario names.
 Every provider is closed when the context exits.
+
+The anthropic SDK is imported when a provider that talks to it is opened,
+never before: a command that opens none (``--help``, a bad scenario,
+``inspect``) does not pay for it.
 """
 
 from __future__ import annotations
@@ -17,12 +21,27 @@ from typing import TYPE_CHECKING
 from runtime.config import ProviderSpec
 from runtime.errors import ConfigError
 from runtime.policies import PolicyRegistry
-from runtime.providers.anthropic import AnthropicProvider
 from runtime.providers.base import Provider
 from runtime.providers.scripted import ScriptedProvider
 
 if TYPE_CHECKING:
+    from runtime.providers.anthropic import AnthropicProvider
     from runtime.sim.server import SimConfig
+
+
+def _anthropic_provider() -> type[AnthropicProvider]:
+    """The SDK-backed provider class (importing the anthropic SDK on first use)."""
+    from runtime.providers.anthropic import AnthropicProvider
+
+    return AnthropicProvider
+
+
+def __getattr__(name: str) -> object:
+    # ``factory.AnthropicProvider`` still names the class, imported when first asked for.
+    if name == "AnthropicProvider":
+        return _anthropic_provider()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 
 def sim_config_for(spec: ProviderSpec, *, api_key: str) -> SimConfig:
@@ -55,7 +74,7 @@ async def open_provider(
 
         key = "sim-" + secrets.token_hex(16)
         async with serve_simulator(sim_config_for(spec, api_key=key), policies, clock) as sim:
-            provider = AnthropicProvider.create(
+            provider = _anthropic_provider().create(
                 api_key=key, base_url=sim.base_url, name="simulated", max_retries=spec.max_retries
             )
             try:
@@ -70,7 +89,7 @@ async def open_provider(
                 f"provider.api_key_env: the environment variable {spec.api_key_env} is not set "
                 "(the anthropic provider needs an API key)"
             )
-        provider = AnthropicProvider.create(
+        provider = _anthropic_provider().create(
             api_key=key, base_url=spec.base_url, name="anthropic", max_retries=spec.max_retries
         )
         try:

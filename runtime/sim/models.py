@@ -22,6 +22,7 @@ A dated id has the facts of its alias. Counts are in the simulator's own tokens.
 
 from __future__ import annotations
 
+import functools
 import re
 import typing
 from collections.abc import Mapping
@@ -118,14 +119,15 @@ def _facts(model_id: str) -> ModelFacts:
     return ModelFacts(model_id, minimum, window or DEFAULT_CONTEXT_WINDOW, created, RETIRES_AT.get(alias))
 
 
-MODELS: Mapping[str, ModelFacts] = MappingProxyType(
-    {model_id: _facts(model_id) for model_id in dict.fromkeys((*sdk_model_ids(), *STATED))}
-)
+@functools.cache
+def served_models() -> Mapping[str, ModelFacts]:
+    """Every model served: the SDK's ids, then the stated ones (built on first use: it imports the SDK)."""
+    return MappingProxyType({model_id: _facts(model_id) for model_id in dict.fromkeys((*sdk_model_ids(), *STATED))})
 
 
 def model_facts(model: str) -> ModelFacts:
     """The facts of ``model``; an unknown model is the API's 404 ``not_found_error``."""
-    facts = MODELS.get(model)
+    facts = served_models().get(model)
     if facts is None:
         raise SimAPIError(404, "not_found_error", f"model: {model}")
     return facts
@@ -133,13 +135,14 @@ def model_facts(model: str) -> ModelFacts:
 
 def list_models(query: Mapping[str, str]) -> dict[str, Any]:
     """``GET /v1/models``: a page of models (``limit`` 1-1000, default 20; ``after_id`` / ``before_id``)."""
-    ids = list(MODELS)
+    models = served_models()
+    ids = list(models)
     raw_limit = query.get("limit", "20")
     if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= 1000:
         raise SimAPIError(400, "invalid_request_error", f"limit: expected an integer from 1 to 1000, got {raw_limit!r}")
     limit = int(raw_limit)
     for cursor in ("after_id", "before_id"):
-        if cursor in query and query[cursor] not in MODELS:
+        if cursor in query and query[cursor] not in models:
             raise SimAPIError(400, "invalid_request_error", f"{cursor}: no model {query[cursor]!r}")
     if "before_id" in query:
         end = ids.index(query["before_id"])
@@ -150,7 +153,7 @@ def list_models(query: Mapping[str, str]) -> dict[str, Any]:
         page = ids[begin : begin + limit]
         has_more = begin + limit < len(ids)
     return {
-        "data": [MODELS[model_id].info() for model_id in page],
+        "data": [models[model_id].info() for model_id in page],
         "has_more": has_more,
         "first_id": page[0] if page else None,
         "last_id": page[-1] if page else None,

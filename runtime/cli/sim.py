@@ -48,7 +48,6 @@ from runtime.sim.admin import ADVANCE_PATH, Admin
 from runtime.sim.clock import ManualClock, frozen_sleep
 from runtime.sim.config import SimConfig
 from runtime.sim.faults import FaultRule
-from runtime.sim.server import SimServer, serve_forever
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 SCRIPT_SCHEMA = "foldline.sim-script/v1"
@@ -179,6 +178,8 @@ _OPTIONS = {
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Serve until interrupted. Exit 2 on bad options or files."""
+    from runtime.sim.server import serve_forever  # the server (and the SDK's model list) only when serving
+
     try:
         config = build_config(args)
         policies = _policies(args)
@@ -192,7 +193,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     async def serve() -> None:
         async with anyio.create_task_group() as tg:
-            server: SimServer = await tg.start(
+            server = await tg.start(
                 lambda task_status: serve_forever(
                     config.host,
                     config.port,

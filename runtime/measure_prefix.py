@@ -1,0 +1,160 @@
+"""Measuring a segmented request from where an earlier request stopped agreeing with it.
+
+A request's pieces arrive as :class:`runtime.pieces.SegmentedPieces`: a head,
+one segment per message and a foot. A :class:`Chains` remembers, for a few
+recent requests, the running state after the head and after each message
+segment: the count so far, the envelope's share, the last
+:data:`runtime.measure.JUNCTION_WINDOW` characters (the tail the next
+junction correction reads) and the five largest labelled parts so far. A new
+request whose leading segments equal one of those (the same rendered
+messages, no cache mark among them) starts from the state there and counts
+only the rest: one appended turn costs the turn, whatever the history.
+
+The result is the same as counting every piece in order (each piece's count
+plus its junction correction, summed by label), because the state after a
+segment depends only on the pieces up to it. A label met in two segments
+(the same message rendered twice) is not handled here: the caller counts the
+whole request instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+
+from runtime.pieces import SegmentedPieces
+from runtime.prefix import common_prefix
+
+MAX_CHAINS = 16
+"""How many request lineages a :class:`Chains` keeps (most recently used first)."""
+
+ENVELOPE = "envelope"
+_TOP = 5
+
+# A part's sort key: (-tokens, segment index, order in the segment, label); the segment of the
+# head is -1, the foot's is the number of messages. Sorting gives largest first, first seen first.
+_Part = tuple[int, int, int, str]
+
+
+class _Chain:
+    """The running state after the head and after each leading message segment of one lineage."""
+
+    __slots__ = ("envelope", "first", "head", "keys", "tails", "tops", "totals")
+
+    def __init__(self, head: str, total: int, envelope: int, tail: str) -> None:
+        self.head = head
+        self.keys: list[Hashable] = []
+        self.totals = [total]
+        self.envelope = [envelope]
+        self.tails = [tail]
+        self.tops: list[tuple[_Part, ...]] = [()]
+        self.first: dict[str, int] = {}
+
+    def cut(self, length: int) -> _Chain:
+        """A new chain holding the state through the first ``length`` segments."""
+        chain = _Chain(self.head, self.totals[length], self.envelope[length], self.tails[length])
+        chain.keys = self.keys[:length]
+        chain.totals = self.totals[: length + 1]
+        chain.envelope = self.envelope[: length + 1]
+        chain.tails = self.tails[: length + 1]
+        chain.tops = self.tops[: length + 1]
+        chain.first = {label: index for label, index in self.first.items() if index < length}
+        return chain
+
+
+class Chains:
+    """A few recent lineages of measured requests (see the module docstring)."""
+
+    def __init__(self, count: Callable[[str], int], junction: Callable[[str, str], int], window: int) -> None:
+        self._count = count
+        self._junction = junction
+        self._window = window
+        self._chains: list[_Chain] = []
+        self.reused_segments = 0
+
+    def clear(self) -> None:
+        self._chains.clear()
+
+    def _find(self, head: str, pieces: SegmentedPieces) -> tuple[_Chain | None, int]:
+        best: _Chain | None = None
+        best_length = -1
+        keys = pieces.keys
+        for chain in self._chains:
+            if chain.head != head:
+                continue
+            if chain.keys and keys and chain.keys[0] is not keys[0] and chain.keys[0] != keys[0]:
+                length = 0
+            else:
+                length = common_prefix(keys, chain.keys, pieces.reusable)
+            if length > best_length:
+                best, best_length = chain, length
+        return best, max(best_length, 0)
+
+    def _piece(self, tail: str, piece: str) -> tuple[int, str]:
+        """A piece's contribution after ``tail``, and the tail after it."""
+        tokens = self._count(piece)
+        if tail and piece:
+            tokens += self._junction(tail, piece[: self._window])
+        if len(piece) >= self._window:
+            return tokens, piece[-self._window :]
+        return tokens, (tail + piece)[-self._window :]
+
+    def _start(self, head: str, pieces: SegmentedPieces) -> tuple[_Chain, int] | None:
+        chain, length = self._find(head, pieces)
+        if chain is not None:
+            self.reused_segments += length
+            if length < len(chain.keys):
+                chain = chain.cut(length)
+            return chain, length
+        total, tail = 0, ""
+        for label, piece in pieces.head:
+            if label != ENVELOPE:
+                return None
+            tokens, tail = self._piece(tail, piece)
+            total += tokens
+        return _Chain(head, total, total, tail), 0
+
+    def measure(self, pieces: SegmentedPieces) -> tuple[int, list[tuple[str, int]]] | None:
+        """``(counted, largest parts)`` for ``pieces``, or None when a label repeats across segments."""
+        if not pieces.head:
+            return None
+        head = "".join(piece for _, piece in pieces.head)
+        started = self._start(head, pieces)
+        if started is None:
+            return None
+        chain, done = started
+        total, envelope, tail = chain.totals[done], chain.envelope[done], chain.tails[done]
+        top = chain.tops[done]
+        seen: dict[str, int] = {}
+        count = len(pieces.keys)
+        for index in range(done, count + 1):
+            parts: dict[str, int] = {}
+            for label, piece in pieces.segment(index) if index < count else pieces.foot:
+                tokens, tail = self._piece(tail, piece)
+                total += tokens
+                if label == ENVELOPE:
+                    envelope += tokens
+                else:
+                    parts[label] = parts.get(label, 0) + tokens
+            for label in parts:
+                if label in seen or chain.first.get(label, count + 1) < index:
+                    return None
+                seen[label] = index
+            if parts:
+                ranked = [(-tokens, index, order, label) for order, (label, tokens) in enumerate(parts.items())]
+                top = tuple(sorted((*top, *ranked))[:_TOP])
+            if index < pieces.reusable and index == len(chain.keys):
+                chain.keys.append(pieces.keys[index])
+                chain.totals.append(total)
+                chain.envelope.append(envelope)
+                chain.tails.append(tail)
+                chain.tops.append(top)
+                chain.first.update(dict.fromkeys(parts, index))
+        self._keep(chain)
+        largest = sorted((*top, (-envelope, -1, 0, ENVELOPE)))[:_TOP]
+        return total, [(label, -negative) for negative, _, _, label in largest]
+
+    def _keep(self, chain: _Chain) -> None:
+        if chain in self._chains:
+            self._chains.remove(chain)
+        self._chains.insert(0, chain)
+        del self._chains[MAX_CHAINS:]

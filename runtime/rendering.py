@@ -1,0 +1,160 @@
+"""Rendering one message to its content blocks (pure, memoized).
+
+The compiler (:mod:`runtime.compiler`) assembles requests from these blocks;
+:mod:`runtime.compile_view` lays them out into messages. A message renders to
+the same :class:`Block` objects every time it is seen with the same
+projection, so later steps can compare blocks by identity.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Hashable
+from typing import Any, Literal, Protocol
+
+import attrs
+
+from runtime.cache.prepared import PreparedBlock, PreparedMessage, prepare_block
+from runtime.canonical import canonical_json
+from runtime.errors import FoldlineError
+from runtime.messages import (
+    AssistantResponse,
+    Instruction,
+    Message,
+    Note,
+    TextPart,
+    ToolCall,
+    ToolResult,
+)
+
+EMPTY_RESPONSE_TEXT = "(empty response)"
+"""What an assistant response with no calls and only blank text renders as."""
+
+
+class CompileError(FoldlineError):
+    """The view cannot be rendered as a valid request (e.g. an orphaned call or result)."""
+
+
+class ResultProjection(Protocol):
+    """How a request renders tool results (the result bound, :mod:`runtime.fold.projection`).
+
+    ``output_of`` gives the ``content`` a result's block carries;
+    ``memo_key`` names everything besides the message that the output depends
+    on (the same key must always give the same output).
+    """
+
+    def memo_key(self, result: ToolResult) -> Hashable: ...
+
+    def output_of(self, result: ToolResult) -> str: ...
+
+
+_ENVELOPES = {"user": b'{"role":"user"}', "assistant": b'{"role":"assistant"}'}
+
+
+@attrs.frozen
+class Block:
+    """One rendered content block: its canonical JSON and the message it came from."""
+
+    json: str
+    kind: str
+    source_id: str | None
+    _prepared: PreparedBlock | None = attrs.field(default=None, init=False, eq=False, repr=False)
+
+    def prepared(self) -> PreparedBlock:
+        """The block as certification reads it (built once per block)."""
+        if self._prepared is None:
+            object.__setattr__(self, "_prepared", prepare_block(self.json, self.kind))
+        assert self._prepared is not None
+        return self._prepared
+
+
+@attrs.frozen
+class RenderedMessage:
+    role: Literal["user", "assistant"]
+    blocks: tuple[Block, ...]
+    source_ids: tuple[str, ...]
+
+    def prepared(self) -> PreparedMessage:
+        """The message as certification reads it."""
+        return PreparedMessage(_ENVELOPES[self.role], tuple(block.prepared() for block in self.blocks))
+
+
+
+
+
+class _BlockMemo:
+    """A bounded memo of rendered blocks by message identity, content and projection key."""
+
+    def __init__(self, max_entries: int = 200_000) -> None:
+        self._max = max_entries
+        self._entries: OrderedDict[tuple[str, str, Hashable], tuple[Block, ...]] = OrderedDict()
+
+    def get(self, message: Message, variant: Hashable = None) -> tuple[Block, ...] | None:
+        key = (message.id, message.sha256, variant)
+        blocks = self._entries.get(key)
+        if blocks is not None:
+            self._entries.move_to_end(key)
+        return blocks
+
+    def put(self, message: Message, blocks: tuple[Block, ...], variant: Hashable = None) -> None:
+        self._entries[(message.id, message.sha256, variant)] = blocks
+        if len(self._entries) > self._max:
+            self._entries.popitem(last=False)
+
+
+_memo = _BlockMemo()
+
+
+def _text_block(text: str, source_id: str) -> Block:
+    return Block(canonical_json({"type": "text", "text": text}), "text", source_id)
+
+
+def _tool_use_block(call: ToolCall, source_id: str) -> Block:
+    text = (
+        '{"id":' + canonical_json(call.call_id) + ',"input":' + call.arguments_json
+        + ',"name":' + canonical_json(call.name) + ',"type":"tool_use"}'
+    )
+    return Block(text, "tool_use", source_id)
+
+
+def _tool_result_block(result: ToolResult, output: str) -> Block:
+    value: dict[str, Any] = {"type": "tool_result", "tool_use_id": result.call_id, "content": output}
+    if result.is_error:
+        value["is_error"] = True
+    return Block(canonical_json(value), "tool_result", result.id)
+
+
+def render_blocks(message: Message, projection: ResultProjection | None = None) -> tuple[Block, ...]:
+    """The content blocks one message renders to (memoized; same message and projection, same blocks).
+
+    ``projection`` decides what a tool result's block carries (None: its stored output).
+    """
+    variant = projection.memo_key(message) if projection is not None and isinstance(message, ToolResult) else None
+    cached = _memo.get(message, variant)
+    if cached is not None:
+        return cached
+    if isinstance(message, Instruction):
+        blocks: tuple[Block, ...] = (_text_block(message.rendered_text(), message.id),)
+    elif isinstance(message, Note):
+        blocks = (_text_block(message.text, message.id),)
+    elif isinstance(message, AssistantResponse):
+        parts: list[Block] = []
+        for part in message.parts:
+            if isinstance(part, TextPart):
+                if part.text.strip():
+                    parts.append(_text_block(part.text, message.id))
+            else:
+                parts.append(_tool_use_block(part, message.id))
+        if not parts:
+            # The API refuses blank text blocks, and a response rendering to
+            # nothing would let the next user turn merge into the previous
+            # user message (rewriting a prefix); it keeps its place instead.
+            parts.append(_text_block(EMPTY_RESPONSE_TEXT, message.id))
+        blocks = tuple(parts)
+    elif isinstance(message, ToolResult):
+        output = projection.output_of(message) if projection is not None else message.output
+        blocks = (_tool_result_block(message, output),)
+    else:
+        raise CompileError(f"a {type(message).__name__} cannot be rendered as a conversation message")
+    _memo.put(message, blocks, variant)
+    return blocks
