@@ -14,6 +14,7 @@ from actors.branch import Branch
 from runtime.ceiling import resolve_ceiling
 from runtime.config import Profile
 from actors.send import Spawn, TurnDriver
+from actors.tools.executor import run_round
 from actors.env import RunEnv
 from runtime.messages import AssistantResponse, ToolCall, ToolResult
 from runtime.operation import (
@@ -107,13 +108,13 @@ async def _run_iterative(driver: TurnDriver, appended: int, completed: int) -> O
         if not last.tool_calls:
             return OperationResult(last.text, completed, driver.requests, driver.usage)
         answered = {m.call_id for m in driver.branch.view() if isinstance(m, ToolResult)}
-        await driver.run_tools([c for c in last.tool_calls if c.call_id not in answered])
+        await run_round(driver, [c for c in last.tool_calls if c.call_id not in answered])
     for round_no in range(completed + 1, driver.operation.max_rounds + 1):
         reply = await driver.send("continuing")
         message = reply.message()
         if not message.tool_calls:
             return OperationResult(message.text, round_no, driver.requests, driver.usage)
-        await driver.run_tools(message.tool_calls)
+        await run_round(driver, message.tool_calls)
     raise RoundLimitExceeded(
         f"no final answer after {driver.operation.max_rounds} rounds (max_rounds={driver.operation.max_rounds})"
     )
