@@ -145,6 +145,13 @@ class Runtime:
         profile = node.profile
         return Branch.create(system=profile.system, tools=self.registry.specs(profile.tools))
 
+    def branch(self, profile: Any = None, *, name: str | None = None) -> Any:
+        """A branch you can talk to: ``await rt.branch(profile).run("...")`` (see :mod:`actors.conversation`)."""
+        from actors.conversation import Conversation
+        from runtime.config import Profile
+
+        return Conversation.open(self, profile if profile is not None else Profile(), name=name)
+
     async def run(self, flow: Flow, *, restored: Mapping[str, Restored] | None = None) -> FlowResult:
         """Run a flow to completion and publish its start and finish.
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import anyio
@@ -34,6 +34,7 @@ import attrs
 from actors.tools.registry import DEFAULT_MAX_CONCURRENT, Tool, ToolContext, ToolFailed
 from runtime.errors import FoldlineError
 from runtime.messages import ToolCall, ToolResult
+from signals.events import ToolCallFinished
 
 ToolErrors = Literal["model", "fail"]
 TOOL_ERRORS = ("model", "fail")
@@ -74,6 +75,9 @@ class RoundTools:
     max_concurrent: int = DEFAULT_MAX_CONCURRENT
     branch_tools: Mapping[str, OrderedRunner] = attrs.field(factory=dict)
     """Tools run by the branch itself (the context tool), by name."""
+    publish: Callable[[ToolCallFinished], Awaitable[None]] | None = None
+    """Where each result is announced (after the whole round is appended, so no
+    event handler runs between two results of one round)."""
 
 
 @attrs.define(eq=False)
@@ -136,6 +140,29 @@ async def run_calls(calls: Sequence[ToolCall], setup: RoundTools, append: Callab
     they would one after another.
     """
     slots = _slots(calls, setup)
+    results: list[ToolResult] = []
+
+    def keep(result: ToolResult) -> None:
+        append(result)
+        results.append(result)
+
+    try:
+        await _run_slots(slots, setup, keep)
+    except Exception:
+        await _announce(results, setup)  # the node fails (tool_errors = "fail"): its results are still told
+        raise
+    await _announce(results, setup)
+
+
+async def _announce(results: Sequence[ToolResult], setup: RoundTools) -> None:
+    if setup.publish is None:
+        return
+    for r in results:
+        size = len(r.output.encode("utf-8"))
+        await setup.publish(ToolCallFinished(call_id=r.call_id, name=r.name, is_error=r.is_error, output_bytes=size))
+
+
+async def _run_slots(slots: Sequence[_Slot], setup: RoundTools, append: Callable[[ToolResult], None]) -> None:
     appended = 0
     failure: tuple[int, BaseException] | None = None
     helpers = min(setup.max_concurrent - 1, sum(1 for s in slots if _runnable(s)) - 1)
@@ -202,6 +229,7 @@ def round_tools(driver: Any) -> RoundTools:
         tool_errors=driver.profile.tool_errors,
         max_concurrent=registry.max_concurrent,
         branch_tools=branch_tools,
+        publish=driver.publish,
     )
 
 

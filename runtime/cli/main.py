@@ -1,7 +1,7 @@
 """The ``foldline`` command line.
 
 - ``foldline run SCENARIO [--provider scripted|simulated|anthropic]
-  [--signals FILE.jsonl] [--report FILE.json]``: run a scenario file, show
+  [--signals FILE.jsonl] [--report FILE.json] [--tools MODULE:NAME]``: run a scenario file, show
   progress on stderr, print the report on stdout. Exit 0 when every node
   succeeded, 1 when the run finished with failed nodes, 2 on bad input.
 - ``foldline sim [--port N]``: serve the simulated Anthropic server.
@@ -42,6 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--report", metavar="FILE.json", help="write the report as JSON")
     run.add_argument("--quiet", action="store_true", help="no progress lines")
     run.add_argument("--store", metavar="PATH", help="store the run in SQLite at PATH as it goes (resumable)")
+    run.add_argument("--tools", metavar="MODULE:NAME", help="add the tools of a registry in your code (package.module:registry)")
 
     from runtime.cli import bench as bench_command
     from runtime.cli import store as store_commands
@@ -66,23 +67,31 @@ def _parser() -> argparse.ArgumentParser:
 
 def _cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.store:
+        if args.tools:
+            print("foldline: --tools with --store is not built yet (a resumed run could not load the same code)", file=err)
+            return EXIT_BAD_INPUT
         from runtime.cli.store import run_run
 
         return run_run(args, out, err)
     from runtime.report import format_report
     from runtime.config.loader import load_scenario
     from runtime.scenario_run import run_scenario
-    from actors.tools import BUILTIN_TOOLS
+    from runtime.scenario_tools import load_user_tools, scenario_registry, tool_names_for_loading
 
     try:
-        scenario = load_scenario(args.scenario, tool_names=BUILTIN_TOOLS.names())
+        user = load_user_tools(args.tools) if args.tools else None
+        scenario = load_scenario(args.scenario, tool_names=tool_names_for_loading(user))
+        registry = scenario_registry(scenario, user)
     except ConfigError as exc:
-        print(f"foldline: {exc}", file=err)
+        label = "" if str(exc).startswith((args.scenario, "--tools")) else f"{args.scenario}: "
+        print(f"foldline: {label}{exc}", file=err)
         return EXIT_BAD_INPUT
     progress = None if args.quiet else progress_printer(err)
     try:
         run = anyio.run(
-            lambda: run_scenario(scenario, provider_kind=args.provider, signals_path=args.signals, progress=progress)
+            lambda: run_scenario(
+                scenario, provider_kind=args.provider, signals_path=args.signals, progress=progress, registry=registry
+            )
         )
     except ConfigError as exc:
         print(f"foldline: {args.scenario}: {exc}", file=err)
