@@ -17,10 +17,14 @@
 The tool's name is the function's, its description the docstring's summary
 (and body), and the JSON schema of its input comes from the signature through
 pydantic (``pydantic.validate_call`` wrapped in a ``TypeAdapter``, the same
-route the anthropic SDK's ``beta_tool`` helpers take; pydantic is installed
-with the SDK). We use pydantic directly rather than the SDK's helpers because
-those live in a private beta module, call sync functions on the event loop and
-swallow the validation details; here a validation failure names the argument.
+route the anthropic SDK's ``beta_tool`` helpers take, which wrap the function
+in ``pydantic.validate_call``; pydantic is installed with the SDK): a pydantic
+model of the parameters (``create_model``, extra arguments forbidden) gives
+both the schema and the check. We use pydantic directly rather than the SDK's
+helpers because those live in a private beta module, call sync functions on
+the event loop and swallow the validation details, and because checking the
+arguments apart from the call keeps a ``ValidationError`` raised inside the
+function from passing for a bad argument; here a failure names the argument.
 Parameter descriptions come from the docstring's ``Args:`` section
 (``docstring_parser``, also an SDK dependency).
 
@@ -38,6 +42,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, overload
 
@@ -108,8 +113,25 @@ def _description(func: Callable[..., Any], parsed: docstring_parser.Docstring) -
     return parsed.short_description
 
 
-def _schema(validated: Callable[..., Any], parsed: docstring_parser.Docstring) -> dict[str, Any]:
-    schema = pydantic.TypeAdapter(validated).json_schema()
+def _arguments_model(func: Callable[..., Any], tool_name: str) -> type[pydantic.BaseModel]:
+    """A pydantic model of the function's parameters (extra arguments forbidden)."""
+    try:
+        hints = typing.get_type_hints(func, include_extras=True)
+    except Exception as exc:
+        raise ConfigError(f"tool {tool_name!r}: cannot resolve the parameter types ({exc})") from exc
+    fields: dict[str, Any] = {}
+    for param in inspect.signature(func).parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
+            raise ConfigError(f"tool {tool_name!r}: parameter {param.name!r} must be a plain keyword parameter")
+        annotation = hints.get(param.name, Any)
+        fields[param.name] = (annotation, ... if param.default is param.empty else param.default)
+    config = pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=False)
+    return pydantic.create_model(f"{tool_name}_arguments", __config__=config, **fields)
+
+
+def _schema(model: type[pydantic.BaseModel], parsed: docstring_parser.Docstring) -> dict[str, Any]:
+    schema = model.model_json_schema()
+    schema.pop("title", None)
     properties = schema.get("properties", {})
     for param in parsed.params:
         prop = properties.get(param.arg_name)
@@ -132,28 +154,24 @@ def function_tool(
     if not callable(func):
         raise ConfigError(f"function_tool: {func!r} is not a function")
     is_async = inspect.iscoroutinefunction(func)
-    for param in inspect.signature(func).parameters.values():
-        if param.kind in (param.VAR_POSITIONAL, param.POSITIONAL_ONLY):
-            raise ConfigError(f"tool {func.__name__!r}: parameter {param.name!r} must be passable by keyword")
     parsed = docstring_parser.parse(func.__doc__ or "")
     tool_name = name or func.__name__
-    validated = pydantic.validate_call(func)
+    model = _arguments_model(func, tool_name)
     spec = ToolSpec.create(
-        tool_name, description if description is not None else _description(func, parsed), _schema(validated, parsed)
+        tool_name, description if description is not None else _description(func, parsed), _schema(model, parsed)
     )
 
     async def run(arguments: Mapping[str, Any], context: ToolContext) -> Any:
         try:
-            if is_async:
-                value = await validated(**arguments)
-            else:
-                call = functools.partial(validated, **arguments)
-                # abandon_on_cancel: a timed-out sync tool's thread is left to finish on its own.
-                value = await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+            checked = model.model_validate(dict(arguments))
         except pydantic.ValidationError as exc:
-            if exc.title != getattr(func, "__name__", exc.title):
-                raise  # raised by the function's own body, not by our check of its arguments
             raise ToolArgumentError(_describe_errors(tool_name, exc)) from None
+        kwargs = {field: getattr(checked, field) for field in type(checked).model_fields}
+        if is_async:
+            value = await func(**kwargs)
+        else:
+            # abandon_on_cancel: a timed-out sync tool's thread is left to finish on its own.
+            value = await anyio.to_thread.run_sync(functools.partial(func, **kwargs), abandon_on_cancel=True)
         return tool_output(value)
 
     return Tool(spec, run, timeout_s=timeout_s)

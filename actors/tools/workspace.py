@@ -108,13 +108,14 @@ def _read(root: Path, path: str, offset: int, limit: int) -> str:
 
 
 def _walk(root: Path, start: Path) -> list[Path]:
-    """Files under ``start`` (sorted; symlinked directories are not followed)."""
+    """Files under ``start``, and symlinks to directories (sorted; those are not followed)."""
     if start.is_file():
         return [start]
     found: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(start, followlinks=False):
         dirnames.sort()
-        found.extend(Path(dirpath) / name for name in sorted(filenames))
+        linked = [name for name in dirnames if (Path(dirpath) / name).is_symlink()]
+        found.extend(Path(dirpath) / name for name in sorted([*filenames, *linked]))
     return found
 
 
@@ -123,6 +124,8 @@ def _entry(root: Path, file: Path) -> tuple[str, str]:
     target = file.resolve()
     if not target.is_relative_to(root):
         return shown, "symlink leading outside the workspace (not followed)"
+    if file.is_symlink() and target.is_dir():
+        return shown, "symlink to a directory (not followed)"
     if not target.is_file():
         return shown, "not a regular file"
     return shown, f"{target.stat().st_size} bytes"
