@@ -72,7 +72,8 @@ def _describe_errors(tool_name: str, error: pydantic.ValidationError) -> str:
         if item["type"] == "missing_argument" or item["type"] == "missing":
             parts.append(f"argument {where!r} is required")
         else:
-            parts.append(f"argument {where!r}: {item['msg'].lower()}, got {shown}")
+            msg = item["msg"]
+            parts.append(f"argument {where!r}: {msg[:1].lower()}{msg[1:]}, got {shown}")
     return f"{tool_name}: " + "; ".join(parts)
 
 
