@@ -119,6 +119,7 @@ class Conversation:
         except Exception as exc:
             failed = NodeFailed(error_type=type(exc).__name__, message=str(exc) or type(exc).__name__)
             await bus.publish(failed, node_id=self.name, branch_id=self.branch.id)
+            await _report_settled(self.runtime)
             raise
         await bus.publish(
             NodeFinished(rounds=result.rounds, answer_chars=len(result.answer)), node_id=self.name, branch_id=self.branch.id
