@@ -29,6 +29,7 @@ import weakref
 from typing import TYPE_CHECKING
 
 import anyio
+import anyio.lowlevel
 import attrs
 
 from actors.branch import Branch
@@ -137,4 +138,4 @@ async def _report_settled(runtime: Runtime) -> None:
         stats = runtime.signals.statistics().get(REPORT_HANDLER)
         if stats is None or stats.closed or stats.buffered == 0:
             return
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()

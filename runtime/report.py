@@ -224,8 +224,9 @@ def format_report(report: Mapping[str, Any]) -> str:
             figures = f"  {info['requests']} requests, cached share {info['cached_share']:.3f}"
         lines.append(f"  {node:<{width}}  {info['status']}{figures}{reason}")
         for name, f in info.get("tools", {}).items():
-            errors = f", {f['errors']} errors" if f["errors"] else ""
-            lines.append(f"  {'':<{width}}    {name}: {f['calls']} calls{errors}, {f['result_bytes']:,} bytes of results")
+            errors = f", {f['errors']} error{'s' if f['errors'] != 1 else ''}" if f["errors"] else ""
+            calls = f"{f['calls']} call{'s' if f['calls'] != 1 else ''}"
+            lines.append(f"  {'':<{width}}    {name}: {calls}{errors}, {f['result_bytes']:,} bytes of results")
     lines += [
         f"requests: {report['requests']} ({report['attempts']} attempts)",
         f"input: fresh {u['input_tokens']:,} | cache read {u['cache_read_input_tokens']:,} | "

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import anyio
+import anyio.lowlevel
 import pytest
+from support import calls, read, text
 
 from actors.conversation import BranchInTurn, Conversation
 from actors.tools import tool
@@ -17,7 +19,6 @@ from runtime.policies_default import DefaultModel, default_policies
 from runtime.providers.scripted import ScriptedProvider
 from runtime.runtime import Runtime
 from runtime.sim.clock import ManualClock
-from support import calls, read, text
 
 
 @tool
@@ -125,7 +126,7 @@ async def test_a_branch_is_not_forked_during_its_turn() -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(branch.run, "Wait.")
             while not branch.branch.busy:
-                await anyio.sleep(0)
+                await anyio.lowlevel.checkpoint()
             with pytest.raises(BranchInTurn, match="forked between its turns"):
                 branch.fork()
             gate.set()

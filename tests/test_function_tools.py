@@ -7,10 +7,11 @@ import threading
 from typing import Annotated, Literal
 
 import anyio
+import anyio.lowlevel
 import pydantic
 import pytest
 
-from actors.tools import ToolArgumentError, ToolContext, ToolFailed, ToolRegistry, function_tool, tool
+from actors.tools import ToolArgumentError, ToolContext, ToolFailed, ToolRegistry, tool
 from runtime.config import Profile
 from runtime.errors import ConfigError
 
@@ -162,7 +163,7 @@ def test_decorator_options_and_registry_mixing() -> None:
     @tool(name="slow_one", timeout_s=2.5)
     async def slow() -> str:
         """Sleeps a little."""
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         return "ok"
 
     assert slow.name == "slow_one" and slow.timeout_s == 2.5

@@ -83,7 +83,7 @@ anyio.run(main)
 
 
 def python_blocks() -> list[str]:
-    return re.findall(r"```python\n(.*?)```", README, flags=re.S)
+    return re.findall(r"```python\n(.*?)```", README, flags=re.DOTALL)
 
 
 def test_the_copies_are_the_readmes_first_two_examples_verbatim() -> None:
@@ -92,7 +92,7 @@ def test_the_copies_are_the_readmes_first_two_examples_verbatim() -> None:
 
 def run_example(example: str, backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(anyio, "run", functools.partial(anyio.run, backend=backend))
-    exec(compile(example, "README.md", "exec"), {"__name__": "readme_example"})
+    exec(compile(example, "README.md", "exec"), {"__name__": "readme_example"})  # noqa: S102 - the README's own code
 
 
 @pytest.mark.slow

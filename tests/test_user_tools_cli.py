@@ -85,7 +85,7 @@ def test_user_tools_run_and_their_errors_go_to_the_model(in_tests: None, tmp_pat
     data = json.loads(report.read_text())
     assert data["nodes"]["user"]["status"] == "ok"
     assert data["tools"]["calls"] == 6 and data["tools"]["errors"] == 4
-    assert "explode: 1 calls, 1 errors" in out
+    assert "explode: 1 call, 1 error, " in out and "add: 2 calls, 1 error, " in out
 
 
 @pytest.mark.anyio
@@ -111,7 +111,7 @@ async def test_the_model_sees_each_error_by_its_message_without_a_traceback_or_a
 def test_with_tool_errors_fail_the_node_fails_as_before(in_tests: None, tmp_path: Path) -> None:
     report = tmp_path / "r.json"
     path = write(tmp_path, extra='tool_errors = "fail"')
-    code, out, err = cli("run", str(path), "--tools", "tests_support.user_tools:registry", "--report", str(report), "--quiet")
+    code, _out, err = cli("run", str(path), "--tools", "tests_support.user_tools:registry", "--report", str(report), "--quiet")
     assert code == 1, err
     node = json.loads(report.read_text())["nodes"]["user"]
     assert node["status"] == "failed"
@@ -141,7 +141,7 @@ def test_an_unknown_tool_exits_2_naming_the_key_and_the_available_names(in_tests
     ],
 )
 def test_a_bad_tools_option_exits_2(in_tests: None, tmp_path: Path, spec: str, message: str) -> None:
-    code, out, err = cli("run", str(write(tmp_path)), "--tools", spec, "--quiet")
+    code, _out, err = cli("run", str(write(tmp_path)), "--tools", spec, "--quiet")
     assert code == 2 and message in err and err.startswith("foldline: --tools: ")
 
 
@@ -149,11 +149,17 @@ def test_a_workspace_tool_without_a_workspace_exits_2(tmp_path: Path) -> None:
     path = tmp_path / "nows.toml"
     path.write_text('schema = "foldline.scenario/v1"\n[profiles.default]\ntools = ["read_file"]\n'
                     '[[nodes]]\nid = "a"\ninstruction = "x"\n')
-    code, out, err = cli("run", str(path), "--quiet")
+    code, _out, err = cli("run", str(path), "--quiet")
     assert code == 2
     assert f"{path}: profiles.default.tools[0]: 'read_file' is a workspace tool; set [run] workspace" in err
 
 
 def test_tools_with_store_is_refused_as_not_built(tmp_path: Path) -> None:
-    code, out, err = cli("run", str(write(tmp_path)), "--tools", "x:y", "--store", str(tmp_path / "s.db"))
-    assert code == 2 and "not built yet" in err
+    code, _out, err = cli("run", str(write(tmp_path)), "--tools", "x:y", "--store", str(tmp_path / "s.db"))
+    assert code == 2 and "--store with --tools or [run] workspace is not built yet" in err
+
+
+def test_a_workspace_scenario_with_store_is_refused_as_not_built(tmp_path: Path) -> None:
+    scenario = Path(__file__).resolve().parents[1] / "scenarios" / "workspace.toml"
+    code, _out, err = cli("run", str(scenario), "--store", str(tmp_path / "s.db"), "--quiet")
+    assert code == 2 and "--store with --tools or [run] workspace is not built yet" in err

@@ -19,8 +19,8 @@ from actors.tools.registry import (
     ToolRegistry,
     synthetic_text,
 )
-from runtime.compiler import ToolSpec
 from actors.tools.workspace import WORKSPACE_TOOL_NAMES, WorkspacePathError, workspace_tools
+from runtime.compiler import ToolSpec
 
 __all__ = [
     "BUILTIN_TOOLS",

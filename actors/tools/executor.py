@@ -17,8 +17,8 @@ What a failure becomes depends on ``tool_errors``:
 
 Cancellation-safe: however the round ends (a failure, a timeout, the turn
 cancelled), every call of the response has a result before control leaves, the
-last appends done under a shielded scope, so the view never holds an orphaned
-call.
+last appends done synchronously (no checkpoint a cancellation could land on),
+so the view never holds an orphaned call.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ async def _invoke(slot: _Slot, context: ToolContext) -> None:
         slot.result = ToolResult.for_call(call, output)
     except TimeoutError:
         slot.error = ToolTimeout(f"{call.name}: timed out after {tool.timeout_s:g} s")
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - any error of the tool is its call's result (see tool_errors)
         slot.error = exc
     finally:
         slot.done.set()
@@ -182,8 +182,8 @@ async def _run_slots(slots: Sequence[_Slot], setup: RoundTools, append: Callable
                 append(slot.result)
                 appended += 1
     except BaseException:
-        with anyio.CancelScope(shield=True):
-            _fill(slots[appended:], append, "not run: cancelled")
+        # Synchronous, so no cancellation can interrupt it: every call left gets its result.
+        _fill(slots[appended:], append, "not run: cancelled")
         raise
     if failure is not None:
         index, exc = failure

@@ -67,8 +67,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def _cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.store:
-        if args.tools:
-            print("foldline: --tools with --store is not built yet (a resumed run could not load the same code)", file=err)
+        if args.tools or _names_a_workspace(args.scenario):
+            print(
+                "foldline: --store with --tools or [run] workspace is not built yet "
+                "(a resumed run could not load the same tools)",
+                file=err,
+            )
             return EXIT_BAD_INPUT
         from runtime.cli.store import run_run
 
@@ -103,6 +107,16 @@ def _cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK if report["status"] == "ok" else EXIT_FAILED
 
 
+def _names_a_workspace(path: str) -> bool:
+    from runtime.config.loader import load_scenario
+    from runtime.scenario_tools import tool_names_for_loading
+
+    try:
+        return load_scenario(path, tool_names=tool_names_for_loading()).run.workspace is not None
+    except ConfigError:
+        return False  # the store's own loading reports what is wrong
+
+
 def _cmd_sim(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     import time
 
@@ -113,10 +127,10 @@ def _cmd_sim(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.scenario:
         from runtime.config.loader import load_scenario
         from runtime.scenario_run import build_policies
-        from actors.tools import BUILTIN_TOOLS
+        from runtime.scenario_tools import tool_names_for_loading
 
         try:
-            policies = build_policies(load_scenario(args.scenario, tool_names=BUILTIN_TOOLS.names()))
+            policies = build_policies(load_scenario(args.scenario, tool_names=tool_names_for_loading()))
         except ConfigError as exc:
             print(f"foldline: {exc}", file=err)
             return EXIT_BAD_INPUT
