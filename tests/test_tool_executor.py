@@ -207,3 +207,13 @@ def test_error_text_is_bounded_redacts_secrets_and_has_no_traceback() -> None:
     assert len(long) < 2100 and long.endswith("[cut: 5012 characters]")
     assert error_text(KeyError(), env) == "KeyError"
     assert "Traceback" not in error_text(RuntimeError("boom"), env)
+
+
+@pytest.mark.anyio
+async def test_a_timeout_error_the_tool_raises_itself_is_not_called_our_timeout() -> None:
+    async def socket_like(arguments: Mapping[str, Any], context: ToolContext) -> str:
+        raise TimeoutError("connect timed out")
+
+    out: list[ToolResult] = []
+    await run_calls(calls_of("net"), setup_of(tool_of("net", socket_like)), out.append)
+    assert out[0].is_error and out[0].output == "TimeoutError: connect timed out"

@@ -47,10 +47,17 @@ class ToolTimeout(ToolFailed):
     """A tool call ran past its timeout."""
 
 
-def error_text(exc: BaseException, environ: Mapping[str, str] | None = None) -> str:
-    """What the model is told about a failed call: the error's type and message, bounded, secrets redacted."""
+def error_text(exc: BaseException, environ: Mapping[str, str] | None = None, *, with_type: bool = False) -> str:
+    """What the model is told about a failed call: the error's type and message, bounded, secrets redacted.
+
+    A :class:`ToolFailed` (a tool's own refusal, a bad argument, a timeout) is
+    its message alone unless ``with_type``; any other error is ``Type: message``.
+    """
     message = str(exc)
-    text = message if isinstance(exc, ToolFailed) else f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    if isinstance(exc, ToolFailed) and not with_type:
+        text = message
+    else:
+        text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
     env = os.environ if environ is None else environ
     for name, value in env.items():
         if _SECRET_NAME.search(name) and len(value) >= _MIN_SECRET_CHARS and value in text:
@@ -95,12 +102,13 @@ async def _invoke(slot: _Slot, context: ToolContext) -> None:
     tool, call = slot.tool, slot.call
     assert tool is not None
     slot.claimed = True
+    deadline = anyio.move_on_after(tool.timeout_s) if tool.timeout_s is not None else anyio.CancelScope()
     try:
-        with anyio.fail_after(tool.timeout_s) if tool.timeout_s is not None else anyio.CancelScope():
+        with deadline:
             output = await tool.func(call.arguments, context)
-        slot.result = ToolResult.for_call(call, output)
-    except TimeoutError:
-        slot.error = ToolTimeout(f"{call.name}: timed out after {tool.timeout_s:g} s")
+            slot.result = ToolResult.for_call(call, output)
+        if deadline.cancelled_caught:  # our deadline, not a TimeoutError the tool raised itself
+            slot.error = ToolTimeout(f"{call.name}: timed out after {tool.timeout_s:g} s")
     except Exception as exc:  # noqa: BLE001 - any error of the tool is its call's result (see tool_errors)
         slot.error = exc
     finally:
@@ -187,10 +195,11 @@ async def _run_slots(slots: Sequence[_Slot], setup: RoundTools, append: Callable
         raise
     if failure is not None:
         index, exc = failure
-        _fill(slots[index:], append, f"not run: {type(exc).__name__}: {exc}", failed=0)
+        told = error_text(exc, with_type=True)
+        _fill(slots[index:], append, f"not run: {told}", failed=0)
         if isinstance(exc, FoldlineError):
             raise exc
-        raise ToolFailed(f"tool {slots[index].call.name!r} raised {type(exc).__name__}: {exc}") from exc
+        raise ToolFailed(f"tool {slots[index].call.name!r} raised {told}") from exc
 
 
 async def _settle(slot: _Slot, setup: RoundTools) -> None:
