@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import attrs
@@ -43,6 +43,10 @@ from signals.bus import SignalBus
 from signals.envelope import Event
 from signals.events import RunFinished, RunStarted
 from signals.sinks import JsonlSink
+
+if TYPE_CHECKING:
+    from actors.conversation import Conversation
+    from runtime.config import Profile
 
 log = structlog.get_logger("foldline.runtime")
 
@@ -145,7 +149,7 @@ class Runtime:
         profile = node.profile
         return Branch.create(system=profile.system, tools=self.registry.specs(profile.tools))
 
-    def branch(self, profile: Any = None, *, name: str | None = None) -> Any:
+    def branch(self, profile: Profile | None = None, *, name: str | None = None) -> Conversation:
         """A branch you can talk to: ``await rt.branch(profile).run("...")`` (see :mod:`actors.conversation`)."""
         from actors.conversation import Conversation
         from runtime.config import Profile

@@ -155,3 +155,16 @@ def test_the_schemas_bound_every_argument(root: Path) -> None:
     assert schema["properties"]["limit"]["maximum"] == 16_000 and schema["properties"]["path"]["maxLength"] == 1000
     assert schema["additionalProperties"] is False
     assert os.fspath(root) not in tools(root)["read_file"].spec.piece()  # the root never reaches the model
+
+
+@pytest.mark.anyio
+async def test_grep_says_which_files_it_searched_only_in_part(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import actors.tools.workspace as workspace
+
+    monkeypatch.setattr(workspace, "MAX_GREP_FILE_BYTES", 30)
+    (root / "long.txt").write_text("x" * 40 + "\nceiling at the end\n")
+    text = await call(root, "grep", pattern="ceiling", path="long.txt")
+    assert text.splitlines() == [
+        "0 matching lines for 'ceiling' under 'long.txt'",
+        "... only the first 30 bytes of long.txt were searched",
+    ]

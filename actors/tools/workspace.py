@@ -144,12 +144,15 @@ def _list(root: Path, path: str, pattern: str) -> str:
     return "\n".join([head, *lines])
 
 
-def _grep_file(root: Path, file: Path, compiled: regex.Pattern[str], out: list[str]) -> int:
+def _grep_file(root: Path, file: Path, compiled: regex.Pattern[str], out: list[str], cut: list[str]) -> int:
     target = file.resolve()
     if not target.is_relative_to(root) or not target.is_file():
         return 0
     with target.open("rb") as handle:
-        data = handle.read(MAX_GREP_FILE_BYTES)
+        data = handle.read(MAX_GREP_FILE_BYTES + 1)
+    if len(data) > MAX_GREP_FILE_BYTES:
+        data = data[:MAX_GREP_FILE_BYTES]
+        cut.append(_shown(root, file))
     if _is_binary(data):
         return 0
     text = data.decode("utf-8", errors="replace")
@@ -177,10 +180,13 @@ def _grep(root: Path, pattern: str, path: str) -> str:
         raise WorkspacePathError(f"path {path!r} does not exist in the workspace")
     files = _walk(root, start)
     out: list[str] = []
-    total = sum(_grep_file(root, f, compiled, out) for f in files[:MAX_GREP_FILES])
+    cut: list[str] = []
+    total = sum(_grep_file(root, f, compiled, out, cut) for f in files[:MAX_GREP_FILES])
     lines = [f"{total} matching lines for {pattern!r} under {_shown(root, start)!r}", *out]
     if total > len(out):
         lines.append(f"... {total - len(out)} more matching lines not shown")
+    if cut:
+        lines.append(f"... only the first {MAX_GREP_FILE_BYTES:,} bytes of {', '.join(cut[:10])} were searched")
     if len(files) > MAX_GREP_FILES:
         lines.append(f"... {len(files) - MAX_GREP_FILES} files not searched (narrow the path)")
     return "\n".join(lines)
