@@ -159,7 +159,7 @@ def test_the_schemas_bound_every_argument(root: Path) -> None:
 
 @pytest.mark.anyio
 async def test_grep_says_which_files_it_searched_only_in_part(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import actors.tools.workspace as workspace
+    from actors.tools import workspace
 
     monkeypatch.setattr(workspace, "MAX_GREP_FILE_BYTES", 30)
     (root / "long.txt").write_text("x" * 40 + "\nceiling at the end\n")
