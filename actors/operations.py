@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from actors.branch import Branch
-from runtime.model_limits import default_model_table
-from runtime.send_bounds import bound_by_window
 from actors.env import RunEnv
 from actors.pipeline import TurnProgress
 from actors.send import Spawn, TurnDriver
@@ -20,6 +18,8 @@ from runtime.ceiling import resolve_ceiling
 from runtime.compiler import Intent
 from runtime.config import Profile
 from runtime.messages import AssistantResponse, ToolCall, ToolResult
+from runtime.model_limits import default_model_table
+from runtime.send_bounds import bound_by_window
 from runtime.operation import (
     Operation,
     OperationError,

@@ -34,14 +34,14 @@ from actors.folding import Folding, context_call
 from actors.pipeline import SendPipeline, TurnProgress
 from actors.publisher import Publisher
 from actors.shape import RequestShape, offered_tools
-from actors.tools import ToolArgumentError, ToolContext, ToolFailed
+from actors.tools import ToolContext
+from actors.tools.executor import OrderedRunner, RoundTools, run_calls
 from runtime.ceiling import ResolvedCeiling
 from runtime.compiler import Intent
 from runtime.config import Profile
-from runtime.errors import FoldlineError
 from runtime.fold.context_tool import CONTEXT_TOOL_NAME
 from runtime.fold.settings import FoldSettings, fold_settings
-from runtime.messages import AssistantResponse, Instruction, ToolCall, ToolResult
+from runtime.messages import AssistantResponse, Instruction, ToolCall
 from runtime.operation import Operation
 from runtime.send_bounds import choose_notice
 
@@ -132,42 +132,30 @@ class TurnDriver:
         """Send the branch's view as one request (see :mod:`actors.pipeline`); return the response appended."""
         return await self.pipeline.send(intent)
 
-    async def run_tools(self, calls: Sequence[ToolCall]) -> None:
-        """Run a round's calls in order and append their results.
-
-        If a tool raises, or the turn is cancelled, every call of the round
-        still gets a result (an error result) before the error propagates, so
-        the view never holds an orphaned call. Calls of the context tool run
-        here, against the branch.
-        """
-        known = {t.name for t in self.shape.tools}
-        done = 0
-        try:
-            for call in calls:
-                self.turn.append(await self._run_one(call, known))
-                done += 1
-        except BaseException as exc:
-            # No checkpoint below: the error results land even while the turn is being cancelled.
-            for call in calls[done:]:
-                text = f"not run: {type(exc).__name__}: {exc}" if isinstance(exc, Exception) else "not run: cancelled"
-                self.turn.append(ToolResult.for_call(call, text, is_error=True))
-            if isinstance(exc, Exception) and not isinstance(exc, FoldlineError):
-                raise ToolFailed(f"tool {calls[done].name!r} raised {type(exc).__name__}: {exc}") from exc
-            raise
-
-    async def _run_one(self, call: ToolCall, known: set[str]) -> ToolResult:
-        if call.name not in known:
-            return ToolResult.for_call(
-                call, f"unknown tool {call.name!r}; available: {', '.join(sorted(known))}", is_error=True
-            )
-        if call.name == CONTEXT_TOOL_NAME and self.shape.offers_context_tool:
-            return context_call(
+    def round_tools(self) -> RoundTools:
+        """What this turn's tool calls may use: the offered tools, the context tool, how failures go."""
+        offered = frozenset(t.name for t in self.shape.tools)
+        registry = self.env.registry.resolve(self.profile.tools)
+        branch_tools: dict[str, OrderedRunner] = {}
+        if self.shape.offers_context_tool:
+            branch_tools[CONTEXT_TOOL_NAME] = lambda call: context_call(
                 self.turn, call, settings=self.fold, shape=self.shape, completed=self.progress.completed
             )
-        tool = self.env.registry.get(call.name)
-        context = ToolContext(node_id=self.node_id, branch_id=self.branch.id, spawn=self.spawn)
-        try:
-            output = await tool.func(call.arguments, context)
-        except ToolArgumentError as bad:  # untrusted arguments: an error the model sees
-            return ToolResult.for_call(call, str(bad), is_error=True)
-        return ToolResult.for_call(call, output)
+        return RoundTools(
+            offered=offered,
+            tools={name: registry.tools[name] for name in offered if name in registry.tools},
+            context=ToolContext(node_id=self.node_id, branch_id=self.branch.id, spawn=self.spawn),
+            tool_errors=self.profile.tool_errors,
+            max_concurrent=registry.max_concurrent,
+            branch_tools=branch_tools,
+            publish=self.pipeline.publish,
+        )
+
+    async def run_tools(self, calls: Sequence[ToolCall]) -> None:
+        """Run a round's calls (concurrently, under the registry's limit) and append their results in call order.
+
+        Every call gets a result, even when a tool fails the node or the turn is
+        cancelled (:mod:`actors.tools.executor`), so the view never holds an
+        orphaned call.
+        """
+        await run_calls(calls, self.round_tools(), self.turn.append)

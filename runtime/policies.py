@@ -225,11 +225,14 @@ class PolicyRegistry:
 
     ``default`` answers only requests that name no node; a request naming a
     node the registry does not know is an error even when a default is set
-    (a misspelt node id must not be answered silently by another script).
+    (a misspelt node id must not be answered silently by another script),
+    unless a ``fallback`` is set: it answers every node without a policy of
+    its own (e.g. :class:`runtime.policies_default.DefaultModel`).
     """
 
     policies: Mapping[str, Policy] = attrs.field(factory=dict, converter=_freeze_policies)
     default: Policy | None = None
+    fallback: Policy | None = None
 
     @classmethod
     def from_scripts(cls, scripts: Mapping[str, Sequence[ScriptStep]], default: Policy | None = None) -> PolicyRegistry:
@@ -248,5 +251,7 @@ class PolicyRegistry:
         policy = self.policies.get(node_id)
         if policy is not None:
             return policy
+        if self.fallback is not None:
+            return self.fallback
         known = ", ".join(sorted(self.policies)) or "none"
         raise UnknownPolicy(f"no policy for node {node_id!r} (nodes with a policy: {known})")

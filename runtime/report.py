@@ -53,6 +53,7 @@ class ReportBuilder:
     _request_intents: dict[str, str] = attrs.field(factory=dict)
     _node_usage: dict[str, Usage] = attrs.field(factory=dict)
     _node_requests: dict[str, int] = attrs.field(factory=dict)
+    _node_tools: dict[str, dict[str, dict[str, int]]] = attrs.field(factory=dict)
 
     def feed(self, event: Event) -> None:
         """Fold one event into the counters. Unknown event types are ignored."""
@@ -132,6 +133,21 @@ class ReportBuilder:
         else:
             self.cost_usd += cost.usd
 
+    def _on_ToolCallFinished(self, event: Event, data: Mapping[str, Any]) -> None:
+        tools = self._node_tools.setdefault(event.node_id or "", {})
+        figures = tools.setdefault(str(data.get("name")), {"calls": 0, "errors": 0, "result_bytes": 0})
+        figures["calls"] += 1
+        figures["errors"] += 1 if data.get("is_error") else 0
+        figures["result_bytes"] += int(data.get("output_bytes") or 0)
+
+    def _tool_totals(self) -> dict[str, int]:
+        totals = {"calls": 0, "errors": 0, "result_bytes": 0}
+        for tools in self._node_tools.values():
+            for figures in tools.values():
+                for key in totals:
+                    totals[key] += figures[key]
+        return totals
+
     def _on_FoldCommitted(self, event: Event, data: Mapping[str, Any]) -> None:
         self.fold_commits += 1
         self.tokens_freed += int(data.get("tokens_freed") or 0)
@@ -177,6 +193,7 @@ class ReportBuilder:
             "rewrites": {"explained": self.rewrites_explained, "unexplained": self.rewrites_unexplained},
             "bytes_unrecoverable": self.bytes_unrecoverable,
             "summaries": {"requests": self.summary_requests, "cost_bit": round(self.summary_cost_bit, 3)},
+            "tools": self._tool_totals(),
         }
 
     def _node_figures(self, node_id: str) -> dict[str, Any]:
@@ -184,6 +201,7 @@ class ReportBuilder:
         u = self._node_usage.get(node_id, Usage())
         return {
             "requests": self._node_requests.get(node_id, 0),
+            "tools": {name: dict(f) for name, f in sorted(self._node_tools.get(node_id, {}).items())},
             "usage": u.to_dict(),
             "cached_share": round(u.cache_read_input_tokens / u.total_input, 6) if u.total_input else 0.0,
         }
@@ -205,6 +223,10 @@ def format_report(report: Mapping[str, Any]) -> str:
         if info.get("requests"):
             figures = f"  {info['requests']} requests, cached share {info['cached_share']:.3f}"
         lines.append(f"  {node:<{width}}  {info['status']}{figures}{reason}")
+        for name, f in info.get("tools", {}).items():
+            errors = f", {f['errors']} error{'s' if f['errors'] != 1 else ''}" if f["errors"] else ""
+            calls = f"{f['calls']} call{'s' if f['calls'] != 1 else ''}"
+            lines.append(f"  {'':<{width}}    {name}: {calls}{errors}, {f['result_bytes']:,} bytes of results")
     lines += [
         f"requests: {report['requests']} ({report['attempts']} attempts)",
         f"input: fresh {u['input_tokens']:,} | cache read {u['cache_read_input_tokens']:,} | "

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 import attrs
@@ -44,6 +44,10 @@ from signals.bus import Gap, SignalBus
 from signals.envelope import Event
 from signals.events import RunFinished, RunStarted
 from signals.sinks import JsonlSink
+
+if TYPE_CHECKING:
+    from actors.conversation import Conversation
+    from runtime.config import Profile
 
 log = structlog.get_logger("foldline.runtime")
 
@@ -163,6 +167,13 @@ class Runtime:
         profile = node.profile
         with use_ids(self.ids):
             return Branch.create(system=profile.system, tools=self.registry.specs(profile.tools))
+
+    def branch(self, profile: Profile | None = None, *, name: str | None = None) -> Conversation:
+        """A branch you can talk to: ``await rt.branch(profile).run("...")`` (see :mod:`actors.conversation`)."""
+        from actors.conversation import Conversation
+        from runtime.config import Profile
+
+        return Conversation.open(self, profile if profile is not None else Profile(), name=name)
 
     async def run(self, flow: Flow, *, restored: Mapping[str, Restored] | None = None) -> FlowResult:
         """Run a flow to completion and publish its start and finish.

@@ -22,6 +22,7 @@ from runtime.config import Scenario
 from runtime.flow import Flow, FlowResult, Node
 from runtime.operation import Operation
 from runtime.policies import PolicyRegistry, ScriptPolicy
+from runtime.policies_default import DefaultModel
 from runtime.providers.factory import open_provider
 from runtime.runtime import Runtime
 from runtime.sim.summary_policy import FoldSummaryPolicy
@@ -53,11 +54,13 @@ def build_flow(scenario: Scenario) -> Flow:
 
 
 def build_policies(scenario: Scenario) -> PolicyRegistry:
-    """One script policy per node, from the node's ``script``; fold summary
-    requests (which name no node) are answered by the deterministic
-    extractive summarizer."""
+    """One script policy per node with a ``script``; a node without one is answered
+    by the default model (:mod:`runtime.policies_default`); fold summary requests
+    (which name no node) by the deterministic extractive summarizer."""
     return PolicyRegistry(
-        {spec.id: ScriptPolicy(spec.id, spec.script) for spec in scenario.nodes}, default=FoldSummaryPolicy()
+        {spec.id: ScriptPolicy(spec.id, spec.script) for spec in scenario.nodes if spec.script},
+        default=FoldSummaryPolicy(),
+        fallback=DefaultModel(),
     )
 
 

@@ -419,6 +419,17 @@ class CacheRewrite(_TypedEvent):
     request_digest: str = attrs.field(validator=_digest)
 
 
+@attrs.frozen
+class ToolCallFinished(_TypedEvent):
+    """A tool call of a node's round has its result: the tool, whether it is an error, the result's size in bytes."""
+
+    TYPE: ClassVar[str] = "ToolCallFinished"
+    call_id: str = attrs.field(validator=_text)
+    name: str = attrs.field(validator=_text)
+    is_error: bool = attrs.field(validator=_flag)
+    output_bytes: int = attrs.field(validator=_count)
+
+
 EVENT_TYPES: Mapping[str, type[_TypedEvent]] = MappingProxyType(
     {
         cls.TYPE: cls
@@ -435,6 +446,7 @@ EVENT_TYPES: Mapping[str, type[_TypedEvent]] = MappingProxyType(
             ContextDecision,
             FoldCommitted,
             CacheRewrite,
+            ToolCallFinished,
         )
     }
 )

@@ -23,7 +23,7 @@ def calls(*pairs: tuple[str, Mapping[str, Any]], say: str | None = None) -> Scri
 
 
 def read(path: str, size: int = 2000) -> tuple[str, dict[str, Any]]:
-    return ("read_file", {"path": path, "size": size})
+    return ("synthetic_read", {"path": path, "size": size})
 
 
 def iterative(instruction: str, **kw: Any) -> Operation:
@@ -34,7 +34,7 @@ def bounded(*instructions: str, **kw: Any) -> Operation:
     return Operation("bounded", tuple(instructions), **kw)
 
 
-READER = Profile(system="You read files and answer briefly.", tools=("read_file", "spawn", "fail"))
+READER = Profile(system="You read files and answer briefly.", tools=("synthetic_read", "spawn", "fail"))
 
 
 def scripted(scripts: Mapping[str, Sequence[ScriptStep]], clock: ManualClock | None = None) -> ScriptedProvider:

@@ -92,7 +92,7 @@ async def test_a_cached_tool_loop_keeps_the_stable_layout_and_appends_only() -> 
     payloads = capture.payloads
     assert len(payloads) == 5
     for payload in payloads:
-        assert [t["name"] for t in payload["tools"]] == ["read_file", "spawn", "fail"]
+        assert [t["name"] for t in payload["tools"]] == ["synthetic_read", "spawn", "fail"]
         users = json.dumps([m for m in payload["messages"] if m["role"] == "user"])
         assert "meticulous reader" not in users and "Read a file" not in users
         marks = marks_of(payload)
@@ -171,7 +171,7 @@ async def test_a_tool_set_change_is_a_rewrite_with_its_cause() -> None:
     from actors.tools import BUILTIN_TOOLS
 
     provider = scripted({"n": [text("one"), text("two"), text("three")]})
-    branch = Branch.create(system=SYSTEM, tools=BUILTIN_TOOLS.specs(("read_file",)))
+    branch = Branch.create(system=SYSTEM, tools=BUILTIN_TOOLS.specs(("synthetic_read",)))
     events = []
     async with runtime_for(provider) as rt:
         rt.signals.add_handler(events.append, name="t")
@@ -179,7 +179,7 @@ async def test_a_tool_set_change_is_a_rewrite_with_its_cause() -> None:
         profile = READER.evolve(system=SYSTEM, prompt_caching=True)
         await run_operation(branch, bounded("first"), env=env, profile=profile, node_id="n")
         await run_operation(branch, bounded("second"), env=env, profile=profile, node_id="n")
-        branch.configure(tools=BUILTIN_TOOLS.specs(("read_file", "search")))
+        branch.configure(tools=BUILTIN_TOOLS.specs(("synthetic_read", "synthetic_search")))
         await run_operation(branch, bounded("third"), env=env, profile=profile, node_id="n")
     rewrites = [e.data for e in events if e.type == "CacheRewrite"]
     assert rewrites == [

@@ -110,7 +110,7 @@ def test_a_failed_node_exits_1(tmp_path: Path) -> None:
     path = tmp_path / "fails.toml"
     path.write_text(
         'schema = "foldline.scenario/v1"\n'
-        '[profiles.default]\ntools = ["fail", "read_file"]\n'
+        '[profiles.default]\ntools = ["fail", "synthetic_read"]\ntool_errors = "fail"\n'
         '[[nodes]]\nid = "bad"\ninstruction = "x"\n'
         'script = [{ tool_calls = [{ name = "fail", arguments = { message = "boom" } }] }]\n'
         '[[nodes]]\nid = "good"\ninstruction = "y"\nscript = [{ text = "fine" }]\n'

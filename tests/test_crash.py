@@ -44,11 +44,11 @@ kind = "scripted"
 model = "claude-haiku-5-5"
 [profiles.default]
 system = "You read files and delegate."
-tools = ["read_file", "spawn"]
+tools = ["synthetic_read", "spawn"]
 max_input_tokens = 100000
 [profiles.folding]
 system = "You read files under a ceiling."
-tools = ["read_file"]
+tools = ["synthetic_read"]
 max_input_tokens = 14000
 context_management = true
 [[nodes]]
@@ -57,25 +57,25 @@ profile = "folding"
 max_rounds = 30
 instruction = "Read everything and report."
 script = [
-  { tool_calls = [{ name = "read_file", arguments = { path = "m0.py", size = 5000 } }] },
-  { tool_calls = [{ name = "read_file", arguments = { path = "m1.py", size = 6000 } }] },
-  { tool_calls = [{ name = "read_file", arguments = { path = "m2.py", size = 4000 } }] },
+  { tool_calls = [{ name = "synthetic_read", arguments = { path = "m0.py", size = 5000 } }] },
+  { tool_calls = [{ name = "synthetic_read", arguments = { path = "m1.py", size = 6000 } }] },
+  { tool_calls = [{ name = "synthetic_read", arguments = { path = "m2.py", size = 4000 } }] },
   { tool_calls = [{ name = "context", arguments = { action = "fold", start = 2, end = 5 } }] },
-  { tool_calls = [{ name = "read_file", arguments = { path = "m3.py", size = 6000 } }] },
-  { tool_calls = [{ name = "read_file", arguments = { path = "m4.py", size = 5000 } }] },
-  { tool_calls = [{ name = "read_file", arguments = { path = "big.py", size = 40000 } }] },
+  { tool_calls = [{ name = "synthetic_read", arguments = { path = "m3.py", size = 6000 } }] },
+  { tool_calls = [{ name = "synthetic_read", arguments = { path = "m4.py", size = 5000 } }] },
+  { tool_calls = [{ name = "synthetic_read", arguments = { path = "big.py", size = 40000 } }] },
   { tool_calls = [{ name = "context", arguments = { action = "read_result", index = 3, offset = 100, limit = 500 } }] },
-  { tool_calls = [{ name = "read_file", arguments = { path = "m5.py", size = 6000 } }] },
+  { tool_calls = [{ name = "synthetic_read", arguments = { path = "m5.py", size = 6000 } }] },
   { text = "All read." },
 ]
 [[nodes]]
 id = "lead"
 instruction = "Read the parts, then delegate."
 script = [
-  { tool_calls = [{ name = "read_file", arguments = { path = "p0.md", size = 8000 } },
-                  { name = "read_file", arguments = { path = "p1.md", size = 8000 } }] },
+  { tool_calls = [{ name = "synthetic_read", arguments = { path = "p0.md", size = 8000 } },
+                  { name = "synthetic_read", arguments = { path = "p1.md", size = 8000 } }] },
   { tool_calls = [{ name = "spawn", arguments = { node = "digest" } }] },
-  { tool_calls = [{ name = "read_file", arguments = { path = "p2.md", size = 8000 } },
+  { tool_calls = [{ name = "synthetic_read", arguments = { path = "p2.md", size = 8000 } },
                   { name = "spawn", arguments = { node = "check" } }] },
   { text = "Delegated." },
 ]
@@ -85,7 +85,7 @@ spawned_by = "lead"
 profile = "folding"
 instruction = "Digest what you were handed."
 script = [
-  { tool_calls = [{ name = "read_file", arguments = { path = "p3.md", size = 3000 } }] },
+  { tool_calls = [{ name = "synthetic_read", arguments = { path = "p3.md", size = 3000 } }] },
   { text = "Digest done." },
 ]
 [[nodes]]

@@ -29,7 +29,7 @@ from tests.payload_rewrites import first_divergence
 SYSTEM = "You read files one at a time and report what they say. " * 4
 FOLDING = Profile(
     system=SYSTEM,
-    tools=("read_file", "spawn"),
+    tools=("synthetic_read", "spawn"),
     max_input_tokens=20_000,
     context_management=True,
 )
@@ -138,7 +138,7 @@ async def test_a_long_reading_run_folds_at_the_line_and_every_request_stays_unde
 
 @pytest.mark.anyio
 async def test_a_100045_character_result_is_clipped_before_the_next_request_with_its_marker() -> None:
-    script = [calls(read("README.md", 2000)), calls(("read_file", {"path": "dump.txt", "size": 100_045})), text("ok")]
+    script = [calls(read("README.md", 2000)), calls(("synthetic_read", {"path": "dump.txt", "size": 100_045})), text("ok")]
     capture = provider({"n": script})
     result, events, _ = await run(capture, node("n", iterative("read"), profile=FOLDING.evolve(max_input_tokens=30_000)))
     assert result.status == "ok", result["n"].reason
@@ -199,7 +199,7 @@ async def test_a_child_folds_its_own_copy_and_the_emitter_is_unchanged() -> None
     lead_script += [calls(("spawn", {"node": "child"})), text("spawned")]
     capture = provider({"lead": lead_script, "child": [text("digest written")]})
     lead_profile = FOLDING.evolve(max_input_tokens=100_000, context_management=False)
-    child_profile = FOLDING.evolve(max_input_tokens=12_000, tools=("read_file",))
+    child_profile = FOLDING.evolve(max_input_tokens=12_000, tools=("synthetic_read",))
     lead = node("lead", iterative("read then spawn"), profile=lead_profile)
     child = node("child", iterative("digest it"), profile=child_profile, spawned_by="lead")
     result, events, _ = await run(capture, lead, child)

@@ -45,7 +45,7 @@ def test_folds_and_clips_show_what_they_stand_for_and_how_to_read_it(store: Path
     code, out, _ = inspect_cli(str(store), "--branch", "clipper")
     assert code == 0
     assert "fold note (tool_io)" in out and "replaces 4 message(s) from #4" in out
-    assert "- #7 read_file result, 6,000 chars: " + read_call(7, 0, 6000) in out
+    assert "- #7 synthetic_read result, 6,000 chars: " + read_call(7, 0, 6000) in out
     assert "clipped copy of #9: keeps" in out and "of 70,045 chars; omits" in out
     assert "1 originals of clipped copies above: #9" in out
     assert "NOT reachable" not in out

@@ -16,11 +16,11 @@ kind = "simulated"
 {faults}
 [profiles.default]
 system = "s"
-tools = ["read_file"]
+tools = ["synthetic_read"]
 [[nodes]]
 id = "n"
 instruction = "read"
-script = [{{ tool_calls = [{{ name = "read_file", arguments = {{ path = "a", size = 500 }} }}] }}, {{ text = "done" }}]
+script = [{{ tool_calls = [{{ name = "synthetic_read", arguments = {{ path = "a", size = 500 }} }}] }}, {{ text = "done" }}]
 """
 
 

@@ -14,7 +14,7 @@ def code_blocks(language: str) -> list[str]:
 
 
 def test_the_flow_example_runs(capsys) -> None:
-    example = code_blocks("python")[0]
+    example = code_blocks("python")[2]
     exec(compile(example, "README.md", "exec"), {"__name__": "readme_example"})
     out = capsys.readouterr().out
     assert "ok The notes describe a sound design." in out
@@ -22,7 +22,7 @@ def test_the_flow_example_runs(capsys) -> None:
 
 
 def test_the_signal_example_compiles() -> None:
-    compile(code_blocks("python")[1], "README.md", "exec")
+    compile(code_blocks("python")[3], "README.md", "exec")
 
 
 def test_ci_runs_exactly_the_readme_test_command() -> None:

@@ -31,13 +31,13 @@ kind = "scripted"
 model = "claude-haiku-5-5"
 [profiles.default]
 system = "You read files and answer."
-tools = ["read_file"]
+tools = ["synthetic_read"]
 max_input_tokens = 20000
 context_management = true
 prompt_caching = true
 [profiles.bounded]
 system = "You read files and answer, with bounded results."
-tools = ["read_file"]
+tools = ["synthetic_read"]
 max_input_tokens = 20000
 context_management = true
 prompt_caching = true
@@ -47,10 +47,10 @@ id = "clipper"
 max_rounds = 30
 instruction = "Read and recover."
 script = [
-  { tool_calls = [{ name = "read_file", arguments = { path = "a.md", size = 6000 } }] },
-  { tool_calls = [{ name = "read_file", arguments = { path = "b.md", size = 6000 } }] },
-  { tool_calls = [{ name = "read_file", arguments = { path = "c.md", size = 6000 } }] },
-  { tool_calls = [{ name = "read_file", arguments = { path = "big.md", size = 70045 } }] },
+  { tool_calls = [{ name = "synthetic_read", arguments = { path = "a.md", size = 6000 } }] },
+  { tool_calls = [{ name = "synthetic_read", arguments = { path = "b.md", size = 6000 } }] },
+  { tool_calls = [{ name = "synthetic_read", arguments = { path = "c.md", size = 6000 } }] },
+  { tool_calls = [{ name = "synthetic_read", arguments = { path = "big.md", size = 70045 } }] },
   { tool_calls = [{ name = "context", arguments = { action = "read_result", index = 9, offset = 30000, limit = 2000 } }] },
   { tool_calls = [{ name = "context", arguments = { action = "restore", index = 5 } }] },
   { tool_calls = [{ name = "context", arguments = { action = "restore", index = 9 } }] },
@@ -62,10 +62,10 @@ profile = "bounded"
 max_rounds = 30
 instruction = "Read a large file under a bound."
 script = [
-  { tool_calls = [{ name = "read_file", arguments = { path = "a.md", size = 6000 } }] },
-  { tool_calls = [{ name = "read_file", arguments = { path = "big.md", size = 100045 } }] },
-  { tool_calls = [{ name = "read_file", arguments = { path = "b.md", size = 6000 } }] },
-  { tool_calls = [{ name = "read_file", arguments = { path = "c.md", size = 6000 } }] },
+  { tool_calls = [{ name = "synthetic_read", arguments = { path = "a.md", size = 6000 } }] },
+  { tool_calls = [{ name = "synthetic_read", arguments = { path = "big.md", size = 100045 } }] },
+  { tool_calls = [{ name = "synthetic_read", arguments = { path = "b.md", size = 6000 } }] },
+  { tool_calls = [{ name = "synthetic_read", arguments = { path = "c.md", size = 6000 } }] },
   { text = "Done." },
 ]
 """

@@ -45,20 +45,20 @@ kind = "scripted"
 model = "claude-haiku-5-5"
 [profiles.default]
 system = "You are a careful agent."
-tools = ["read_file", "search", "spawn"]
+tools = ["synthetic_read", "synthetic_search", "spawn"]
 [profiles.reviewer]
 system = "You review."
-tools = ["read_file"]
+tools = ["synthetic_read"]
 [[nodes]]
 id = "lead"
 instruction = "Read and delegate."
 script = [
   { text = "Reading.", tool_calls = [
-      { name = "read_file", arguments = { path = "a.md", size = 9000 } },
-      { name = "read_file", arguments = { path = "b.md", size = 7000 } },
+      { name = "synthetic_read", arguments = { path = "a.md", size = 9000 } },
+      { name = "synthetic_read", arguments = { path = "b.md", size = 7000 } },
   ] },
   { tool_calls = [ { name = "spawn", arguments = { node = "child-a" } } ] },
-  { tool_calls = [ { name = "search", arguments = { query = "x", size = 3000 } },
+  { tool_calls = [ { name = "synthetic_search", arguments = { query = "x", size = 3000 } },
                    { name = "spawn", arguments = { node = "child-b" } } ] },
   { text = "Done leading." },
 ]
@@ -68,8 +68,8 @@ spawned_by = "lead"
 profile = "reviewer"
 instruction = "Review a."
 script = [
-  { tool_calls = [{ name = "read_file", arguments = { path = "c.md", size = 4000 } }] },
-  { tool_calls = [{ name = "read_file", arguments = { path = "d.md", size = 4000 } }] },
+  { tool_calls = [{ name = "synthetic_read", arguments = { path = "c.md", size = 4000 } }] },
+  { tool_calls = [{ name = "synthetic_read", arguments = { path = "d.md", size = 4000 } }] },
   { text = "A reviewed." },
 ]
 [[nodes]]
@@ -89,8 +89,8 @@ script = [{ text = "unused" }]
 id = "side"
 instruction = "Search."
 script = [
-  { tool_calls = [{ name = "search", arguments = { query = "y", size = 5000 } }] },
-  { tool_calls = [{ name = "search", arguments = { query = "z", size = 5000 } }] },
+  { tool_calls = [{ name = "synthetic_search", arguments = { query = "y", size = 5000 } }] },
+  { tool_calls = [{ name = "synthetic_search", arguments = { query = "z", size = 5000 } }] },
   { text = "Side done." },
 ]
 [[nodes]]
@@ -382,7 +382,7 @@ def test_script_policies_start_after_the_completed_requests() -> None:
 
 def test_a_cancelled_round_resumes_by_running_its_calls() -> None:
     branch = Branch.create(system="s")
-    call_a, call_b = ToolCall.create("a", "read_file"), ToolCall.create("b", "read_file")
+    call_a, call_b = ToolCall.create("a", "synthetic_read"), ToolCall.create("b", "synthetic_read")
 
     async def build() -> None:
         async with branch.turn() as turn:

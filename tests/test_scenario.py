@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from actors.tools import BUILTIN_TOOLS
 from runtime.config import ModelConfig, NodeSpec, Profile, ProviderSpec, RunSettings, Scenario
 from runtime.config.loader import SCHEMA, ScenarioError, load_scenario, loads_scenario
 from runtime.errors import ConfigError
@@ -85,7 +84,7 @@ def refuse(text: str, label: str = "scenarios/x.toml", tools=TOOLS) -> str:
 
 def test_quickstart_loads_into_values(tmp_path: Path) -> None:
     path = write(tmp_path, QUICKSTART, "quickstart.toml")
-    s = load_scenario(path, tool_names=BUILTIN_TOOLS.names())
+    s = load_scenario(path, tool_names=TOOLS)
     assert s.path == os.fspath(path)
     assert (s.name, s.description) == (
         "quickstart",
@@ -304,7 +303,7 @@ def test_schema_is_required_and_exact() -> None:
         (HEAD + 'nmae = "x"\n' + ONE_NODE, 'nmae: unknown key; expected one of description, name, nodes, profiles, provider, run, schema (did you mean "name"?)'),
         (HEAD + "[runs]\nconcurrency = 1\n" + ONE_NODE, 'runs: unknown key; expected one of description, name, nodes, profiles, provider, run, schema (did you mean "run"?)'),
         (HEAD + "exec = 1\n" + ONE_NODE, "exec: unknown key; expected one of description, name, nodes, profiles, provider, run, schema"),
-        (HEAD + "[run]\nconcurency = 1\n" + ONE_NODE, 'run.concurency: unknown key; expected one of concurrency, spawn_limit (did you mean "concurrency"?)'),
+        (HEAD + "[run]\nconcurency = 1\n" + ONE_NODE, 'run.concurency: unknown key; expected one of concurrency, spawn_limit, workspace (did you mean "concurrency"?)'),
         (HEAD + '[provider]\nmodle = "m"\n' + ONE_NODE, 'provider.modle: unknown key; expected one of '),
         (HEAD + "[profiles.reader]\ncontext_fold = 0.7\n" + ONE_NODE, "profiles.reader.context_fold: unknown key; expected one of "),
         (

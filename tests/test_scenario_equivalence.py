@@ -96,6 +96,8 @@ PLAUSIBLE = {
     "model": texts,
     "concurrency": st.integers(min_value=-1, max_value=8),
     "spawn_limit": st.integers(min_value=-1, max_value=8),
+    "workspace": st.sampled_from(["workspace", "", " ", "a/b"]),
+    "tool_errors": st.sampled_from(["model", "fail", "fails"]),
     "kind": st.sampled_from(["scripted", "simulated", "anthropic", "simulate"]),
     "base_url": st.sampled_from(["https://api.example.test", "http://127.0.0.1:8080/", "ftp://x", "https://"]),
     "api_key_env": st.sampled_from(["ANTHROPIC_API_KEY", "MY_KEY", "1BAD", ""]),

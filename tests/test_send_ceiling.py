@@ -156,7 +156,7 @@ async def test_what_the_cache_would_read_counts_against_the_ceiling() -> None:
         env = rt.env()
         from actors.tools import BUILTIN_TOOLS
 
-        branch.configure(tools=BUILTIN_TOOLS.specs(("read_file",)))
+        branch.configure(tools=BUILTIN_TOOLS.specs(("synthetic_read",)))
         await run_operation(branch, iterative("read"), env=env, profile=cached, node_id="n")
         last = provider.app.requests[-1].usage
         assert last.cache_read_input_tokens > 3000  # most of the request came from the cache

@@ -30,6 +30,7 @@ from signals.events import (
     ResponseReceived,
     RunFinished,
     RunStarted,
+    ToolCallFinished,
     payload_of,
 )
 
@@ -154,6 +155,11 @@ EXAMPLES: list[tuple[Any, str, dict[str, Any]]] = [
         CacheRewrite(cause=None, first_changed_message=4, request_digest=DIGEST),
         "CacheRewrite",
         {"cause": None, "first_changed_message": 4, "request_digest": DIGEST},
+    ),
+    (
+        ToolCallFinished(call_id="toolu_1", name="read_file", is_error=True, output_bytes=61),
+        "ToolCallFinished",
+        {"call_id": "toolu_1", "name": "read_file", "is_error": True, "output_bytes": 61},
     ),
 ]
 

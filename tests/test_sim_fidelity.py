@@ -17,7 +17,7 @@ from runtime.policies import PolicyRegistry, Reply, ScriptStep
 from runtime.sim.clock import ManualClock
 from runtime.sim.default_model import DefaultModel, example_value
 from runtime.sim.generation import finish
-from runtime.sim.models import served_models, display_name, sdk_model_ids
+from runtime.sim.models import display_name, sdk_model_ids, served_models
 from runtime.sim.server import SimConfig, SimServer, serve_simulator
 from runtime.sim.tokens import SimTokenCounter
 

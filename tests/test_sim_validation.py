@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from runtime.sim.errors import SimAPIError
-from runtime.sim.models import served_models, model_facts
+from runtime.sim.models import model_facts, served_models
 from runtime.sim.validation import validate_request
 
 

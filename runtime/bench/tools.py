@@ -7,7 +7,8 @@
   to cut them out.
 - ``stage(n, key?, size)``: stage ``n`` of a staged job. Stage 1 needs no
   key; stage ``n > 1`` needs the key stage ``n - 1`` printed (the value of
-  fact ``S<n-1>``) and fails the node when given anything else. Its first
+  fact ``S<n-1>``) and fails the node when given anything else (the staged
+  workload sets ``tool_errors = "fail"``; elsewhere the model is told). Its first
   line ends with the key of stage ``n`` (fact ``S<n>``); then ``size``
   characters of bulk.
 - ``answer(fact, value)``: where the model states a recalled fact. It only

@@ -330,7 +330,15 @@ def staged_64(sizes: Sizes) -> str:
         f"{sizes.stages} stages in one iterative turn; each stage's result carries the key the next stage needs "
         f"plus {sizes.stage_chars[0]:,} to {sizes.stage_chars[1]:,} characters of bulk output; "
         f"{sizes.staged_ceiling:,}-token ceiling.",
-        {"default": {"system": system, "tools": list(STAGE_TOOLS), "max_input_tokens": sizes.staged_ceiling}},
+        # A wrong key fails the job (the bench's signal that a strategy lost it), not an error result.
+        {
+            "default": {
+                "system": system,
+                "tools": list(STAGE_TOOLS),
+                "max_input_tokens": sizes.staged_ceiling,
+                "tool_errors": "fail",
+            }
+        },
         [
             {
                 "id": "runner",

@@ -1,7 +1,7 @@
 """The ``foldline`` command line.
 
 - ``foldline run SCENARIO [--provider scripted|simulated|anthropic]
-  [--signals FILE.jsonl] [--report FILE.json]``: run a scenario file, show
+  [--signals FILE.jsonl] [--report FILE.json] [--tools MODULE:NAME]``: run a scenario file, show
   progress on stderr, print the report on stdout. Exit 0 when every node
   succeeded, 1 when the run finished with failed nodes, 2 on bad input.
 - ``foldline sim [--port N] [--clock virtual] ...``: serve the simulated Anthropic server (runtime.cli.sim).
@@ -44,6 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="no progress lines")
     run.add_argument("--plain", action="store_true", help="plain progress lines even on a terminal (no live view)")
     run.add_argument("--store", metavar="PATH", help="store the run in SQLite at PATH as it goes (resumable)")
+    run.add_argument("--tools", metavar="MODULE:NAME", help="add the tools of a registry in your code (package.module:registry)")
 
     from runtime.cli import bench as bench_command
     from runtime.cli import store as store_commands
@@ -69,16 +70,26 @@ def _parser() -> argparse.ArgumentParser:
 
 def _cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.store:
+        if args.tools or _names_a_workspace(args.scenario):
+            print(
+                "foldline: --store with --tools or [run] workspace is not built yet "
+                "(a resumed run could not load the same tools)",
+                file=err,
+            )
+            return EXIT_BAD_INPUT
         from runtime.cli.store import run_run
 
         return run_run(args, out, err)
-    from actors.tools import BUILTIN_TOOLS
     from runtime.config.loader import load_scenario
+    from runtime.scenario_tools import load_user_tools, scenario_registry, tool_names_for_loading
 
     try:
-        scenario = load_scenario(args.scenario, tool_names=BUILTIN_TOOLS.names())
+        user = load_user_tools(args.tools) if args.tools else None
+        scenario = load_scenario(args.scenario, tool_names=tool_names_for_loading(user))
+        registry = scenario_registry(scenario, user)
     except ConfigError as exc:
-        print(f"foldline: {exc}", file=err)
+        label = "" if str(exc).startswith((args.scenario, "--tools")) else f"{args.scenario}: "
+        print(f"foldline: {label}{exc}", file=err)
         return EXIT_BAD_INPUT
     from runtime.display.live import progress_view
     from runtime.report import format_report
@@ -87,7 +98,8 @@ def _cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         with progress_view(err, quiet=args.quiet, plain=args.plain, plain_printer=progress_printer) as progress:
             run = anyio.run(
-                lambda: run_scenario(scenario, provider_kind=args.provider, signals_path=args.signals, progress=progress)
+                lambda: run_scenario(scenario, provider_kind=args.provider, signals_path=args.signals, progress=progress,
+                                     registry=registry)
             )
     except ConfigError as exc:
         print(f"foldline: {args.scenario}: {exc}", file=err)
@@ -97,6 +109,16 @@ def _cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.report:
         Path(args.report).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return EXIT_OK if report["status"] == "ok" else EXIT_FAILED
+
+
+def _names_a_workspace(path: str) -> bool:
+    from runtime.config.loader import load_scenario
+    from runtime.scenario_tools import tool_names_for_loading
+
+    try:
+        return load_scenario(path, tool_names=tool_names_for_loading()).run.workspace is not None
+    except ConfigError:
+        return False  # the store's own loading reports what is wrong
 
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:

@@ -132,9 +132,9 @@ def _policies(args: argparse.Namespace) -> PolicyRegistry:
     policies: dict[str, Any] = {}
     if args.scenario:
         from runtime.config.loader import load_scenario
-        from actors.tools import BUILTIN_TOOLS
+        from runtime.scenario_tools import tool_names_for_loading
 
-        scenario = load_scenario(args.scenario, tool_names=BUILTIN_TOOLS.names())
+        scenario = load_scenario(args.scenario, tool_names=tool_names_for_loading())
         policies.update({spec.id: ScriptPolicy(spec.id, spec.script) for spec in scenario.nodes})
     if args.script:
         policies.update(load_script_file(args.script))

@@ -17,14 +17,15 @@ import json
 import math
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import attrs
 
-from runtime.ceiling import parse_max_input_tokens
+from runtime.ceiling import CeilingPolicy, parse_max_input_tokens
 from runtime.errors import ConfigError
 
-CeilingValue = int | Literal["auto", "none"] | None
+CeilingValue = CeilingPolicy
+"""A ceiling as configured (the one type, :data:`runtime.ceiling.CeilingPolicy`)."""
 """A ``max_input_tokens`` value: a positive int, ``"auto"``, ``"none"``, or None (unset)."""
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_.-]+")

@@ -33,6 +33,7 @@ from runtime.errors import ConfigError
 
 FOLD_SCHEDULINGS = ("epoch", "immediate")
 CONTEXT_STRATEGIES = ("fold", "compaction")
+TOOL_ERRORS = ("model", "fail")
 
 
 @attrs.frozen(kw_only=True)
@@ -40,7 +41,9 @@ class Profile:
     """How a node's agent talks to its model.
 
     - ``system``: the system text (None: no system text).
-    - ``tools``: tool names from the registry (the loader checks they exist).
+    - ``tools``: tool names from the registry (the loader checks they exist);
+      in code, tool objects (``actors.tools.tool``) mix with names and count
+      by their ``name``.
     - ``max_input_tokens``: the ceiling policy (positive int, ``"auto"``,
       ``"none"``; None is unset).
     - ``prompt_caching``: place prompt-cache marks (when the provider caches).
@@ -61,6 +64,9 @@ class Profile:
       recoverable by the model, no context tool).
     - ``max_tokens``: the output cap of each request (positive int).
     - ``model``: overrides the provider's model (None: the provider's).
+    - ``tool_errors``: ``"model"`` (default: a tool that raises or times out
+      becomes an error result the model sees, and the loop goes on) or
+      ``"fail"`` (the node fails).
     """
 
     system: str | None = None
@@ -76,6 +82,7 @@ class Profile:
     context_strategy: Literal["fold", "compaction"] = "fold"
     max_tokens: int = 1024
     model: str | None = None
+    tool_errors: Literal["model", "fail"] = "model"
 
     def __attrs_post_init__(self) -> None:
         _check_profile(_values_of(self), "Profile")
@@ -101,7 +108,7 @@ def _check_profile(v: Mapping[str, Any], where: str) -> None:
 
     if v["system"] is not None:
         check_text(v["system"], at("system"), expected="non-empty text (omit the key for no system text)")
-    _check_unique_names(v["tools"], at("tools"), what="tool names", check=check_text)
+    _check_unique_names(_tool_names(v["tools"]), at("tools"), what="tool names", check=check_text)
     check_ceiling(v["max_input_tokens"], at("max_input_tokens"))
     check_bool(v["prompt_caching"], at("prompt_caching"))
     check_bool(v["context_management"], at("context_management"))
@@ -149,6 +156,14 @@ def _check_profile(v: Mapping[str, Any], where: str) -> None:
     check_int(v["max_tokens"], at("max_tokens"), minimum=1, maximum=MAX_OUTPUT_TOKENS, expected="a positive integer")
     if v["model"] is not None:
         check_text(v["model"], at("model"), expected="a model name (omit the key to use the provider's)")
+    check_choice(v["tool_errors"], at("tool_errors"), TOOL_ERRORS)
+
+
+def _tool_names(tools: Any) -> Any:
+    """Tool names, a tool object given in code counting by its ``name`` (anything else is checked as given)."""
+    if not isinstance(tools, tuple):
+        return tools
+    return tuple(t if isinstance(t, str) else getattr(t, "name", t) for t in tools)
 
 
 def check_known_tools(profile: Profile, tool_names: Collection[str], where: str) -> None:

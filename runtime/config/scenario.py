@@ -43,10 +43,12 @@ CONTEXT_TOOL = "context"
 
 @attrs.frozen(kw_only=True)
 class RunSettings:
-    """``concurrency``: nodes running at once (>= 1); ``spawn_limit``: children per run (>= 0)."""
+    """``concurrency``: nodes running at once (>= 1); ``spawn_limit``: children per run (>= 0);
+    ``workspace``: the root of the workspace tools, relative to the scenario file (None: no workspace)."""
 
     concurrency: int = 4
     spawn_limit: int = 16
+    workspace: str | None = None
 
     def __attrs_post_init__(self) -> None:
         _check_run(_values_of(self), "RunSettings")
@@ -67,6 +69,8 @@ def _check_run(v: Mapping[str, Any], where: str) -> None:
               expected="a positive integer")
     check_int(v["spawn_limit"], join_key(where, "spawn_limit"), minimum=0, maximum=MAX_SPAWN_LIMIT,
               expected="an integer >= 0")
+    if v["workspace"] is not None:
+        check_text(v["workspace"], join_key(where, "workspace"), expected="a directory path relative to the scenario file")
 
 
 # -- the scenario ---------------------------------------------------------

@@ -25,6 +25,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import attrs
+
 from actors.branch import Branch
 from actors.tools import BUILTIN_TOOLS, ToolRegistry
 from runtime.config import Scenario
@@ -51,7 +53,7 @@ def policies_resumed_at(registry: PolicyRegistry, cursors: dict[str, int]) -> Po
         cursor = cursors.get(node_id, 0)
         if isinstance(policy, ScriptPolicy) and cursor:
             policies[node_id] = ScriptPolicy(policy.node_id, policy.steps, start=min(cursor, len(policy.steps)))
-    return PolicyRegistry(policies, registry.default)
+    return attrs.evolve(registry, policies=policies)
 
 
 def report_from_store(path: str | os.PathLike[str], model: str) -> dict:

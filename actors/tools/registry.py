@@ -3,13 +3,18 @@
 A tool is a :class:`~runtime.compiler.ToolSpec` (what the model sees) and an
 async function ``(arguments, context) -> str | JSON value``. Scenario files can
 only name tools from a registry; nothing in a scenario is executed as code.
+Tools made from typed Python functions are in :mod:`actors.tools.functions`,
+the real workspace tools (``read_file``, ``list_files``, ``grep``) in
+:mod:`actors.tools.workspace`, and how a round's calls run in
+:mod:`actors.tools.executor`.
 
 Built-ins:
 
-- ``read_file(path, size?)``: deterministic synthetic text, the same for the
-  same arguments, exactly ``size`` characters (default 2,000..6,000 chosen by
-  the path), so a scenario can produce, say, a 100,045-character result.
-- ``search(query, size?)``: deterministic synthetic search hits.
+- ``synthetic_read(path, size?)``: deterministic synthetic text (no file is
+  read), the same for the same arguments, exactly ``size`` characters
+  (default 2,000..6,000 chosen by the path), so a scenario can produce, say,
+  a 100,045-character result.
+- ``synthetic_search(query, size?)``: deterministic synthetic search hits.
 - ``fail(message)``: raises :class:`ToolFailed` (for failure paths).
 - ``spawn(node)``: starts a child node declared in the flow (handled by the
   flow scheduler through :attr:`ToolContext.spawn`).
@@ -29,7 +34,9 @@ from runtime.errors import ConfigError, FoldlineError
 
 
 class ToolFailed(FoldlineError):
-    """A tool raised; the node running it fails with this error."""
+    """A tool refused its call. Under ``tool_errors = "model"`` (the default) the
+    message goes back to the model as an error result; under ``"fail"`` the
+    node running it fails with this error."""
 
 
 class ToolArgumentError(ToolFailed):
@@ -60,10 +67,27 @@ class ToolContext:
 ToolFunc = Callable[[Mapping[str, Any], ToolContext], Awaitable[Any]]
 
 
+DEFAULT_TIMEOUT_S = 60.0
+"""How long one tool call may run before it becomes an error result."""
+
+DEFAULT_MAX_CONCURRENT = 8
+"""How many calls of one response run at once."""
+
+
 @attrs.frozen
 class Tool:
+    """A tool: what the model sees (``spec``) and the function that runs a call.
+
+    ``timeout_s`` bounds one call (None: no bound, for tools such as ``spawn``
+    whose duration is the flow's business). An ``ordered`` tool acts on the
+    branch or the flow (``spawn``): it runs at its place in the response, after
+    the results of the calls before it were appended, never concurrently.
+    """
+
     spec: ToolSpec
     func: ToolFunc
+    timeout_s: float | None = DEFAULT_TIMEOUT_S
+    ordered: bool = False
 
     @property
     def name(self) -> str:
@@ -79,9 +103,20 @@ class ToolRegistry:
     """An immutable name -> tool mapping; ``with_tool`` returns a new registry."""
 
     tools: Mapping[str, Tool] = attrs.field(factory=dict, converter=_tool_map)
+    max_concurrent: int = DEFAULT_MAX_CONCURRENT
+    """How many calls of one response run at once."""
+
+    def __attrs_post_init__(self) -> None:
+        if isinstance(self.max_concurrent, bool) or not isinstance(self.max_concurrent, int) or self.max_concurrent < 1:
+            raise ConfigError(f"ToolRegistry.max_concurrent: {self.max_concurrent!r} is not a positive integer")
 
     def with_tool(self, tool: Tool) -> ToolRegistry:
-        return ToolRegistry({**self.tools, tool.name: tool})
+        return attrs.evolve(self, tools={**self.tools, tool.name: tool})
+
+    def with_tools(self, tools: Iterable[Tool] | ToolRegistry) -> ToolRegistry:
+        """A new registry with ``tools`` added (a tool of the same name is replaced)."""
+        added = tools.tools.values() if isinstance(tools, ToolRegistry) else tools
+        return attrs.evolve(self, tools={**self.tools, **{t.name: t for t in added}})
 
     def names(self) -> frozenset[str]:
         return frozenset(self.tools)
@@ -94,8 +129,14 @@ class ToolRegistry:
                 f"unknown tool {name!r}; the registry has: {', '.join(sorted(self.tools)) or 'none'}"
             ) from None
 
-    def specs(self, names: Iterable[str]) -> tuple[ToolSpec, ...]:
-        return tuple(self.get(n).spec for n in names)
+    def specs(self, names: Iterable[str | Tool]) -> tuple[ToolSpec, ...]:
+        """The specs of ``names`` in order; a :class:`Tool` given instead of a name is its own spec."""
+        return tuple(n.spec if isinstance(n, Tool) else self.get(n).spec for n in names)
+
+    def resolve(self, names: Iterable[str | Tool]) -> ToolRegistry:
+        """This registry with the :class:`Tool` objects among ``names`` added (a profile's own tools)."""
+        own = [n for n in names if isinstance(n, Tool)]
+        return self.with_tools(own) if own else self
 
 
 # -- deterministic synthetic text ----------------------------------------------------
@@ -157,17 +198,17 @@ def _text_arg(tool: str, arguments: Mapping[str, Any], key: str, *, required: bo
     return value
 
 
-async def _read_file(arguments: Mapping[str, Any], context: ToolContext) -> str:
-    _check_keys("read_file", arguments, ("path", "size"))
-    path = _text_arg("read_file", arguments, "path", required=True)
+async def _synthetic_read(arguments: Mapping[str, Any], context: ToolContext) -> str:
+    _check_keys("synthetic_read", arguments, ("path", "size"))
+    path = _text_arg("synthetic_read", arguments, "path", required=True)
     default = 2000 + int(hashlib.sha256(path.encode()).hexdigest(), 16) % 4001
-    return synthetic_text(path, _int_arg("read_file", arguments, "size", default, MAX_SYNTHETIC_CHARS))
+    return synthetic_text(path, _int_arg("synthetic_read", arguments, "size", default, MAX_SYNTHETIC_CHARS))
 
 
-async def _search(arguments: Mapping[str, Any], context: ToolContext) -> str:
-    _check_keys("search", arguments, ("query", "size"))
-    query = _text_arg("search", arguments, "query", required=False)
-    return synthetic_text("search:" + query, _int_arg("search", arguments, "size", 1500, MAX_SYNTHETIC_CHARS))
+async def _synthetic_search(arguments: Mapping[str, Any], context: ToolContext) -> str:
+    _check_keys("synthetic_search", arguments, ("query", "size"))
+    query = _text_arg("synthetic_search", arguments, "query", required=False)
+    return synthetic_text("search:" + query, _int_arg("synthetic_search", arguments, "size", 1500, MAX_SYNTHETIC_CHARS))
 
 
 async def _fail(arguments: Mapping[str, Any], context: ToolContext) -> str:
@@ -200,15 +241,19 @@ BUILTIN_TOOLS = ToolRegistry(
         for t in (
             Tool(
                 ToolSpec.create(
-                    "read_file",
+                    "synthetic_read",
                     "Read a file and return its text. `size` (optional) is the number of characters returned.",
                     _schema(path="string", size="integer?"),
                 ),
-                _read_file,
+                _synthetic_read,
             ),
             Tool(
-                ToolSpec.create("search", "Search the corpus; returns matching lines.", _schema(query="string", size="integer?")),
-                _search,
+                # The descriptions are the ones the synthetic tools had as read_file and
+                # search, so a migrated scenario's requests differ only by the tool name.
+                ToolSpec.create(
+                    "synthetic_search", "Search the corpus; returns matching lines.", _schema(query="string", size="integer?")
+                ),
+                _synthetic_search,
             ),
             Tool(ToolSpec.create("fail", "Always fails (for testing failure paths).", _schema(message="string?")), _fail),
             Tool(
@@ -218,6 +263,8 @@ BUILTIN_TOOLS = ToolRegistry(
                     _schema(node="string"),
                 ),
                 _spawn,
+                timeout_s=None,
+                ordered=True,
             ),
         )
     }

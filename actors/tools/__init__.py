@@ -1,0 +1,44 @@
+"""Tools: the registry and built-ins, tools from Python functions, the workspace
+tools, loading a user's registry, and the executor that runs a round's calls.
+
+``from actors.tools import X`` keeps working for every name the single module
+had; the new names are re-exported here too.
+"""
+
+from __future__ import annotations
+
+from actors.tools.functions import function_tool, tool, tool_output
+from actors.tools.registry import (
+    BUILTIN_TOOLS,
+    DEFAULT_MAX_CONCURRENT,
+    DEFAULT_TIMEOUT_S,
+    Tool,
+    ToolArgumentError,
+    ToolContext,
+    ToolFailed,
+    ToolFunc,
+    ToolRegistry,
+    synthetic_text,
+)
+from actors.tools.workspace import WORKSPACE_TOOL_NAMES, WorkspacePathError, workspace_tools
+from runtime.compiler import ToolSpec
+
+__all__ = [
+    "BUILTIN_TOOLS",
+    "DEFAULT_MAX_CONCURRENT",
+    "DEFAULT_TIMEOUT_S",
+    "WORKSPACE_TOOL_NAMES",
+    "Tool",
+    "ToolArgumentError",
+    "ToolContext",
+    "ToolFailed",
+    "ToolFunc",
+    "ToolRegistry",
+    "ToolSpec",
+    "WorkspacePathError",
+    "function_tool",
+    "synthetic_text",
+    "tool",
+    "tool_output",
+    "workspace_tools",
+]

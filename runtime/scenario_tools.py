@@ -1,0 +1,101 @@
+"""The tools a scenario run offers: the built-ins, the workspace, and the user's registry.
+
+A scenario file stays inert: it only names tools. The code behind them is
+foldline's own (the built-ins and the workspace tools) or code the user names
+on the command line (``foldline run SCENARIO --tools package.module:registry``),
+never anything the file says.
+
+- :func:`load_user_tools` imports ``package.module`` (the working directory
+  first on the import path, as ``python -m`` would) and takes its attribute: a
+  :class:`~actors.tools.ToolRegistry`, one :class:`~actors.tools.Tool`, or a
+  list of tools.
+- :func:`tool_names_for_loading` is every name a scenario may use with them.
+- :func:`scenario_registry` builds the run's registry: the workspace tools
+  over ``[run] workspace`` (relative to the scenario file) when it is set, and
+  the user's tools on top; a profile naming a workspace tool without a
+  workspace is refused with its key path.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+from actors.tools import BUILTIN_TOOLS, WORKSPACE_TOOL_NAMES, Tool, ToolRegistry, workspace_tools
+from runtime.config import Scenario
+from runtime.errors import ConfigError
+
+_SPEC_FORM = "package.module:attribute"
+
+
+def load_user_tools(spec: str) -> ToolRegistry:
+    """The registry named by ``spec`` (``package.module:attribute``); a ConfigError says what is wrong."""
+    module_name, sep, attribute = spec.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ConfigError(f"--tools: {spec!r} is not of the form {_SPEC_FORM}")
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"--tools: cannot import {module_name!r} ({exc})") from None
+    try:
+        value = getattr(module, attribute)
+    except AttributeError:
+        raise ConfigError(f"--tools: module {module_name!r} has no attribute {attribute!r}") from None
+    return _as_registry(value, spec)
+
+
+def _as_registry(value: object, spec: str) -> ToolRegistry:
+    if isinstance(value, ToolRegistry):
+        return value
+    if isinstance(value, Tool):
+        return ToolRegistry({value.name: value})
+    if isinstance(value, Iterable) and not isinstance(value, (str, bytes)):
+        items = list(value)
+        if all(isinstance(t, Tool) for t in items):
+            return ToolRegistry({t.name: t for t in items})
+    raise ConfigError(
+        f"--tools: {spec!r} is a {type(value).__name__}, not a ToolRegistry, a Tool or a list of tools"
+    )
+
+
+def tool_names_for_loading(user: ToolRegistry | None = None, base: ToolRegistry = BUILTIN_TOOLS) -> frozenset[str]:
+    """Every tool name a scenario may name: the base registry's, the workspace tools', the user's."""
+    names = base.names() | frozenset(WORKSPACE_TOOL_NAMES)
+    return names | user.names() if user is not None else names
+
+
+def workspace_root(scenario: Scenario) -> Path | None:
+    """The directory ``[run] workspace`` names, resolved against the scenario file's directory."""
+    if scenario.run.workspace is None:
+        return None
+    base = Path(scenario.path).parent if scenario.path is not None else Path.cwd()
+    root = base / scenario.run.workspace
+    if not root.is_dir():
+        raise ConfigError(f"run.workspace: {scenario.run.workspace!r} is not a directory beside the scenario file")
+    return root
+
+
+def scenario_registry(
+    scenario: Scenario, user: ToolRegistry | None = None, base: ToolRegistry = BUILTIN_TOOLS
+) -> ToolRegistry:
+    """The registry a run of ``scenario`` uses (see the module doc)."""
+    registry = base
+    root = workspace_root(scenario)
+    if root is not None:
+        registry = registry.with_tools(workspace_tools(root))
+    if user is not None:
+        registry = registry.with_tools(user)
+    for name, profile in scenario.profiles.items():
+        for i, tool in enumerate(profile.tools):
+            if isinstance(tool, str) and tool not in registry.tools and tool in WORKSPACE_TOOL_NAMES:
+                raise ConfigError(
+                    f"profiles.{name}.tools[{i}]: {tool!r} is a workspace tool; set [run] workspace to the directory "
+                    f"it may read (relative to the scenario file)"
+                )
+    return registry
