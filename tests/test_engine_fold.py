@@ -180,10 +180,12 @@ async def test_a_bounded_operation_is_refused_never_folded() -> None:
 
 @pytest.mark.anyio
 async def test_a_refusal_the_fold_cannot_clear_fails_the_turn_with_the_refusal() -> None:
-    # One round of thirty small results no clip may cut: the newest round alone is over the ceiling.
+    # One round of sixty small results no clip may cut: the newest round alone is over the ceiling.
+    # (max_tokens leaves room for the sixty calls: the simulator truncates a reply at max_tokens, as the API does.)
     many = calls(*[read(f"small/{i}.txt", 1000) for i in range(60)])
     capture = provider({"n": [calls(read("a.md", 3000)), many, text("never")]})
-    result, events, _ = await run(capture, node("n", iterative("read"), profile=FOLDING.evolve(max_input_tokens=12_000)))
+    profile = FOLDING.evolve(max_input_tokens=12_000, max_tokens=4096)
+    result, events, _ = await run(capture, node("n", iterative("read"), profile=profile))
     error = result["n"].error
     assert result["n"].status == "failed" and isinstance(error, InputCeilingExceeded)
     refused = of(events, "ContextDecision")[-1].data
