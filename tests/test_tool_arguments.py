@@ -15,12 +15,8 @@ from support import (
     text,
 )
 
-from actors.tools import (
-    BUILTIN_TOOLS,
-    MAX_SYNTHETIC_CHARS,
-    ToolArgumentError,
-    ToolContext,
-)
+from actors.tools import BUILTIN_TOOLS, ToolArgumentError, ToolContext
+from actors.tools.registry import MAX_SYNTHETIC_CHARS
 from runtime.config import loads_scenario
 from runtime.config.loader import ScenarioError
 from runtime.messages import ToolResult
@@ -32,16 +28,16 @@ CONTEXT = ToolContext(node_id="n", branch_id="b")
 @pytest.mark.parametrize(
     ("tool", "arguments", "says"),
     [
-        ("read_file", {"path": "a", "size": 10**30}, "argument 'size' must be an integer from 0 to 2000000"),
-        ("read_file", {"path": "a", "size": MAX_SYNTHETIC_CHARS + 1}, "got 2000001"),
-        ("read_file", {"path": "a", "size": -1}, "got -1"),
-        ("read_file", {"path": "a", "size": "9"}, "got '9'"),
-        ("read_file", {"path": "a", "size": True}, "got True"),
-        ("read_file", {"size": 10}, "missing argument 'path'"),
-        ("read_file", {"path": 7}, "argument 'path' must be a non-empty string"),
-        ("read_file", {"path": "x" * 5000}, "5000 characters, above the bound of 4096"),
-        ("read_file", {"path": "a", "offset": 3}, "unknown argument 'offset'; it takes path, size"),
-        ("search", {"query": "q", "size": 10**30}, "argument 'size' must be an integer from 0 to 2000000"),
+        ("synthetic_read", {"path": "a", "size": 10**30}, "argument 'size' must be an integer from 0 to 2000000"),
+        ("synthetic_read", {"path": "a", "size": MAX_SYNTHETIC_CHARS + 1}, "got 2000001"),
+        ("synthetic_read", {"path": "a", "size": -1}, "got -1"),
+        ("synthetic_read", {"path": "a", "size": "9"}, "got '9'"),
+        ("synthetic_read", {"path": "a", "size": True}, "got True"),
+        ("synthetic_read", {"size": 10}, "missing argument 'path'"),
+        ("synthetic_read", {"path": 7}, "argument 'path' must be a non-empty string"),
+        ("synthetic_read", {"path": "x" * 5000}, "5000 characters, above the bound of 4096"),
+        ("synthetic_read", {"path": "a", "offset": 3}, "unknown argument 'offset'; it takes path, size"),
+        ("synthetic_search", {"query": "q", "size": 10**30}, "argument 'size' must be an integer from 0 to 2000000"),
         ("spawn", {"node": ""}, "argument 'node' must name a child node"),
         ("fail", {"message": ["x"]}, "argument 'message' must be a non-empty string"),
     ],
@@ -55,7 +51,7 @@ async def test_out_of_bound_arguments_are_refused_at_once(tool: str, arguments: 
 
 @pytest.mark.anyio
 async def test_a_huge_read_is_an_error_result_the_model_sees_and_the_node_goes_on() -> None:
-    provider = scripted({"n": [calls(("read_file", {"path": "big", "size": 10**30})), calls(read("small", 100)), text("ok")]})
+    provider = scripted({"n": [calls(("synthetic_read", {"path": "big", "size": 10**30})), calls(read("small", 100)), text("ok")]})
     async with runtime_for(provider) as rt:
         result = await rt.run(flow(node("n", iterative("read"))))
     assert result["n"].status == "ok" and result["n"].result.answer == "ok"
@@ -69,17 +65,17 @@ def test_a_script_calling_a_tool_the_profile_does_not_offer_is_refused_at_load()
     text_ = """
 schema = "foldline.scenario/v1"
 [profiles.default]
-tools = ["read_file"]
+tools = ["synthetic_read"]
 [[nodes]]
 id = "a"
 instruction = "x"
-script = [{ text = "fine" }, { tool_calls = [{ name = "read_file" }, { name = "rm_rf", arguments = { path = "/" } }] }]
+script = [{ text = "fine" }, { tool_calls = [{ name = "synthetic_read" }, { name = "rm_rf", arguments = { path = "/" } }] }]
 """
     with pytest.raises(ScenarioError) as info:
         loads_scenario(text_, path_label="s.toml", tool_names=BUILTIN_TOOLS.names() | {"rm_rf"})
     assert str(info.value) == (
         's.toml: nodes[0].script[1].tool_calls[1].name: "rm_rf" is not a tool profile "default" offers; '
-        "it offers: read_file"
+        "it offers: synthetic_read"
     )
 
 
@@ -94,4 +90,4 @@ instruction = "x"
 script = [{ tool_calls = [{ name = "context", arguments = { action = "fold", start = 1, end = 2 } }] }]
 """
     assert loads_scenario(text_, path_label="s.toml", tool_names=BUILTIN_TOOLS.names())
-    assert READER.tools  # the shared test profile offers read_file, spawn and fail
+    assert READER.tools  # the shared test profile offers synthetic_read, spawn and fail
