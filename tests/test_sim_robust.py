@@ -18,6 +18,7 @@ import anyio.abc
 import pytest
 
 from runtime.policies import PolicyRegistry
+from runtime.sim.default_model import DefaultModel
 from runtime.sim.server import SimConfig, SimServer, serve_simulator
 from tests.sim_process import foldline_sim
 
@@ -29,7 +30,9 @@ HEAD = "POST /v1/messages HTTP/1.1\r\nhost: x\r\nx-api-key: k\r\ncontent-type: a
 
 @asynccontextmanager
 async def running(config: SimConfig | None = None) -> AsyncIterator[SimServer]:
-    async with serve_simulator(config or SimConfig(), PolicyRegistry(), anyio.current_time) as sim:
+    async with serve_simulator(
+        config or SimConfig(), PolicyRegistry(default=DefaultModel()), anyio.current_time
+    ) as sim:
         yield sim
 
 
