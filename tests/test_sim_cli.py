@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import time
 import urllib.request
@@ -145,22 +146,23 @@ def test_a_faults_file_and_a_script_file_drive_the_server(tmp_path: Path) -> Non
         (["--faults", "missing.toml"], "missing.toml: cannot read the faults file"),
     ],
 )
-def test_bad_options_exit_2_naming_the_option(
-    options: list[str], expected: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert main(["sim", "--port", "0", *options]) == 2
-    assert expected in capsys.readouterr().err
+def test_bad_options_exit_2_naming_the_option(options: list[str], expected: str) -> None:
+    err = io.StringIO()
+    assert main(["sim", "--port", "0", *options], out=io.StringIO(), err=err) == 2
+    assert expected in err.getvalue()
 
 
-def test_a_bad_fault_rule_names_the_file_and_key_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_bad_fault_rule_names_the_file_and_key_path(tmp_path: Path) -> None:
     faults = tmp_path / "faults.toml"
     faults.write_text('[[faults]]\nkind = "explode"\non_request = 1\n', encoding="utf-8")
-    assert main(["sim", "--faults", str(faults)]) == 2
-    assert f"{faults}: faults[0].kind: 'explode' is not one of" in capsys.readouterr().err
+    err = io.StringIO()
+    assert main(["sim", "--faults", str(faults)], out=io.StringIO(), err=err) == 2
+    assert f"{faults}: faults[0].kind: 'explode' is not one of" in err.getvalue()
 
 
-def test_a_bad_script_step_names_the_file_and_key_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_bad_script_step_names_the_file_and_key_path(tmp_path: Path) -> None:
     script = tmp_path / "script.toml"
     script.write_text('schema = "foldline.sim-script/v1"\n[nodes.a]\nsteps = [{ txt = "x" }]\n', encoding="utf-8")
-    assert main(["sim", "--script", str(script)]) == 2
-    assert f"{script}: nodes.a.steps[0]: unknown key 'txt'" in capsys.readouterr().err
+    err = io.StringIO()
+    assert main(["sim", "--script", str(script)], out=io.StringIO(), err=err) == 2
+    assert f"{script}: nodes.a.steps[0]: unknown key 'txt'" in err.getvalue()

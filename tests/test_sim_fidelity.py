@@ -29,7 +29,9 @@ MODEL = "claude-haiku-5-5"
 @asynccontextmanager
 async def running(policies: PolicyRegistry | None = None) -> AsyncIterator[tuple[SimServer, anthropic.AsyncAnthropic]]:
     clock = ManualClock()
-    async with serve_simulator(SimConfig(), policies or PolicyRegistry(), clock, sleep=clock.sleep) as sim:
+    async with serve_simulator(
+        SimConfig(), policies or PolicyRegistry(default=DefaultModel()), clock, sleep=clock.sleep
+    ) as sim:
         client = anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="sk-sim", max_retries=0)
         try:
             yield sim, client
@@ -73,6 +75,10 @@ def test_finish_drops_a_tool_call_that_does_not_fit_and_an_emptied_text_block() 
     stopped = finish(reply, {"max_tokens": 1000, "stop_sequences": ["Read"]}, counter)
     assert stopped.content == () and stopped.stop_sequence == "Read"
     assert finish(reply, {"max_tokens": 0}, counter).stop_reason == "max_tokens"
+    # A script's step is answered whole (its author's exact transcript); stop sequences still cut it.
+    whole = finish(reply, {"max_tokens": 1}, counter, whole=True)
+    assert whole.content == reply.content and whole.stop_reason == "tool_use"
+    assert finish(reply, {"max_tokens": 1, "stop_sequences": ["Read"]}, counter, whole=True).stop_sequence == "Read"
 
 
 @pytest.mark.filterwarnings("ignore:The model .* is deprecated:DeprecationWarning")

@@ -124,18 +124,12 @@ async def test_a_chunked_request_body_is_read_whole() -> None:
     assert status == 200 and json.loads(data)["input_tokens"] > 0
 
 
-async def test_a_request_without_a_node_and_no_default_policy_is_answered_by_the_default_model() -> None:
+async def test_a_request_without_a_node_and_no_default_policy_is_a_400() -> None:
     policies = PolicyRegistry.from_scripts({"a": [ScriptStep(text="x")]})
     async with server(policies) as sim, connect(sim) as client:
         status, _, data = await client.request("POST", "/v1/messages", *post_json(**{"x-api-key": "k"}))
-        unknown, _, refused = await client.request(
-            "POST", "/v1/messages", *post_json(**{"x-api-key": "k", "x-foldline-node": "b"})
-        )
-    assert status == 200
-    assert json.loads(data)["content"] == [{"type": "text", "text": "Simulated answer to: hi"}]
-    # A node the scripts do not know is still an error: a misspelt node is never answered by another model.
-    assert unknown == 400
-    assert "no policy for node 'b'" in json.loads(refused)["error"]["message"]
+    assert status == 400
+    assert "names no node" in json.loads(data)["error"]["message"]
 
 
 async def test_connection_close_is_honoured() -> None:

@@ -18,6 +18,7 @@ import anyio.abc
 import pytest
 
 from runtime.policies import PolicyRegistry
+from runtime.sim.default_model import DefaultModel
 from runtime.sim.server import SimConfig, SimServer, serve_simulator
 from tests.sim_process import foldline_sim
 
@@ -29,7 +30,9 @@ HEAD = "POST /v1/messages HTTP/1.1\r\nhost: x\r\nx-api-key: k\r\ncontent-type: a
 
 @asynccontextmanager
 async def running(config: SimConfig | None = None) -> AsyncIterator[SimServer]:
-    async with serve_simulator(config or SimConfig(), PolicyRegistry(), anyio.current_time) as sim:
+    async with serve_simulator(
+        config or SimConfig(), PolicyRegistry(default=DefaultModel()), anyio.current_time
+    ) as sim:
         yield sim
 
 
@@ -114,25 +117,29 @@ async def test_a_50_mb_body_gets_413_while_a_small_request_is_answered_within_a_
 
 
 async def test_a_huge_valid_request_is_counted_off_the_event_loop() -> None:
+    text = "The quick brown fox jumps over the lazy dog. " * 200_000  # 9 MB, about 2.3 million tokens to count
+    body = json.dumps({"model": "claude-opus-5", "messages": [{"role": "user", "content": text}]}).encode()
+    head = HEAD.replace("/v1/messages", "/v1/messages/count_tokens")
     async with running(SimConfig(thread_tokenize_bytes=1_000_000)) as sim:
-        text = "The quick brown fox jumps over the lazy dog. " * 200_000  # 9 MB of text to tokenize
-        result: dict[str, int] = {}
+        result: dict[str, tuple[int, dict]] = {}
+        sent = anyio.Event()
 
         async def huge() -> None:
-            async with anthropic.AsyncAnthropic(
-                base_url=sim.base_url, api_key="k", max_retries=0, timeout=300
-            ) as client:
-                counted = await client.messages.count_tokens(
-                    model="claude-opus-5", messages=[{"role": "user", "content": text}]
-                )
-                result["huge"] = counted.input_tokens
+            async with await anyio.connect_tcp(sim.host, sim.port) as stream:
+                await stream.send(f"{head}content-length: {len(body)}\r\n\r\n".encode() + body)
+                sent.set()
+                result["huge"] = await read_response(stream)
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(huge)
-            await anyio.sleep(0.3)  # the huge one is being decoded and counted now
+            await sent.wait()
+            # Decoding takes about a tenth of a second; counting then takes seconds, in a worker thread.
+            await anyio.sleep(0.3)
             with anyio.fail_after(1.0):
                 await normal_request(sim.base_url)
-        assert result["huge"] > 1_000_000
+            assert "huge" not in result, "the huge request was answered before the small one: nothing overlapped"
+        status, counted = result["huge"]
+        assert status == 200 and counted["input_tokens"] > 1_000_000
 
 
 @pytest.mark.parametrize("depth", [200_000, 101])

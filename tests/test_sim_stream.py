@@ -13,6 +13,7 @@ import pytest
 
 from runtime.policies import PolicyRegistry
 from runtime.sim.clock import ManualClock
+from runtime.sim.default_model import DefaultModel
 from runtime.sim.faults import FaultRule
 from runtime.sim.server import SimConfig, SimServer, serve_simulator
 from runtime.sim.streaming import chunks, encode_sse, message_events
@@ -44,7 +45,9 @@ QUESTION = "Tell me, in a few words, what the weather will be like in the coming
 @asynccontextmanager
 async def running(config: SimConfig | None = None) -> AsyncIterator[SimServer]:
     clock = ManualClock()
-    async with serve_simulator(config or SimConfig(), PolicyRegistry(), clock, sleep=clock.sleep) as sim:
+    async with serve_simulator(
+        config or SimConfig(), PolicyRegistry(default=DefaultModel()), clock, sleep=clock.sleep
+    ) as sim:
         yield sim
 
 

@@ -47,6 +47,7 @@ from runtime.policies import PolicyRegistry, ScriptPolicy, ScriptStep
 from runtime.sim.admin import ADVANCE_PATH, Admin
 from runtime.sim.clock import ManualClock, frozen_sleep
 from runtime.sim.config import SimConfig
+from runtime.sim.default_model import DefaultModel
 from runtime.sim.faults import FaultRule
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
@@ -138,8 +139,8 @@ def _policies(args: argparse.Namespace) -> PolicyRegistry:
         policies.update({spec.id: ScriptPolicy(spec.id, spec.script) for spec in scenario.nodes})
     if args.script:
         policies.update(load_script_file(args.script))
-    # No default policy: requests that name no node are answered by the default model.
-    return PolicyRegistry(policies)
+    # Requests that name no node are answered by the default model.
+    return PolicyRegistry(policies, default=DefaultModel())
 
 
 def build_config(args: argparse.Namespace) -> SimConfig:

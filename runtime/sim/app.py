@@ -10,10 +10,16 @@ Routes: ``POST /v1/messages`` (JSON, or server-sent events with
 ``GET /v1/models/{id}``, and the admin routes under ``/_foldline/``. Every
 response carries a fresh ``request-id`` (``req_`` + 24 random characters).
 
-Who answers a ``/v1/messages`` request: the script of the node its
-``x-foldline-node`` header names (advancing per conversation, see
+Who answers a ``/v1/messages`` request: the policy of the node its
+``x-foldline-node`` header names (a script advances per conversation, see
 :mod:`runtime.sim.conversations`); with no header, the registry's default
-policy when it has one, else :class:`~runtime.sim.default_model.DefaultModel`.
+policy (``foldline sim`` makes it :class:`~runtime.sim.default_model.DefaultModel`;
+a registry without one refuses such requests with a 400).
+
+Generation limits (:mod:`runtime.sim.generation`): ``stop_sequences`` cut
+every reply; ``max_tokens`` cuts every reply except a script's step, which is
+answered whole (a script is its author's exact transcript; foldline's
+scenario scripts are written without regard to ``max_tokens``).
 """
 
 from __future__ import annotations
@@ -31,12 +37,11 @@ import attrs
 import structlog
 
 from runtime.canonical import canonical_bytes, sha256_hex
-from runtime.policies import Policy, PolicyExhausted, PolicyRegistry, Reply, ScriptPolicy, UnknownPolicy
+from runtime.policies import PolicyExhausted, PolicyRegistry, Reply, ScriptPolicy, UnknownPolicy
 from runtime.sim.admin import ADMIN_PREFIX, Admin
 from runtime.sim.cache_engine import CacheEngine, CacheEntry, CacheOutcome
 from runtime.sim.config import SimConfig
 from runtime.sim.conversations import ConversationScripts
-from runtime.sim.default_model import DefaultModel
 from runtime.sim.errors import SimAPIError, invalid_request
 from runtime.sim.faults import ERROR_KINDS, ERROR_MESSAGES, ERROR_TYPES, FaultRule, FaultSchedule
 from runtime.sim.generation import finish
@@ -103,7 +108,6 @@ class SimApp:
     counter: SimTokenCounter = attrs.field(
         default=attrs.Factory(lambda self: SimTokenCounter(token_factor=self.config.token_factor), takes_self=True)
     )
-    default_model: Policy = attrs.field(factory=DefaultModel)
     _faults: FaultSchedule = attrs.field(
         default=attrs.Factory(lambda self: FaultSchedule(self.config.faults), takes_self=True), init=False
     )
@@ -223,7 +227,8 @@ class SimApp:
         facts = model_facts(payload["model"])
         if layout.total_tokens > facts.context_window:
             raise invalid_request(f"prompt is too long: {layout.total_tokens} tokens > {facts.context_window} maximum")
-        finished = finish(self._reply(payload, record.node), payload, self.counter)
+        reply, scripted = self._reply(payload, record.node)
+        finished = finish(reply, payload, self.counter, whole=scripted)
         delay = self.config.latency_s + extra_delay
         outcome = self.engine.apply(
             key_scope(api_key),
@@ -256,20 +261,19 @@ class SimApp:
             record,
         )
 
-    def _reply(self, payload: Mapping[str, Any], node: str | None) -> Reply:
+    def _reply(self, payload: Mapping[str, Any], node: str | None) -> tuple[Reply, bool]:
+        """The policy's reply, and whether it is a script's step (answered whole)."""
         if payload["max_tokens"] == 0:
             # A cache pre-warm: no generation, and no scripted step is used up.
-            return Reply(content=(), stop_reason="max_tokens", output_tokens=0)
+            return Reply(content=(), stop_reason="max_tokens", output_tokens=0), False
         try:
             policy = self.policies.policy_for(node)
         except UnknownPolicy as exc:
-            if node is not None:
-                raise invalid_request(f"{NODE_HEADER}: {exc}") from exc
-            policy = self.default_model
+            raise invalid_request(f"{NODE_HEADER}: {exc}") from exc
         try:
             if isinstance(policy, ScriptPolicy):
-                return self._scripts.respond(policy, payload)
-            return policy.respond(payload)
+                return self._scripts.respond(policy, payload), True
+            return policy.respond(payload), False
         except PolicyExhausted as exc:
             raise SimAPIError(500, "api_error", str(exc), {"x-should-retry": "false"}) from exc
 

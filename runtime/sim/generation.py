@@ -42,8 +42,11 @@ class Finished:
     output_tokens: int
 
 
-def finish(reply: Reply, payload: Mapping[str, Any], counter: SimTokenCounter) -> Finished:
-    """Apply ``payload``'s ``stop_sequences`` and ``max_tokens`` to ``reply``."""
+def finish(reply: Reply, payload: Mapping[str, Any], counter: SimTokenCounter, *, whole: bool = False) -> Finished:
+    """Apply ``payload``'s ``stop_sequences`` and ``max_tokens`` to ``reply``.
+
+    ``whole``: do not cut at ``max_tokens`` (a script's step is answered whole;
+    ``stop_sequences`` still apply)."""
     max_tokens = payload["max_tokens"]
     if max_tokens == 0:
         return Finished((), "max_tokens", None, 0)
@@ -56,7 +59,7 @@ def finish(reply: Reply, payload: Mapping[str, Any], counter: SimTokenCounter) -
         stop_reason, output_tokens = "stop_sequence", None
     if output_tokens is None:
         output_tokens = counter.content_tokens(content)
-    if output_tokens > max_tokens:
+    if output_tokens > max_tokens and not whole:
         return Finished(tuple(_truncate(content, max_tokens, counter)), "max_tokens", None, max_tokens)
     return Finished(tuple(content), stop_reason, stop_sequence, output_tokens)
 
