@@ -3,8 +3,9 @@
 - :mod:`signals.envelope`: :class:`Event`, the envelope every event carries.
 - :mod:`signals.events`: one frozen class per event type (``RunStarted`` ...
   ``ContextDecision`` ... ``CacheRewrite``).
-- :mod:`signals.bus`: :class:`SignalBus`, per-subscriber bounded buffers with
-  ``block`` or ``drop_oldest`` and a visible gap count.
+- :mod:`signals.bus`: :class:`SignalBus`, publishing to per-subscriber bounded
+  buffers (:mod:`signals.subscription`) with ``block`` or ``drop_oldest`` and a
+  visible gap count.
 - :mod:`signals.sinks`: :class:`JsonlSink` and :func:`read_jsonl`.
 - :mod:`signals.throughput`: the bus micro-benchmark.
 

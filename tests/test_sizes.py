@@ -16,9 +16,7 @@ MAX_MODULE_LINES = 500
 # TEMPORARY, to be emptied as the branches rewriting these files merge (issue 10's send
 # pipeline, issue 11's configuration, the bus work): each entry is a file owned elsewhere
 # that is over a limit today. Nothing else may be added here.
-KNOWN_OVER = {
-    "signals/bus.py",
-}
+KNOWN_OVER: set[str] = set()
 
 
 def _sources() -> list[Path]:
