@@ -29,6 +29,7 @@ _EXPORTS = {
     "ContextState": "actors.branch",
     "RequestRecord": "actors.branch",
     "Turn": "actors.branch",
+    "Conversation": "actors.conversation",
     "Record": "actors.record",
     "RunEnv": "actors.env",
     "BUILTIN_TOOLS": "actors.tools",

@@ -26,35 +26,48 @@ from __future__ import annotations
 
 import itertools
 import weakref
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import anyio
 import anyio.lowlevel
 import attrs
 
 from actors.branch import Branch
+from actors.env import RunEnv
 from actors.operations import run_operation
+from actors.tools import ToolRegistry
 from runtime.ceiling import CeilingPolicy
 from runtime.config import Profile
 from runtime.errors import FoldlineError
 from runtime.operation import Operation, OperationResult
+from signals.bus import SignalBus
 from signals.events import NodeFailed, NodeFinished, NodeStarted
 
-if TYPE_CHECKING:
-    from runtime.runtime import Runtime
+
+
+class ConversationHost(Protocol):
+    """What a conversation needs of its runtime (:class:`runtime.runtime.Runtime` is one)."""
+
+    @property
+    def registry(self) -> ToolRegistry: ...
+
+    @property
+    def signals(self) -> SignalBus: ...
+
+    def env(self) -> RunEnv: ...
 
 DEFAULT_MAX_ROUNDS = 20
 REPORT_HANDLER = "report"
 """The name under which :class:`runtime.runtime.Runtime` feeds its report from the bus."""
 
-_counters: weakref.WeakKeyDictionary[Runtime, itertools.count[int]] = weakref.WeakKeyDictionary()
+_counters: weakref.WeakKeyDictionary[ConversationHost, itertools.count[int]] = weakref.WeakKeyDictionary()
 
 
 class BranchInTurn(FoldlineError):
     """A branch was forked while one of its turns was running."""
 
 
-def _next_name(runtime: Runtime) -> str:
+def _next_name(runtime: ConversationHost) -> str:
     counter = _counters.setdefault(runtime, itertools.count(1))
     return f"branch-{next(counter)}"
 
@@ -63,7 +76,7 @@ def _next_name(runtime: Runtime) -> str:
 class Conversation:
     """One branch of a runtime you talk to (see the module doc)."""
 
-    runtime: Runtime
+    runtime: ConversationHost
     profile: Profile
     branch: Branch
     name: str
@@ -72,14 +85,14 @@ class Conversation:
     _forks: itertools.count[int] = attrs.field(factory=lambda: itertools.count(1), init=False)
 
     @classmethod
-    def open(cls, runtime: Runtime, profile: Profile, *, name: str | None = None) -> Conversation:
+    def open(cls, runtime: ConversationHost, profile: Profile, *, name: str | None = None) -> Conversation:
         """A new conversation on a fresh branch set up from ``profile`` (system text and tools)."""
         registry = runtime.registry
         branch = Branch.create(system=profile.system, tools=registry.specs(profile.tools))
         return cls(runtime, profile, cls._attached(runtime, branch), name or _next_name(runtime))
 
     @staticmethod
-    def _attached(runtime: Runtime, branch: Branch) -> Branch:
+    def _attached(runtime: ConversationHost, branch: Branch) -> Branch:
         journal = runtime.env().journal
         if journal is not None:
             branch.attach_journal(journal)
@@ -131,7 +144,7 @@ class Conversation:
         return result
 
 
-async def _report_settled(runtime: Runtime) -> None:
+async def _report_settled(runtime: ConversationHost) -> None:
     """Wait until the runtime's report handler has taken every event published so far,
     so ``rt.report()`` right after a call counts it (the handler is synchronous: an event
     it has read is folded in before it reads the next)."""

@@ -32,6 +32,7 @@ _EXPORTS = {
     "ChildSpawned": "signals.events",
     "RequestSent": "signals.events",
     "ResponseReceived": "signals.events",
+    "ToolCallFinished": "signals.events",
     "ContextDecision": "signals.events",
     "FoldCommitted": "signals.events",
     "CacheRewrite": "signals.events",
