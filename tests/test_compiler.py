@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import pytest
 from hypothesis import given, settings
@@ -133,16 +134,60 @@ def test_tool_loop_requests_are_byte_prefixes_and_never_orphaned(rounds: list[tu
             view.append(Instruction(f"turn {n}"))
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.integers(min_value=0, max_value=5), min_size=1, max_size=6), st.data())
-def test_any_subset_view_either_compiles_paired_or_is_refused(calls: list[int], data: st.DataObject) -> None:
-    full: list[Message] = [Instruction("t")]
-    for n, k in enumerate(calls):
-        full += round_messages(n, k)
-    keep = data.draw(st.lists(st.booleans(), min_size=len(full), max_size=len(full)))
-    view = [m for m, k in zip(full, keep) if k]
-    try:
-        request = compile_view(view)
-    except CompileError:
-        return
-    check_pairing(request.payload())
+def orphans(view: list[Message]) -> set[str]:
+    """The call ids of the view's orphans, found without the compiler: a call with no result
+    anywhere in the view, or a result whose call is not in the view before it."""
+    found: set[str] = set()
+    called: set[str] = set()
+    results = {m.call_id for m in view if isinstance(m, ToolResult)}
+    for message in view:
+        if isinstance(message, AssistantResponse):
+            for call in message.tool_calls:
+                called.add(call.call_id)
+                if call.call_id not in results:
+                    found.add(call.call_id)
+        elif isinstance(message, ToolResult) and message.call_id not in called:
+            found.add(message.call_id)
+    return found
+
+
+# Drops that keep pairing (a whole round: its call message and every result) and drops that
+# break it (one message of a round that calls tools), so both outcomes are reached often.
+drops = st.lists(st.tuples(st.sampled_from([True, False, False]), st.integers(min_value=0, max_value=60)), max_size=3)
+
+
+def test_any_subset_view_either_compiles_paired_or_is_refused() -> None:
+    outcomes: Counter[str] = Counter()
+
+    @settings(max_examples=150, deadline=None, database=None)
+    @given(st.lists(st.integers(min_value=0, max_value=4), min_size=1, max_size=5), drops)
+    def check(calls: list[int], dropped: list[tuple[bool, int]]) -> None:
+        rounds = [round_messages(n, k) for n, k in enumerate(calls)]
+        full: list[Message] = [Instruction("t"), *(m for r in rounds for m in r)]
+        gone: set[str] = set()
+        for whole_round, index in dropped:
+            if whole_round:
+                gone |= {m.id for m in rounds[index % len(rounds)]}
+            else:
+                gone.add(full[1 + index % (len(full) - 1)].id)
+        view = [m for m in full if m.id not in gone]
+        expected_orphans = orphans(view)
+        try:
+            request = compile_view(view)
+        except CompileError as refused:
+            assert expected_orphans, f"refused a view without an orphan: {refused}"
+            named = str(refused).split("'")[1]
+            assert "orphaned tool" in str(refused) and named in expected_orphans, (str(refused), expected_orphans)
+            outcomes["refused"] += 1
+            return
+        assert not expected_orphans, f"compiled a view with orphans {sorted(expected_orphans)}"
+        payload = request.payload()
+        check_pairing(payload)
+        kept_calls = [c.call_id for m in view if isinstance(m, AssistantResponse) for c in m.tool_calls]
+        uses = [b["id"] for msg in payload["messages"] for b in msg["content"] if b["type"] == "tool_use"]
+        answers = [b["tool_use_id"] for msg in payload["messages"] for b in msg["content"] if b["type"] == "tool_result"]
+        assert uses == answers == kept_calls
+        outcomes["paired with results" if kept_calls else "paired without results"] += 1
+
+    check()
+    assert outcomes["refused"] >= 25 and outcomes["paired with results"] >= 25, dict(outcomes)
