@@ -67,6 +67,6 @@ async def test_a_summary_request_over_the_ceiling_is_refused_and_never_sent() ->
     assert not [e for e in events if e.type == "RequestSent" and e.data["intent"] == "side"]
     assert all(d["estimate_after"] <= CHILD_CEILING for d in decisions if d["sent"])
     # The fold still landed, with a note that says why it carries no summary.
-    assert [d["action"] for d in decisions if d["sent"]][0] == "fold"
+    assert next(d["action"] for d in decisions if d["sent"]) == "fold"
     (note,) = [m for m in result.branches["child"].view() if isinstance(m, Note)]
     assert note.stage == "compaction" and "would exceed the ceiling" in note.text
