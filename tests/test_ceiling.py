@@ -334,7 +334,8 @@ def test_a_call_auto_that_lowers_the_ceiling_names_itself_and_what_it_lowered() 
 def test_fractions_of_one_are_allowed_and_mean_the_ceiling_itself() -> None:
     resolved = resolve(HAIKU, profile=1_000)
     at_ceiling = decide(Measurement(1_000, 1.0, 1_000, ()), resolved, can_fold=True, fold_at=1, notice_at=1.0)
-    assert at_ceiling.action == "fold" and at_ceiling.reason == "estimate 1000 reaches the fold line 1000 (1 x ceiling 1000)"
+    assert at_ceiling.action == "fold"
+    assert at_ceiling.reason == "estimate 1000 reaches the fold line 1000 (1 x ceiling 1000)"
     below = decide(Measurement(999, 1.0, 999, ()), resolved, can_fold=False, notice_at=1)
     assert below.action == "pass"
 

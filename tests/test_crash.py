@@ -264,7 +264,8 @@ class Driver:
         its store appears; return its exit (negative: the signal) and its output."""
         assert self.process.stdin is not None
         self._jobs += 1
-        job: dict[str, Any] = {"argv": list(argv), "kill_at": kill_at, "log": str(self.directory / f"job{self._jobs}.log")}
+        log = str(self.directory / f"job{self._jobs}.log")
+        job: dict[str, Any] = {"argv": list(argv), "kill_at": kill_at, "log": log}
         if kill_after is not None:
             job.update(kill_after=kill_after, wait_for=argv[argv.index("--store") + 1])
         self.process.stdin.write(json.dumps(job) + "\n")
@@ -333,7 +334,8 @@ def test_a_resume_killed_in_turn_is_resumed_again(driver: Driver, expected: dict
     store = tmp_path / "s.db"
     first, second = driver.statements // 3, driver.statements // 4
     where = f"run killed at statement {first}, its resume at statement {second}"
-    assert driver.command("run", str(driver.scenario), "--store", str(store), "--quiet", kill_at=first)["returncode"] < 0
+    killed = driver.command("run", str(driver.scenario), "--store", str(store), "--quiet", kill_at=first)
+    assert killed["returncode"] == -signal.SIGKILL, f"{where}: {killed}"
     again = driver.command("resume", str(store), "--quiet", kill_at=second)
     assert again["returncode"] == -signal.SIGKILL, f"{where}: {again}"
     resumed = driver.command("resume", str(store), "--quiet")

@@ -386,7 +386,8 @@ def test_a_pass_that_leaves_the_estimate_unchanged_is_rolled_back() -> None:
     c.deliver()
     c.round([read(f"small/{i}.txt", 1000) for i in range(36)])
     branch = c.branch()
-    settings = FoldSettings(ceiling=int(measurer_for(branch, counter=COUNTER).estimate(branch.view()) / 0.85), target=0.5)
+    estimate = measurer_for(branch, counter=COUNTER).estimate(branch.view())
+    settings = FoldSettings(ceiling=int(estimate / 0.85), target=0.5)
 
     def all_pass(words: int):
         _, _, plan, _ = plan_for(c, settings, lambda need: SummaryResult(text=" ".join(["word"] * words)))
@@ -401,7 +402,7 @@ def test_a_pass_that_leaves_the_estimate_unchanged_is_rolled_back() -> None:
         _, record = all_pass(middle)
         low, high = (low, middle) if record.estimate_after >= record.estimate_before else (middle + 1, high)
     plan, equal = all_pass(low)
-    assert equal.estimate_after == equal.estimate_before, f"no summary length ties the estimate (at {low} words: {equal})"
+    assert equal.estimate_after == equal.estimate_before, f"no summary ties the estimate (at {low} words: {equal})"
     assert equal.outcome == "rolled_back" and "all" not in plan.stages
     assert plan.view_ids == tuple(c.view) and plan.estimate_after == plan.estimate_before
     notes = [m for m in plan.added if isinstance(m, Note)]

@@ -34,7 +34,8 @@ CHILD = Profile(
 
 
 async def run_emitter_and_child() -> tuple[Any, list[Any]]:
-    lead_script = [calls(*[read(f"src/f{i:02d}.py", 2000) for i in range(12)]), calls(("spawn", {"node": "child"})), text("done")]
+    reads = [read(f"src/f{i:02d}.py", 2000) for i in range(12)]
+    lead_script = [calls(*reads), calls(("spawn", {"node": "child"})), text("done")]
     registry = PolicyRegistry(
         {"lead": ScriptPolicy("lead", lead_script), "child": ScriptPolicy("child", [text("Digested.")])},
         default=FoldSummaryPolicy(),  # would answer the summary request, were it sent
@@ -46,7 +47,7 @@ async def run_emitter_and_child() -> tuple[Any, list[Any]]:
         result = await rt.run(
             Flow(
                 [
-                    Node("lead", Operation("iterative", ("Read the sources, then delegate.",), max_rounds=5), profile=LEAD),
+                    Node("lead", Operation("iterative", ("Read the sources, then delegate.",)), profile=LEAD),
                     Node("child", Operation("iterative", ("Digest the sources.",)), profile=CHILD, spawned_by="lead"),
                 ]
             )
