@@ -175,11 +175,27 @@ def verdicts(work: Path) -> dict[str, str]:
     return found
 
 
-def diff_of(work: Path, name: str) -> str:
-    completed = subprocess.run(
-        [sys.executable, "-m", "mutmut", "show", name], cwd=work, capture_output=True, text=True, check=False
+def diffs(work: Path, names: list[str]) -> dict[str, str]:
+    """The changed lines of each named mutant, read by one mutmut process in the group's directory."""
+    if not names:
+        return {}
+    script = (
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "from mutmut.mutation.diff_apply import find_mutant, get_diff_for_mutant\n"
+        "out = {}\n"
+        "for name in json.load(sys.stdin):\n"
+        "    diff = get_diff_for_mutant(name, path=find_mutant(name).path)\n"
+        "    out[name] = '\\n'.join(l for l in diff.splitlines() if l[:1] in '+-' and l[:3] not in ('+++', '---'))\n"
+        "print(json.dumps(out))\n"
     )
-    return completed.stdout
+    completed = subprocess.run(
+        [sys.executable, "-c", script], cwd=work, input=json.dumps(names), capture_output=True, text=True, check=False
+    )
+    if completed.returncode != 0:
+        raise SystemExit(f"[{work.name}] reading mutant diffs failed: {completed.stderr[-2000:]}")
+    found: dict[str, str] = json.loads(completed.stdout.strip().splitlines()[-1])
+    return found
 
 
 def load_equivalent() -> dict[str, dict[str, str]]:
@@ -205,11 +221,12 @@ def report(group: Group, work: Path, listed: dict[str, dict[str, str]], show: bo
     equivalent: list[str] = []
     stale: list[str] = []
     unexplained: list[str] = []
+    changed = diffs(work, survivors)
     for name in survivors:
         entry = listed.get(name)
         if entry is None:
             unexplained.append(name)
-        elif entry["line"].strip() in diff_of(work, name):
+        elif entry["line"].strip() in changed[name]:
             equivalent.append(name)
         else:
             stale.append(name)
@@ -230,7 +247,7 @@ def report(group: Group, work: Path, listed: dict[str, dict[str, str]], show: bo
     for name in unexplained:
         print(f"  survived: {name} ({found[name]})")
         if show:
-            print(diff_of(work, name))
+            print(changed[name])
     for name in stale:
         print(f"  stale equivalent entry (its line is no longer in the diff): {name}")
     return summary
