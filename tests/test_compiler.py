@@ -276,15 +276,22 @@ def test_marks_put_cache_control_on_exactly_the_marked_system_tool_and_message_b
     request = compile_request(
         system="Be terse.", tools=tools, view=[Instruction("t"), *round_messages(0, 2)], settings=SETTINGS
     )
-    marks = [_Mark(("system", 0), "1h"), _Mark(("tools", 1), "5m"), _Mark(("messages", 2, 1), "1h")]
-    marked = request.with_marks(marks)
-    payload = marked.payload()
-    assert payload["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
-    assert "cache_control" not in payload["tools"][0] and payload["tools"][1]["cache_control"] == {"type": "ephemeral"}
-    blocks = payload["messages"][2]["content"]
-    assert "cache_control" not in blocks[0] and blocks[1]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
-    assert [label for label, _ in marked.pieces()] == [label for label, _ in request.pieces()]
-    assert marked.payload_text() == "".join(text for _, text in marked.pieces()) == canonical_json(payload)
+    control = {"5m": {"type": "ephemeral"}, "1h": {"type": "ephemeral", "ttl": "1h"}}
+    for first, second in (("1h", "5m"), ("5m", "1h")):
+        marks = [_Mark(("system", 0), first), _Mark(("tools", 1), second), _Mark(("messages", 2, 1), first)]
+        marked = request.with_marks(marks)
+        payload = marked.payload()
+        assert payload["system"][0]["cache_control"] == control[first]
+        assert "cache_control" not in payload["tools"][0] and payload["tools"][1]["cache_control"] == control[second]
+        blocks = payload["messages"][2]["content"]
+        assert "cache_control" not in blocks[0] and blocks[1]["cache_control"] == control[first]
+        assert [label for label, _ in marked.pieces()] == [label for label, _ in request.pieces()]
+        assert marked.payload_text() == "".join(text for _, text in marked.pieces()) == canonical_json(payload)
+
+
+def test_a_system_message_object_renders_its_text() -> None:
+    request = compile_request(system=SystemMessage("Be terse."), tools=(), view=[Instruction("t")], settings=SETTINGS)
+    assert request.payload()["system"] == [{"type": "text", "text": "Be terse."}]
 
 
 def test_a_message_renders_once_and_a_projection_key_renders_it_again() -> None:
@@ -296,7 +303,7 @@ def test_a_message_renders_once_and_a_projection_key_renders_it_again() -> None:
             self.limit = limit
 
         def memo_key(self, message: ToolResult) -> object:
-            return ("short", self.limit)
+            return (message.call_id, self.limit)
 
         def output_of(self, message: ToolResult) -> str:
             return message.output[: self.limit]
@@ -310,7 +317,14 @@ def test_a_message_renders_once_and_a_projection_key_renders_it_again() -> None:
         render_blocks(SystemMessage("s"))
     with pytest.raises(CompileError, match="^a system message belongs in the stable segment, not in the view$"):
         compile_view([Instruction("t"), SystemMessage("s")])
-    assert call_message.tool_calls
+    # Through the compiler: results carry the projection's output, other messages render as ever.
+    request = compile_request(
+        system=None, tools=(), view=[Instruction("t"), call_message, result], settings=SETTINGS, projection=Short(3)
+    )
+    messages = request.payload()["messages"]
+    projected = {"type": "tool_result", "tool_use_id": result.call_id, "content": result.output[:3]}
+    assert messages[2]["content"] == [projected]
+    assert messages[1]["content"][0] == {"type": "text", "text": "reading"}
 
 
 @pytest.mark.parametrize(
@@ -329,6 +343,9 @@ def test_a_message_renders_once_and_a_projection_key_renders_it_again() -> None:
          "message 1: tool_result for ['z'] answers no tool_use of message 0"),
         ([{"role": "assistant", "content": [{"type": "tool_use", "id": "a"}]}],
          "message 0: tool_use ['a'] has no tool_result in message 1"),
+        ([{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a"}]},
+          {"role": "assistant", "content": [{"type": "tool_use", "id": "a"}]}],
+         "message 0: tool_result for ['a'] answers no tool_use of message -1"),
         ([{"role": "assistant", "content": [{"type": "tool_use", "id": "a"}]},
           {"role": "user", "content": [{"type": "text", "text": "no result"}]},
           {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a"}]}],

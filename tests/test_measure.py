@@ -450,3 +450,8 @@ def test_a_long_piece_leaves_its_own_last_characters_as_the_next_junctions_tail(
     pieces = [first, "tuvwxyz" * 3 + ' "end"']
     counter = TokenCounter()
     assert sum(counter.count_each(pieces)) == count_tokens("".join(pieces))
+
+
+def test_a_cache_of_one_character_or_one_junction_is_allowed() -> None:
+    counter = TokenCounter(max_chars=1, max_junctions=1)
+    assert counter.count_pieces(["a", "b"]) == count_tokens("ab")
