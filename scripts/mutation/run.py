@@ -35,6 +35,7 @@ import attrs
 ROOT = Path(__file__).resolve().parents[2]
 WORK = ROOT / "build" / "mutation"
 EQUIVALENT = Path(__file__).resolve().parent / "equivalent.toml"
+CAUGHT = ("killed", "timeout", "caught by type check")
 COPIED = ("runtime", "actors", "signals", "tests", "scenarios", "docs", "README.md", "pyproject.toml")
 
 
@@ -152,10 +153,11 @@ def prepare(group: Group, source_root: Path, fresh: bool) -> Path:
     return work
 
 
-def run_mutmut(work: Path, max_children: int) -> None:
-    """Run mutmut in the group's directory; its progress goes to mutmut.log there."""
-    command = [sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children)]
-    print(f"[{work.name}] {' '.join(command[1:])} (log: {work / 'mutmut.log'})", flush=True)
+def run_mutmut(work: Path, max_children: int, names: list[str] | None = None) -> None:
+    """Run mutmut in the group's directory (only the named mutants when given); its progress goes to mutmut.log."""
+    command = [sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children), *(names or [])]
+    shown = " ".join(command[1:6]) + (f" and {len(names)} mutant names" if names else "")
+    print(f"[{work.name}] {shown} (log: {work / 'mutmut.log'})", flush=True)
     with (work / "mutmut.log").open("w", encoding="utf-8") as log:
         completed = subprocess.run(command, cwd=work, stdout=log, stderr=subprocess.STDOUT, check=False)
     tail = (work / "mutmut.log").read_text(encoding="utf-8", errors="replace").splitlines()[-3:]
@@ -217,8 +219,7 @@ def load_equivalent() -> dict[str, dict[str, str]]:
 def report(group: Group, work: Path, listed: dict[str, dict[str, str]], show: bool) -> dict[str, object]:
     found = verdicts(work)
     counts = Counter(found.values())
-    caught = ("killed", "timeout", "caught by type check")
-    survivors = sorted(name for name, status in found.items() if status not in caught)
+    survivors = sorted(name for name, status in found.items() if status not in CAUGHT)
     equivalent: list[str] = []
     stale: list[str] = []
     unexplained: list[str] = []
@@ -232,7 +233,7 @@ def report(group: Group, work: Path, listed: dict[str, dict[str, str]], show: bo
         else:
             stale.append(name)
     scored = len(found) - len(equivalent)
-    killed = counts["killed"] + counts["timeout"] + counts["caught by type check"]
+    killed = sum(counts[status] for status in CAUGHT)
     score = 100.0 * killed / scored if scored else 100.0
     summary = {
         "group": group.name,
@@ -263,6 +264,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nice", type=int, default=15, help="niceness added to this process (default 15)")
     parser.add_argument("--keep", action="store_true", help="reuse the last run's verdicts for unchanged functions")
     parser.add_argument("--report-only", action="store_true", help="only read back the last run's verdicts")
+    parser.add_argument(
+        "--survivors",
+        action="store_true",
+        help="keep the last run and run again only its survivors, against the current tests (after sharpening them)",
+    )
     parser.add_argument("--show", action="store_true", help="print the diff of every unexplained survivor")
     parser.add_argument("--source", type=Path, default=ROOT, help="tree to copy and mutate (default: this checkout)")
     arguments = parser.parse_args(argv)
@@ -276,6 +282,14 @@ def main(argv: list[str] | None = None) -> int:
             work = WORK / group.name
             if not (work / "mutants").exists():
                 raise SystemExit(f"[{group.name}] no verdicts under {work}; run without --report-only first")
+        elif arguments.survivors:
+            work = WORK / group.name
+            if not (work / "mutants").exists():
+                raise SystemExit(f"[{group.name}] no earlier run under {work} to take the survivors of")
+            again = [name for name, status in verdicts(work).items() if status not in CAUGHT]
+            prepare(group, arguments.source.resolve(), fresh=False)
+            if again:
+                run_mutmut(work, arguments.max_children, again)
         else:
             work = prepare(group, arguments.source.resolve(), fresh=not arguments.keep)
             run_mutmut(work, arguments.max_children)
