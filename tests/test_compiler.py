@@ -262,6 +262,9 @@ def test_every_block_kind_renders_exactly_the_api_format_with_its_labels_and_dig
     message_labels = [label for label in labels if label not in ("envelope", "system", "tools")]
     assert message_labels == [task.id, asked.id, asked.id, asked.id, ok.id, error.id, note.id, blank.id]
     assert labels.count("system") == 1 and labels.count("tools") == 1
+    assert set(labels) == {"envelope", "system", "tools", task.id, asked.id, ok.id, error.id, note.id, blank.id}
+    kinds = [block.kind for message in request.messages for block in message.blocks]
+    assert kinds == ["text", "text", "tool_use", "tool_use", "tool_result", "tool_result", "text", "text"]
     assert labels[0] == labels[-1] == "envelope"
     sources = [m.source_ids for m in request.messages]
     assert sources == [(task.id,), (asked.id,), (ok.id, error.id, note.id), (blank.id,)]
@@ -273,9 +276,8 @@ def test_every_block_kind_renders_exactly_the_api_format_with_its_labels_and_dig
 
 def test_marks_put_cache_control_on_exactly_the_marked_system_tool_and_message_blocks() -> None:
     tools = tuple(ToolSpec.create(f"tool_{i}", "A tool.", {"type": "object"}) for i in range(2))
-    request = compile_request(
-        system="Be terse.", tools=tools, view=[Instruction("t"), *round_messages(0, 2)], settings=SETTINGS
-    )
+    view = [Instruction("t"), *round_messages(0, 2)]
+    request = compile_request(system="Be terse.", tools=tools, view=view, settings=SETTINGS)
     control = {"5m": {"type": "ephemeral"}, "1h": {"type": "ephemeral", "ttl": "1h"}}
     for first, second in (("1h", "5m"), ("5m", "1h")):
         marks = [_Mark(("system", 0), first), _Mark(("tools", 1), second), _Mark(("messages", 2, 1), first)]
@@ -285,7 +287,9 @@ def test_marks_put_cache_control_on_exactly_the_marked_system_tool_and_message_b
         assert "cache_control" not in payload["tools"][0] and payload["tools"][1]["cache_control"] == control[second]
         blocks = payload["messages"][2]["content"]
         assert "cache_control" not in blocks[0] and blocks[1]["cache_control"] == control[first]
-        assert [label for label, _ in marked.pieces()] == [label for label, _ in request.pieces()]
+        labels = [label for label, _ in marked.pieces()]
+        assert labels == [label for label, _ in request.pieces()] and labels.count("tools") == 2
+        assert set(labels) == {"envelope", "system", "tools"} | {m.id for m in view}
         assert marked.payload_text() == "".join(text for _, text in marked.pieces()) == canonical_json(payload)
 
 
