@@ -107,8 +107,6 @@ GROUPS: tuple[Group, ...] = (
             "tests/test_projection_bound.py",
             "tests/test_reader_policy.py",
             "tests/test_recovery.py",
-            "tests/test_engine_fold.py",
-            "tests/test_fold_summary_ceiling.py",
         ),
     ),
 )
