@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from runtime.cache.certificates import certify
@@ -301,3 +302,73 @@ def test_the_ledger_is_immutable():
         ledger.rows["x"] = fake_row(2)  # type: ignore[index]
     with pytest.raises(AttributeError):
         ledger.watermark = 3.0  # type: ignore[misc]
+
+
+# --- records and inputs: boundaries the mutation run found unchecked ---------------------
+
+
+def stored_ledger() -> CacheLedger:
+    read_row = attrs.evolve(fake_row(1, lifetime="1h", length=2048, expires=T0 + 3000), last_read=T0 - 10)
+    rows = {row.certificate: row for row in (read_row, fake_row(2, length=None))}
+    return CacheLedger(rows=rows, watermark=T0 + 5, max_rows=7)
+
+
+def test_records_round_trip_every_field_without_evidence() -> None:
+    ledger = stored_ledger()
+    records = ledger.to_records()
+    assert set(records) == {"rows", "watermark", "max_rows"}
+    assert (records["watermark"], records["max_rows"]) == (T0 + 5, 7)
+    assert CacheLedger.from_records(records) == ledger.without_evidence()
+    unmarked = CacheLedger.from_records({**records, "watermark": None})
+    assert unmarked.watermark is None and len(unmarked) == 2
+    assert CacheLedger.from_records({"rows": records["rows"]}).max_rows == MAX_ROWS
+
+
+@pytest.mark.parametrize("rows", [None, "rows", {"a": 1}, 3])
+def test_records_whose_rows_are_not_a_list_give_an_empty_ledger(rows: object) -> None:
+    assert len(CacheLedger.from_records({"rows": rows})) == 0
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"certificate": 123}, "not a string"),
+        ({"certificate": "ab"}, "not 64 characters"),
+        ({"last_marked": "yesterday"}, "not a time"),
+        ({"last_read": float("nan")}, "not a finite time"),
+        ({"expires_at": None}, "not a time"),
+        ({"tier": "nowhere"}, "not a tier"),
+    ],
+)
+def test_a_stored_row_of_the_wrong_shape_is_dropped_and_the_rest_kept(change: dict, why: str) -> None:
+    records = stored_ledger().to_records()
+    records["rows"][0] = {**records["rows"][0], **change}
+    restored = CacheLedger.from_records(records)
+    assert len(restored) == 1, why
+    assert restored.get(f"{2:064x}") == attrs.evolve(fake_row(2, length=None), seen=())
+    missing = {k: v for k, v in stored_ledger().to_records()["rows"][0].items() if k != "last_read"}
+    assert len(CacheLedger.from_records({"rows": [missing]})) == 0
+
+
+def test_bad_records_and_times_are_refused_by_name() -> None:
+    with pytest.raises(CacheInputError, match=r"^ledger records are list, expected a mapping$"):
+        CacheLedger.from_records([])  # type: ignore[arg-type]
+    with pytest.raises(CacheInputError, match=r"^ledger watermark 'soon' is not a finite time in seconds$"):
+        CacheLedger.from_records({"watermark": "soon"})
+    for bad in ("later", float("inf"), True):
+        with pytest.raises(CacheInputError, match=rf"^now {bad!r} is not a finite time in seconds$"):
+            stored_ledger().pruned(bad)  # type: ignore[arg-type]
+
+
+def test_an_empty_ledger_keeps_its_bound() -> None:
+    assert CacheLedger.empty(max_rows=3) == CacheLedger(rows={}, watermark=None, max_rows=3)
+
+
+def test_one_row_over_the_bound_is_evicted_and_an_unknown_length_counts_shortest() -> None:
+    known = fake_row(1, length=1, expires=T0 + 50)
+    unknown = fake_row(2, length=None, expires=T0 + 100)
+    records = CacheLedger(rows={r.certificate: r for r in (known, unknown)}).to_records()
+    assert len(CacheLedger.from_records(records)) == 2
+    bounded = CacheLedger.from_records({**records, "max_rows": 1})
+    assert [row.certificate for row in bounded.rows.values()] == [known.certificate]
+    assert bounded.watermark == T0 + 100
