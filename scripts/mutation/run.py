@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[2]
 WORK = ROOT / "build" / "mutation"
 EQUIVALENT = Path(__file__).resolve().parent / "equivalent.toml"
 CAUGHT = ("killed", "timeout", "caught by type check")
+NOT_RUN = "not checked"  # a run stopped before it reached the mutant
 COPIED = ("runtime", "actors", "signals", "tests", "scenarios", "docs", "README.md", "pyproject.toml")
 
 
@@ -217,7 +218,7 @@ def load_equivalent() -> dict[str, dict[str, str]]:
 def report(group: Group, work: Path, listed: dict[str, dict[str, str]], show: bool) -> dict[str, object]:
     found = verdicts(work)
     counts = Counter(found.values())
-    survivors = sorted(name for name, status in found.items() if status not in CAUGHT)
+    survivors = sorted(name for name, status in found.items() if status not in (*CAUGHT, NOT_RUN))
     equivalent: list[str] = []
     stale: list[str] = []
     unexplained: list[str] = []
@@ -230,12 +231,13 @@ def report(group: Group, work: Path, listed: dict[str, dict[str, str]], show: bo
             equivalent.append(name)
         else:
             stale.append(name)
-    scored = len(found) - len(equivalent)
+    scored = len(found) - counts[NOT_RUN] - len(equivalent)
     killed = sum(counts[status] for status in CAUGHT)
     score = 100.0 * killed / scored if scored else 100.0
     summary = {
         "group": group.name,
         "mutants": len(found),
+        "not_run": counts[NOT_RUN],
         "killed": killed,
         "equivalent": len(equivalent),
         "unexplained": len(unexplained),
@@ -284,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
             work = WORK / group.name
             if not (work / "mutants").exists():
                 raise SystemExit(f"[{group.name}] no earlier run under {work} to take the survivors of")
-            again = [name for name, status in verdicts(work).items() if status not in CAUGHT]
+            again = [name for name, status in verdicts(work).items() if status not in (*CAUGHT, NOT_RUN)]
             prepare(group, arguments.source.resolve(), fresh=False)
             if again:
                 run_mutmut(work, arguments.max_children, again)
