@@ -318,6 +318,7 @@ def test_records_round_trip_every_field_without_evidence() -> None:
     records = ledger.to_records()
     assert set(records) == {"rows", "watermark", "max_rows"}
     assert (records["watermark"], records["max_rows"]) == (T0 + 5, 7)
+    assert [row["seen"] for row in records["rows"]] == [{"direct": ME}, {"direct": ME}]
     assert CacheLedger.from_records(records) == ledger.without_evidence()
     unmarked = CacheLedger.from_records({**records, "watermark": None})
     assert unmarked.watermark is None and len(unmarked) == 2
@@ -372,3 +373,46 @@ def test_one_row_over_the_bound_is_evicted_and_an_unknown_length_counts_shortest
     bounded = CacheLedger.from_records({**records, "max_rows": 1})
     assert [row.certificate for row in bounded.rows.values()] == [known.certificate]
     assert bounded.watermark == T0 + 100
+
+
+def test_a_read_of_a_marked_entry_keeps_this_responses_marking_and_later_marks_keep_its_read_time() -> None:
+    first_payload = conversation(1)
+    system = cert(first_payload, ("system", 0))
+    first = place(first_payload, CacheLedger.empty())
+    ledger = CacheLedger.empty().after_response(first, FIRST_USAGE, T0, "direct", ME)
+    assert ledger.get(system).stored_length == 800
+    # The second request reads exactly the stable prefix: the system entry, which it marks again.
+    second = place(conversation(2), ledger, now=T0 + 100)
+    usage = Usage(cache_read_input_tokens=800, cache_write_5m_tokens=500)
+    after = ledger.after_response(second, usage, T0 + 120, "direct", ME)
+    read = after.get(system)
+    assert (read.last_marked, read.last_read, read.expires_at) == (T0 + 120, T0 + 120, T0 + 120 + 3600)
+    assert read.seen == (("direct", ME),)
+    assert read.stored_length == 800  # no one-hour write: the one-hour mark's length stays
+    # A third request marks the system entry again but reads the newer turn: the read time stays.
+    third = place(conversation(3), after, now=T0 + 200)
+    turn = cert(conversation(2), ("messages", 4, 0))
+    usage = Usage(cache_read_input_tokens=after.get(turn).stored_length, cache_write_5m_tokens=60)
+    later = after.after_response(third, usage, T0 + 210, "direct", ME)
+    assert (later.get(system).last_marked, later.get(system).last_read) == (T0 + 210, T0 + 120)
+    assert later.get(system).stored_length == 800
+    assert later.get(turn).last_read == T0 + 210
+
+
+def test_one_token_is_enough_to_record() -> None:
+    payload = conversation(1)
+    placement = place(payload, CacheLedger.empty())
+    ledger = CacheLedger.empty().after_response(placement, Usage(cache_write_5m_tokens=1), T0, "direct", ME)
+    assert len(ledger) == 2
+    one_hour = CacheLedger.empty().after_response(
+        placement, Usage(cache_write_1h_tokens=1, cache_write_5m_tokens=5), T0, "direct", ME
+    )
+    assert one_hour.get(cert(payload, ("system", 0))).stored_length == 1  # read 0 + the one-hour write
+
+
+def test_after_response_names_the_wrong_types() -> None:
+    placement = place(conversation(1), CacheLedger.empty())
+    with pytest.raises(CacheInputError, match=r"^placement is dict, expected a Placement$"):
+        CacheLedger.empty().after_response({}, FIRST_USAGE, T0, "direct", ME)  # type: ignore[arg-type]
+    with pytest.raises(CacheInputError, match=r"^usage is dict, expected runtime.usage.Usage$"):
+        CacheLedger.empty().after_response(placement, {}, T0, "direct", ME)  # type: ignore[arg-type]
