@@ -416,3 +416,20 @@ def test_after_response_names_the_wrong_types() -> None:
         CacheLedger.empty().after_response({}, FIRST_USAGE, T0, "direct", ME)  # type: ignore[arg-type]
     with pytest.raises(CacheInputError, match=r"^usage is dict, expected runtime.usage.Usage$"):
         CacheLedger.empty().after_response(placement, {}, T0, "direct", ME)  # type: ignore[arg-type]
+
+
+def test_a_hit_on_an_entry_expired_at_the_attempt_start_is_still_recorded_as_read() -> None:
+    payload = conversation(3)
+    seen = {"direct": ME}
+    shallow = LedgerRow(cert(payload, ("messages", 2, 0)), "5m", "messages", 900, T0 - 200, None, T0 + 100, seen)
+    deep = LedgerRow(cert(payload, ("messages", 4, 0)), "5m", "messages", 1_400, T0 - 100, None, T0 + 250, seen)
+    ledger = CacheLedger(rows={shallow.certificate: shallow, deep.certificate: deep})
+    placement = place(payload, ledger)
+    assert shallow.certificate in [entry.certificate for entry in placement.landing]
+    assert ("messages", 2, 0) not in [mark.location for mark in placement.marks]
+    # The provider served the shallow entry although it expired before the attempt started.
+    usage = Usage(cache_read_input_tokens=900, cache_write_5m_tokens=700)
+    after = ledger.after_response(placement, usage, T0 + 150, "direct", ME)
+    served = after.get(shallow.certificate)
+    assert served is not None and served.certificate == shallow.certificate
+    assert (served.last_read, served.expires_at, served.stored_length) == (T0 + 150, T0 + 450, 900)
