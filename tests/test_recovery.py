@@ -84,9 +84,9 @@ def test_bad_recovery_requests_name_the_value_and_the_expectation(kwargs: dict, 
     c.task("t")
     c.round([read("a.md", 500)])
     branch = c.branch()
-    index = kwargs.pop("index")
+    rest = {key: value for key, value in kwargs.items() if key != "index"}  # the parameter itself is shared
     with pytest.raises(RecoveryError, match=message):
-        read_result(branch, index, **kwargs)
+        read_result(branch, kwargs["index"], **rest)
 
 
 def test_a_corrupted_original_is_an_error_naming_what_failed_never_wrong_text() -> None:
