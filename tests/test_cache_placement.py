@@ -12,6 +12,7 @@ from runtime.cache.placement import place_marks
 from runtime.cache.record import G1
 from runtime.cache.rows import LedgerRow
 from runtime.cache.tail_skip import TailSkip
+from runtime.usage import Usage
 
 ME = "proc-1"
 OTHER = "proc-0"
@@ -644,3 +645,13 @@ def test_a_skip_with_no_place_records_none():
 
     assert Skipped("turn", "unmarkable").to_dict() == {"role": "turn", "reason": "unmarkable", "location": None}
     assert Skipped("probe", "probe_slots", ("messages", 3, 1)).to_dict()["location"] == ["messages", 3, 1]
+
+
+def test_a_placement_with_no_mark_has_no_deepest_mark():
+    payload = conversation(0, tools=False, system=False)
+    payload["messages"].append(
+        {"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": "s"}]}
+    )
+    placement = place(payload)
+    assert placement.marks == () and placement.deepest_mark() is None
+    assert len(CacheLedger.empty().after_response(placement, Usage(input_tokens=9), NOW, "direct", ME)) == 0
