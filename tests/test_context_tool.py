@@ -143,3 +143,60 @@ def test_the_settled_view_leaves_out_the_round_whose_tools_are_running() -> None
     answered = conversation(running=False)
     answered.answer("All four read.")
     assert settled_view(answered.messages()) == answered.messages()
+
+
+# --- the status page, exactly ------------------------------------------------------------
+
+
+def test_the_status_page_lists_the_newest_notes_and_marks_and_the_five_largest_results() -> None:
+    from runtime.fold.context_tool import status_answer
+    from runtime.messages import Note
+
+    c = Conversation()
+    c.task("Read.")
+    sizes = [700, 3000, 100, 2500, 900, 1800, 400]
+    results = [c.round([("read_file", {"path": f"d/{i}.md"}, synthetic_text(f"d/{i}.md", n))])[1][0]
+               for i, n in enumerate(sizes)]
+    copy = clipped_copy(results[1], index=c.branch().index_of(results[1].id), allowance=1500, bound=None)
+    c.add(copy)
+    notes = [Note(f"note {i}", ("x",) * (i + 1), 1, "tool_io" if i % 2 else "all") for i in range(9)]
+    for note in notes:
+        c.add(note)
+    branch = c.branch()
+    view = [m for m in branch.view() if m.id != results[1].id]  # the copy stands for #4
+    marks = tuple(FoldMark(i, i + 1) for i in range(1, 10))
+    text = status_answer(view=view, record=branch, estimate=12_345, settings=SETTINGS, marks=marks)
+    index = branch.index_of
+    largest = sorted([r for r in view if r in results or r is copy], key=lambda r: len(r.output), reverse=True)[:5]
+    expected = [
+        "context status: about 12345 tokens of a 20000-token ceiling (61%); fold line 16000, target 12000.",
+        f"view: {len(view)} messages of {branch.record_length()} recorded.",
+        "notes in view: 9: " + ", ".join(f"#{index(n.id)} ({n.stage}, {len(n.replaced)} msgs)" for n in notes[1:]),
+        "pending fold marks: " + ", ".join(f"#{m.start}-#{m.end}" for m in marks[1:]),
+        "largest results in view: " + "; ".join(
+            f"{'clipped copy of ' if r is copy else ''}#{index(results[1].id) if r is copy else index(r.id)} "
+            f"read_file {len(r.output)} chars"
+            for r in largest
+        ),
+        "read_result(index, offset, limit<=16000) reads an original exactly; restore(index) brings one back "
+        "if it fits; fold(start, end) marks a span you are done with.",
+    ]
+    assert text == "\n".join(expected)
+    assert copy in largest and results[2] not in largest  # 100 characters: not among the five largest
+
+
+def test_a_status_page_over_its_bound_is_cut_with_an_ellipsis() -> None:
+    from runtime.fold.context_tool import status_answer
+
+    c = Conversation()
+    c.task("Read.")
+    for i in range(5):
+        c.round([(f"tool_with_a_very_long_name_{i}_" + "x" * 300, {"n": i}, synthetic_text(f"t{i}", 500))])
+    branch = c.branch()
+    text = status_answer(view=branch.view(), record=branch, estimate=1, settings=SETTINGS, marks=())
+    assert len(text) == STATUS_MAX_CHARS and text.endswith("...")
+    assert text.startswith("context status: about 1 tokens of a 20000-token ceiling (0%)")
+    short = Conversation()
+    short.task("Read.")
+    exact = status_answer(view=short.branch().view(), record=short.branch(), estimate=1, settings=SETTINGS, marks=())
+    assert not exact.endswith("...") and len(exact) < STATUS_MAX_CHARS
