@@ -108,6 +108,8 @@ GROUPS: tuple[Group, ...] = (
             "tests/test_projection_bound.py",
             "tests/test_reader_policy.py",
             "tests/test_recovery.py",
+            "tests/test_fold_compaction.py",
+            "tests/test_fold_summary_policy.py",
         ),
     ),
 )
