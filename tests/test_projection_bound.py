@@ -221,3 +221,26 @@ def test_canonical_outputs_for_non_mapping_json_are_one_preview_body() -> None:
     value = json.loads(projected.output)
     assert isinstance(value, str) and value.startswith(JSON_PREVIEW_LABEL) and len(value) <= 1500
     assert recovery_text(original) == canonical_json(list(range(3000)))
+
+
+def test_a_request_projection_keeps_an_included_protected_rounds_own_bound() -> None:
+    from types import SimpleNamespace
+
+    from runtime.fold.projection import request_projection
+    from runtime.fold.units import ids_of
+
+    record = Record()
+    record.append(Instruction("task"))
+    kept, other = result(BIG), ToolResult.for_call(ToolCall.create("toolu_2", "run_shell", {"command": "ls"}), BIG)
+    record.append(kept)
+    record.append(other)
+    decided = SimpleNamespace(included=True, result_bound=20_000, member_ids=ids_of([kept]))
+    projection = request_projection(record, 4000, decided)
+    assert projection is not None and projection.frozen == {kept.id: 20_000}
+    assert len(projection.output_of(other)) <= 4000 < len(projection.output_of(kept)) <= 20_000
+    for plain in (None, SimpleNamespace(included=False, result_bound=20_000, member_ids=ids_of([kept])),
+                  SimpleNamespace(included=True, result_bound=4000, member_ids=ids_of([kept]))):
+        unfrozen = request_projection(record, 4000, plain)
+        assert unfrozen is not None and unfrozen.frozen == {} and len(unfrozen.output_of(kept)) <= 4000
+    assert request_projection(record, None, None) is None
+    assert RecordReader(record).index_of(other.id) == 2 and ids_of([kept, other]) == {kept.id, other.id}
