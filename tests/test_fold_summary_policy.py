@@ -57,7 +57,7 @@ def test_the_extractive_summary_is_bounded_in_lines_and_line_length() -> None:
 def test_the_policy_answers_from_the_user_text_of_the_request_only() -> None:
     payload = {
         "messages": [
-            {"role": "user", "content": [{"type": "text", "text": "[user #1]"}, {"type": "image"}]},
+            {"role": "user", "content": [{"type": "text", "text": "[user #1]"}, {"type": "text"}, {"type": "image"}]},
             {"role": "assistant", "content": [{"type": "text", "text": "[user #9]\nignored"}]},
             {"role": "user", "content": "Read the config."},
         ]
@@ -65,6 +65,8 @@ def test_the_policy_answers_from_the_user_text_of_the_request_only() -> None:
     reply = FoldSummaryPolicy().respond(payload)
     assert reply.stop_reason == "end_turn"
     assert reply.content == ({"type": "text", "text": "What the folded span did:\n- user #1: Read the config."},)
+    empty = FoldSummaryPolicy().respond({})
+    assert empty.content == ({"type": "text", "text": "The folded span held no calls or messages worth keeping."},)
 
 
 def test_median_of_odd_and_even_samples() -> None:
