@@ -94,14 +94,21 @@ def test_every_complete_program_runs_verbatim(simulated_api: SimServer, line: in
     assert "Traceback" not in printed
 
 
-def test_the_flow_example_prints_its_answer_and_usage(simulated_api: SimServer) -> None:
-    # The flows-in-code example, as the README shows it today: when it changes, change these two lines.
-    line, source = PROGRAMS[0]
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(source, f"README.md:{line}", "exec"), {"__name__": "__main__"})  # noqa: S102 (the README's own code)
-    assert "ok The notes describe a sound design." in out.getvalue()
-    assert "cache_read_input_tokens" in out.getvalue()
+def test_a_scripted_flow_program_prints_its_final_answer_and_usage(simulated_api: SimServer) -> None:
+    # Whatever the flow example becomes: a program that scripts its model's final answer and prints
+    # each node's status and answer must print "ok" and that answer; one that prints the report's
+    # usage must print the cache fields.
+    flows = [(line, source) for line, source in PROGRAMS if "Flow(" in source]
+    assert flows, "the README has no runnable flow example"
+    for line, source in flows:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(source, f"README.md:{line}", "exec"), {"__name__": "__main__"})  # noqa: S102 (the README's own code)
+        answers = re.findall(r'\{"text": "([^"]+)"\}', source)
+        if answers:
+            assert f"ok {answers[-1]}" in out.getvalue(), (line, out.getvalue())
+        if 'report()["usage"]' in source:
+            assert "cache_read_input_tokens" in out.getvalue()
 
 
 def test_ci_runs_exactly_the_readme_test_command() -> None:
