@@ -133,7 +133,10 @@ def test_restore_is_refused_over_the_ceiling_naming_read_result_and_admitted_und
 
 def test_without_a_fold_every_action_is_an_error_answer() -> None:
     outcome = call(conversation(), {"action": "status"}, settings=None)
-    assert outcome.is_error and "no fold installed" in outcome.text
+    assert outcome.is_error and outcome.text == (
+        "context: this operation has no fold installed (a bounded operation, or no ceiling), "
+        "so there is nothing to read back, restore or mark"
+    )
 
 
 def test_the_settled_view_leaves_out_the_round_whose_tools_are_running() -> None:
@@ -251,6 +254,8 @@ def test_a_restored_range_names_its_span_and_brings_back_each_original() -> None
     assert ranged.text.startswith("restored #3: 2 message(s) back")
     single = call(c, {"action": "restore", "start": 3, "end": 3})
     assert single.rewrite_cause == "restore #3" and single.recovered == {originals[0].id}
+    by_index = call(c, {"action": "restore", "index": 3, "end": 5})  # an index restores one message, end or not
+    assert by_index.rewrite_cause == "restore #3" and by_index.recovered == {originals[0].id}
 
 
 def test_fold_mark_answers_say_when_the_marks_land() -> None:
@@ -320,3 +325,18 @@ def test_the_settled_view_of_a_view_whose_only_response_is_running_is_empty_of_i
     assert settled_view([task, done, answer, running]) == (task, done, answer)
     later = Instruction("Then this.")
     assert settled_view([task, running, later]) == (task,)  # the running round is the last response, not message
+
+
+def test_a_status_page_of_exactly_its_bound_is_not_cut() -> None:
+    from runtime.fold.context_tool import status_answer
+
+    def page(name_chars: int) -> str:
+        c = Conversation()
+        c.task("Read.")
+        c.round([("t" * name_chars, {}, "x")])
+        branch = c.branch()
+        return status_answer(view=branch.view(), record=branch, estimate=1, settings=SETTINGS, marks=())
+
+    base = page(10)
+    exact = page(10 + STATUS_MAX_CHARS - len(base))
+    assert len(exact) == STATUS_MAX_CHARS and exact.endswith("marks a span you are done with.")

@@ -70,6 +70,7 @@ def test_a_failed_compaction_summary_still_folds_with_a_note_saying_so() -> None
     plan, needs = plan_compaction(c, lambda need: SummaryResult(failure="the summary request failed"))
     assert len(needs) == 1
     (note,) = plan.added
+    assert isinstance(note, Note) and note.stage == "compaction"
     assert "(No summary: the summary request failed.)" in note.text
     assert plan.view_ids[1] == note.id and plan.view_ids[2:] == tuple(undelivered)
 
@@ -90,3 +91,27 @@ def test_nothing_delivered_but_the_task_asks_for_no_summary() -> None:
     c.round([read("src/only.py", 900)])
     plan, needs = plan_compaction(c, None)  # run_planner fails on any summary request
     assert needs == [] and plan.view_ids == tuple(c.view) and plan.added == () and plan.passes == ()
+
+
+def test_a_unit_that_is_all_that_was_delivered_is_still_taken() -> None:
+    c, _ = history()
+    branch = c.branch()
+    first_round = set(c.view[1:3])  # the first call and its result: a unit of their own
+    estimate = measurer_for(branch, counter=COUNTER).estimate(branch.view())
+    settings = FoldSettings(ceiling=int(estimate / 0.85), strategy="compaction")
+    fold = fold_input(branch, settings, delivered=frozenset(first_round))
+    planner = FoldPlanner(fold, measurer_for(branch, counter=COUNTER))
+    _, needs = run_planner(planner, lambda need: SummaryResult(text="s"))
+    assert [set(need.span_ids) for need in needs] == [first_round]
+
+
+def test_compaction_measures_the_view_again_at_the_scale_its_summary_left() -> None:
+    c, _ = history()
+    branch = c.branch()
+    measurer = measurer_for(branch, counter=COUNTER)
+    settings = FoldSettings(ceiling=int(measurer.estimate(branch.view()) / 0.85), strategy="compaction")
+    raised = measurer.with_scale(1.25)
+    planner = FoldPlanner(fold_input(branch, settings), measurer)
+    plan, _ = run_planner(planner, lambda need: SummaryResult(text="short"), measurer=raised)
+    (record,) = plan.passes
+    assert record.estimate_before == raised.estimate(branch.view()) > measurer.estimate(branch.view())

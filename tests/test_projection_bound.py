@@ -242,5 +242,7 @@ def test_a_request_projection_keeps_an_included_protected_rounds_own_bound() -> 
                   SimpleNamespace(included=True, result_bound=4000, member_ids=ids_of([kept]))):
         unfrozen = request_projection(record, 4000, plain)
         assert unfrozen is not None and unfrozen.frozen == {} and len(unfrozen.output_of(kept)) <= 4000
+    undecided = SimpleNamespace(result_bound=20_000, member_ids=ids_of([kept]))  # no "included": not included
+    assert request_projection(record, 4000, undecided).frozen == {}
     assert request_projection(record, None, None) is None
     assert RecordReader(record).index_of(other.id) == 2 and ids_of([kept, other]) == {kept.id, other.id}
