@@ -168,7 +168,12 @@ def run_mutmut(work: Path, max_children: int, names: list[str] | None = None) ->
 
 
 def verdicts(work: Path) -> dict[str, str]:
-    """Every mutant's status as mutmut recorded it, read from its .meta files."""
+    """Every mutant's status as mutmut recorded it, read from its .meta files.
+
+    A mutant caught by an earlier run whose verdict mutmut dropped when a later
+    ``--survivors`` run changed the group's test list stays caught (the tests
+    only grow): those verdicts are kept in ``caught-earlier.json``.
+    """
     from mutmut.stats import status_by_exit_code
 
     found: dict[str, str] = {}
@@ -176,6 +181,11 @@ def verdicts(work: Path) -> dict[str, str]:
         data = json.loads(meta.read_text(encoding="utf-8"))
         for name, exit_code in data.get("exit_code_by_key", {}).items():
             found[name] = status_by_exit_code[exit_code]
+    earlier = work / "caught-earlier.json"
+    if earlier.exists():
+        for name, status in json.loads(earlier.read_text(encoding="utf-8")).items():
+            if found.get(name) == NOT_RUN:
+                found[name] = status
     return found
 
 
@@ -288,12 +298,16 @@ def main(argv: list[str] | None = None) -> int:
             work = WORK / group.name
             if not (work / "mutants").exists():
                 raise SystemExit(f"[{group.name}] no earlier run under {work} to take the survivors of")
-            again = [name for name, status in verdicts(work).items() if status not in (*CAUGHT, NOT_RUN)]
+            previous = verdicts(work)
+            caught = {name: status for name, status in previous.items() if status in CAUGHT}
+            (work / "caught-earlier.json").write_text(json.dumps(caught, indent=1), encoding="utf-8")
+            again = [name for name, status in previous.items() if status not in (*CAUGHT, NOT_RUN)]
             prepare(group, arguments.source.resolve(), fresh=False)
             if again:
                 run_mutmut(work, arguments.max_children, again)
         else:
             work = prepare(group, arguments.source.resolve(), fresh=not arguments.keep)
+            (work / "caught-earlier.json").unlink(missing_ok=True)
             run_mutmut(work, arguments.max_children)
         summaries.append(report(group, work, listed, arguments.show))
     return 0 if all(summary["unexplained"] == 0 and summary["stale"] == 0 for summary in summaries) else 1
