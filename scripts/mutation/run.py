@@ -307,7 +307,8 @@ def main(argv: list[str] | None = None) -> int:
                 run_mutmut(work, arguments.max_children, again)
         else:
             work = prepare(group, arguments.source.resolve(), fresh=not arguments.keep)
-            (work / "caught-earlier.json").unlink(missing_ok=True)
+            if not arguments.keep:
+                (work / "caught-earlier.json").unlink(missing_ok=True)
             run_mutmut(work, arguments.max_children)
         summaries.append(report(group, work, listed, arguments.show))
     return 0 if all(summary["unexplained"] == 0 and summary["stale"] == 0 for summary in summaries) else 1
