@@ -99,3 +99,35 @@ def test_a_measurer_at_another_scale_scales_the_same_count() -> None:
     counted = measurer.measure(branch.view()).counted
     assert measurer.with_scale(1.5).estimate(branch.view()) == math.ceil(counted * 1.5)
     assert measurer.with_scale(1.5).scale == 1.5 and measurer.scale == 1.0
+
+
+def test_the_first_round_decision_records_everything_it_was_decided_on() -> None:
+    from runtime.canonical import sha256_hex
+    from runtime.fold.protected import decide
+
+    c = Conversation()
+    c.task("Read.")
+    call, results = c.round([("read_file", {"path": "a.md"}, synthetic_text("a.md", 400))])
+    members = [call, *results]
+    decision = decide(
+        members, estimate_of=lambda ms: 150, ceiling=1_500, scale=1.25, result_bound=4_096, now=7, by="br-1"
+    )
+    assert (decision.included, decision.member_ids, decision.ceiling, decision.budget, decision.size) == (
+        True, (call.id, results[0].id), 1_500, 150, 150
+    )
+    assert decision.digest == sha256_hex("\n".join(m.sha256 for m in members))
+    recorded = (decision.scale, decision.result_bound, decision.decided_at, decision.decided_by)
+    assert recorded == (1.25, 4_096, 7.0, "br-1")
+    assert isinstance(decision.decided_at, float)
+    over = decide(members, estimate_of=lambda ms: 151, ceiling=1_500, scale=1.0, result_bound=None, now=0, by="br-1")
+    assert over.included is False and over.result_bound is None
+
+
+def test_messages_alone_are_measured_under_the_measurers_result_bound() -> None:
+    c = Conversation()
+    c.task("Read.")
+    call, results = c.round([("read_file", {"path": "a.md"}, synthetic_text("a.md", 20_000))])
+    branch = c.branch()
+    bounded = measurer_for(branch, counter=TokenCounter(), bound=2_000)
+    unbounded = measurer_for(branch, counter=TokenCounter())
+    assert bounded.messages_estimate([call, *results]) < unbounded.messages_estimate([call, *results]) / 4
