@@ -8,6 +8,7 @@ pytest-trio directly with ``@pytest.mark.trio``.
 from __future__ import annotations
 
 import pytest
+from hypothesis import settings
 
 from runtime.logs import configure_logging
 
@@ -18,3 +19,9 @@ configure_logging(level="warning")
 @pytest.fixture(params=["asyncio", "trio"])
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     return request.param
+
+
+# The mutation runs (scripts/mutation/run.py) use this profile: no deadline, so a
+# slow mutant under load is not counted as killed, and derandomized, so a verdict
+# is the same on every run.
+settings.register_profile("mutation", deadline=None, derandomize=True, database=None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from runtime.cache.certificates import certify
@@ -301,3 +302,134 @@ def test_the_ledger_is_immutable():
         ledger.rows["x"] = fake_row(2)  # type: ignore[index]
     with pytest.raises(AttributeError):
         ledger.watermark = 3.0  # type: ignore[misc]
+
+
+# --- records and inputs: boundaries the mutation run found unchecked ---------------------
+
+
+def stored_ledger() -> CacheLedger:
+    read_row = attrs.evolve(fake_row(1, lifetime="1h", length=2048, expires=T0 + 3000), last_read=T0 - 10)
+    rows = {row.certificate: row for row in (read_row, fake_row(2, length=None))}
+    return CacheLedger(rows=rows, watermark=T0 + 5, max_rows=7)
+
+
+def test_records_round_trip_every_field_without_evidence() -> None:
+    ledger = stored_ledger()
+    records = ledger.to_records()
+    assert set(records) == {"rows", "watermark", "max_rows"}
+    assert (records["watermark"], records["max_rows"]) == (T0 + 5, 7)
+    assert [row["seen"] for row in records["rows"]] == [{"direct": ME}, {"direct": ME}]
+    assert CacheLedger.from_records(records) == ledger.without_evidence()
+    unmarked = CacheLedger.from_records({**records, "watermark": None})
+    assert unmarked.watermark is None and len(unmarked) == 2
+    assert CacheLedger.from_records({"rows": records["rows"]}).max_rows == MAX_ROWS
+
+
+@pytest.mark.parametrize("rows", [None, "rows", {"a": 1}, 3])
+def test_records_whose_rows_are_not_a_list_give_an_empty_ledger(rows: object) -> None:
+    assert len(CacheLedger.from_records({"rows": rows})) == 0
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"certificate": 123}, "not a string"),
+        ({"certificate": "ab"}, "not 64 characters"),
+        ({"last_marked": "yesterday"}, "not a time"),
+        ({"last_read": float("nan")}, "not a finite time"),
+        ({"expires_at": None}, "not a time"),
+        ({"tier": "nowhere"}, "not a tier"),
+    ],
+)
+def test_a_stored_row_of_the_wrong_shape_is_dropped_and_the_rest_kept(change: dict, why: str) -> None:
+    records = stored_ledger().to_records()
+    records["rows"][0] = {**records["rows"][0], **change}
+    restored = CacheLedger.from_records(records)
+    assert len(restored) == 1, why
+    assert restored.get(f"{2:064x}") == attrs.evolve(fake_row(2, length=None), seen=())
+    missing = {k: v for k, v in stored_ledger().to_records()["rows"][0].items() if k != "last_read"}
+    assert len(CacheLedger.from_records({"rows": [missing]})) == 0
+
+
+def test_bad_records_and_times_are_refused_by_name() -> None:
+    with pytest.raises(CacheInputError, match=r"^ledger records are list, expected a mapping$"):
+        CacheLedger.from_records([])  # type: ignore[arg-type]
+    with pytest.raises(CacheInputError, match=r"^ledger watermark 'soon' is not a finite time in seconds$"):
+        CacheLedger.from_records({"watermark": "soon"})
+    for bad in ("later", float("inf"), True):
+        with pytest.raises(CacheInputError, match=rf"^now {bad!r} is not a finite time in seconds$"):
+            stored_ledger().pruned(bad)  # type: ignore[arg-type]
+
+
+def test_an_empty_ledger_keeps_its_bound() -> None:
+    assert CacheLedger.empty(max_rows=3) == CacheLedger(rows={}, watermark=None, max_rows=3)
+
+
+def test_one_row_over_the_bound_is_evicted_and_an_unknown_length_counts_shortest() -> None:
+    known = fake_row(1, length=1, expires=T0 + 50)
+    unknown = fake_row(2, length=None, expires=T0 + 100)
+    records = CacheLedger(rows={r.certificate: r for r in (known, unknown)}).to_records()
+    assert len(CacheLedger.from_records(records)) == 2
+    bounded = CacheLedger.from_records({**records, "max_rows": 1})
+    assert [row.certificate for row in bounded.rows.values()] == [known.certificate]
+    assert bounded.watermark == T0 + 100
+
+
+def test_a_read_of_a_marked_entry_keeps_this_responses_marking_and_later_marks_keep_its_read_time() -> None:
+    first_payload = conversation(1)
+    system = cert(first_payload, ("system", 0))
+    first = place(first_payload, CacheLedger.empty())
+    ledger = CacheLedger.empty().after_response(first, FIRST_USAGE, T0, "direct", ME)
+    assert ledger.get(system).stored_length == 800
+    # The second request reads exactly the stable prefix: the system entry, which it marks again.
+    second = place(conversation(2), ledger, now=T0 + 100)
+    usage = Usage(cache_read_input_tokens=800, cache_write_5m_tokens=500)
+    after = ledger.after_response(second, usage, T0 + 120, "direct", ME)
+    read = after.get(system)
+    assert (read.last_marked, read.last_read, read.expires_at) == (T0 + 120, T0 + 120, T0 + 120 + 3600)
+    assert read.seen == (("direct", ME),)
+    assert read.stored_length == 800  # no one-hour write: the one-hour mark's length stays
+    # A third request marks the system entry again but reads the newer turn: the read time stays.
+    third = place(conversation(3), after, now=T0 + 200)
+    turn = cert(conversation(2), ("messages", 4, 0))
+    usage = Usage(cache_read_input_tokens=after.get(turn).stored_length, cache_write_5m_tokens=60)
+    later = after.after_response(third, usage, T0 + 210, "direct", ME)
+    assert (later.get(system).last_marked, later.get(system).last_read) == (T0 + 210, T0 + 120)
+    assert later.get(system).stored_length == 800
+    assert later.get(turn).last_read == T0 + 210
+
+
+def test_one_token_is_enough_to_record() -> None:
+    payload = conversation(1)
+    placement = place(payload, CacheLedger.empty())
+    ledger = CacheLedger.empty().after_response(placement, Usage(cache_write_5m_tokens=1), T0, "direct", ME)
+    assert len(ledger) == 2
+    one_hour = CacheLedger.empty().after_response(
+        placement, Usage(cache_write_1h_tokens=1, cache_write_5m_tokens=5), T0, "direct", ME
+    )
+    assert one_hour.get(cert(payload, ("system", 0))).stored_length == 1  # read 0 + the one-hour write
+
+
+def test_after_response_names_the_wrong_types() -> None:
+    placement = place(conversation(1), CacheLedger.empty())
+    with pytest.raises(CacheInputError, match=r"^placement is dict, expected a Placement$"):
+        CacheLedger.empty().after_response({}, FIRST_USAGE, T0, "direct", ME)  # type: ignore[arg-type]
+    with pytest.raises(CacheInputError, match=r"^usage is dict, expected runtime.usage.Usage$"):
+        CacheLedger.empty().after_response(placement, {}, T0, "direct", ME)  # type: ignore[arg-type]
+
+
+def test_a_hit_on_an_entry_expired_at_the_attempt_start_is_still_recorded_as_read() -> None:
+    payload = conversation(3)
+    seen = {"direct": ME}
+    shallow = LedgerRow(cert(payload, ("messages", 2, 0)), "5m", "messages", 900, T0 - 200, None, T0 + 100, seen)
+    deep = LedgerRow(cert(payload, ("messages", 4, 0)), "5m", "messages", 1_400, T0 - 100, None, T0 + 250, seen)
+    ledger = CacheLedger(rows={shallow.certificate: shallow, deep.certificate: deep})
+    placement = place(payload, ledger)
+    assert shallow.certificate in [entry.certificate for entry in placement.landing]
+    assert ("messages", 2, 0) not in [mark.location for mark in placement.marks]
+    # The provider served the shallow entry although it expired before the attempt started.
+    usage = Usage(cache_read_input_tokens=900, cache_write_5m_tokens=700)
+    after = ledger.after_response(placement, usage, T0 + 150, "direct", ME)
+    served = after.get(shallow.certificate)
+    assert served is not None and served.certificate == shallow.certificate
+    assert (served.last_read, served.expires_at, served.stored_length) == (T0 + 150, T0 + 450, 900)

@@ -12,6 +12,7 @@ from runtime.cache.placement import place_marks
 from runtime.cache.record import G1
 from runtime.cache.rows import LedgerRow
 from runtime.cache.tail_skip import TailSkip
+from runtime.usage import Usage
 
 ME = "proc-1"
 OTHER = "proc-0"
@@ -616,3 +617,41 @@ def test_mark_values_are_checked():
     with pytest.raises(CacheInputError, match="mark role 'boss'"):
         Mark(("messages", 0, 0), "5m", "boss")  # type: ignore[arg-type]
     assert Mark(["messages", 0, 0], "5m", "turn").location == ("messages", 0, 0)  # type: ignore[arg-type]
+
+
+def test_the_placement_record_names_every_field_of_its_entries_and_skips():
+    previous = conversation(1)
+    payload = conversation(4)
+    entry = row_for(previous, ("messages", 2, 0), lifetime="1h", length=1_234)
+    placement = place(payload, ledger_of(entry), anchors=[("messages", 0, 0), ("messages", 2, 0), ("messages", 4, 0)])
+    record = placement.to_record()
+    assert set(record) == {"intent", "marks", "landing", "g1", "read_target", "skipped"}
+    assert record["intent"] == placement.intent
+    assert record["landing"][0] == {
+        "certificate": entry.certificate,
+        "location": ["messages", 2, 0],
+        "lifetime": "1h",
+        "stored_length": 1_234,
+        "expires_at": entry.expires_at,
+        "established_routes": ["direct"],
+    }
+    skips = [{"role": s.role, "reason": s.reason, "location": list(s.location)} for s in placement.skipped]
+    assert record["skipped"] == skips
+    assert record["skipped"] and all(skip["location"] is not None for skip in record["skipped"])
+
+
+def test_a_skip_with_no_place_records_none():
+    from runtime.cache.record import Skipped
+
+    assert Skipped("turn", "unmarkable").to_dict() == {"role": "turn", "reason": "unmarkable", "location": None}
+    assert Skipped("probe", "probe_slots", ("messages", 3, 1)).to_dict()["location"] == ["messages", 3, 1]
+
+
+def test_a_placement_with_no_mark_has_no_deepest_mark():
+    payload = conversation(0, tools=False, system=False)
+    payload["messages"].append(
+        {"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": "s"}]}
+    )
+    placement = place(payload)
+    assert placement.marks == () and placement.deepest_mark() is None
+    assert len(CacheLedger.empty().after_response(placement, Usage(input_tokens=9), NOW, "direct", ME)) == 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -134,3 +135,39 @@ def test_a_stable_segment_change_is_the_whole_rewrite_and_names_what_changed() -
         0, "stable segment changed: system text"
     )
     assert find_rewrite((), (), stable_b, digests_b, None) is None  # the first request rewrites nothing
+
+
+# --- errors name the message they are about ----------------------------------------------
+
+
+def _two_messages(second_content: object) -> dict:
+    return {
+        "model": "m",
+        "messages": [
+            {"role": "user", "content": "the task"},
+            {"role": "assistant", "content": second_content},
+        ],
+    }
+
+
+def test_a_malformed_message_on_either_side_is_named_by_its_index():
+    from runtime.cache.errors import CacheInputError
+
+    good = _two_messages([{"type": "text", "text": "ok"}])
+    named = r"^messages\[1\]\.content is int, expected a string or a list of blocks$"
+    with pytest.raises(CacheInputError, match=named):
+        first_divergence(_two_messages(5), good)
+    with pytest.raises(CacheInputError, match=named):
+        first_divergence(good, _two_messages(5))
+
+
+def test_block_at_names_a_missing_message_and_a_malformed_one():
+    from runtime.cache.blocks import block_at
+    from runtime.cache.errors import CacheInputError
+
+    payload = _two_messages(5)
+    with pytest.raises(CacheInputError, match=r"^location \('messages', 2, 0\): the payload has 2 messages$"):
+        block_at(payload, ("messages", 2, 0))
+    with pytest.raises(CacheInputError, match=r"^messages\[1\]\.content is int"):
+        block_at(payload, ("messages", 1, 0))
+    assert block_at(payload, ("messages", 0, 0)) == {"type": "text", "text": "the task"}

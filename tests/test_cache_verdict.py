@@ -157,3 +157,33 @@ def test_the_verdict_dict():
         "hit": "identified",
         "hit_certificate": verdict.hit_certificate,
     }
+
+
+# --- boundaries the mutation run found unchecked ---------------------------------------
+
+
+def test_bad_attempt_starts_and_usages_are_refused_by_name():
+    p = conversation(2)
+    placement = placed(p, row(p, ("messages", 2, 0)))
+    for bad in ("soon", float("nan"), True):
+        with pytest.raises(CacheInputError, match=rf"^attempt_start {bad!r} is not a finite time$"):
+            evaluate_read(placement, Usage(), attempt_start=bad)  # type: ignore[arg-type]
+    with pytest.raises(CacheInputError, match=r"^usage is dict, expected runtime.usage.Usage or None$"):
+        evaluate_read(placement, {"cache_read_input_tokens": 1})  # type: ignore[arg-type]
+
+
+def test_a_read_of_one_token_matching_an_entry_is_identified():
+    p = conversation(2)
+    entry = row(p, ("messages", 2, 0), length=1)
+    verdict = evaluate_read(placed(p, entry), Usage(cache_read_input_tokens=1))
+    assert (verdict.hit, verdict.hit_certificate) == ("identified", entry.certificate)
+
+
+def test_without_the_read_guarantee_a_read_gets_no_read_label():
+    p = conversation(2)
+    target = row(p, ("messages", 2, 0), length=1_000)
+    ledger = CacheLedger(rows={target.certificate: target}, watermark=NOW + 1_000)  # an eviction not yet expired
+    placement = place_marks(p, ledger=ledger, now=NOW, route="direct", process_id=ME)
+    assert placement.g1.status != "met"
+    verdict = evaluate_read(placement, Usage(cache_read_input_tokens=10))
+    assert verdict.read is None

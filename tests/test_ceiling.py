@@ -308,3 +308,42 @@ def test_large_thresholds_read_as_whole_numbers() -> None:
         "reaches 33333.30 (0.333333 x ceiling 100000)"
         in decide(m(40_000), CEILING, can_fold=False, notice_at=0.333333).reason
     )
+
+
+# --- boundaries the mutation run found unchecked ---------------------------------------
+
+
+def test_unset_reads_as_unset() -> None:
+    assert repr(UNSET) == "UNSET"
+
+
+def test_none_says_where_it_came_from() -> None:
+    assert resolve(HAIKU, profile="none").reason == 'profile max_input_tokens is "none": no ceiling'
+    assert resolve(HAIKU, configured="none").reason == 'model max_input_tokens is "none": no ceiling'
+
+
+def test_a_call_auto_that_lowers_the_ceiling_names_itself_and_what_it_lowered() -> None:
+    lowered = resolve(HAIKU, profile=150_000, call="auto")
+    assert (lowered.ceiling, lowered.source, lowered.tier) == (100_000, "call", 0)
+    assert lowered.reason == (
+        "auto (call): first price tier of claude-haiku-5-5 ends at 100000 prompt tokens, "
+        "below 150000 (profile max_input_tokens: 150000)"
+    )
+
+
+def test_fractions_of_one_are_allowed_and_mean_the_ceiling_itself() -> None:
+    resolved = resolve(HAIKU, profile=1_000)
+    at_ceiling = decide(Measurement(1_000, 1.0, 1_000, ()), resolved, can_fold=True, fold_at=1, notice_at=1.0)
+    assert at_ceiling.action == "fold"
+    assert at_ceiling.reason == "estimate 1000 reaches the fold line 1000 (1 x ceiling 1000)"
+    below = decide(Measurement(999, 1.0, 999, ()), resolved, can_fold=False, notice_at=1)
+    assert below.action == "pass"
+
+
+def test_the_notice_line_text_is_exact_and_a_ceiling_of_one_is_a_ceiling() -> None:
+    assert notice_line(Measurement(17_000, 1.0, 17_000, ()), 20_000) == (
+        "[context] This request is about 17000 tokens, 85% of its 20000-token ceiling. Your context tool can "
+        "reduce it: fold marks spans to fold, read_result reads a folded original in ranges, restore brings "
+        "one back when it fits."
+    )
+    assert "about 1 tokens, 100% of its 1-token ceiling" in notice_line(Measurement(1, 1.0, 1, ()), 1)

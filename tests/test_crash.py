@@ -1,14 +1,19 @@
-"""Crash safety: SIGKILL a real process at random points of a run that folds; resume completes it.
+"""Crash safety: SIGKILL a real process at many points of a run that folds; resume completes it.
 
-Each case runs ``foldline``'s store commands in a subprocess. Kills land two ways:
+A driver process (``python tests/test_crash.py serve DIR SCENARIO``, started once
+per module) runs the uninterrupted reference run, then forks one child process
+per store command the tests ask for, so a case pays for a run, not for Python
+and the SDK starting. Kills land two ways:
 
-- at a chosen SQL statement of the store's writer (the process kills itself
-  with SIGKILL right before executing it, so the kill falls inside a
-  transaction, with one unit per transaction so every unit boundary is a
-  candidate); the statements are drawn at random from a seeded generator;
-- from outside, at a random moment while the run writes its store.
+- at a chosen SQL statement of the store's writer (the child kills itself with
+  SIGKILL right before executing it, so the kill falls inside a transaction,
+  with one unit per transaction so every unit boundary is a candidate); the
+  statements are drawn from a seeded generator, one from each of equal slices
+  of the reference run's statements, so they are distinct and spread over the
+  whole run; every failure names its statement, the statement count and the seed;
+- from outside, at a seeded moment while the run writes its store.
 
-After ``resume`` (itself killed and resumed once), the run must equal an
+After ``resume`` (itself killed and resumed once), the run must equal the
 uninterrupted one: the same requests per node (by digest, in order), the same
 records (by content, byte for byte, every message passing its SHA-256; the
 folds' notes and clipped copies included), the same usage totals with no
@@ -17,14 +22,18 @@ from other events, such as fold commits, may miss an event the kill caught
 between its batch and its own write; requests and usage may not.)
 """
 
+
 from __future__ import annotations
 
+import itertools
+import json
 import os
 import random
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -103,13 +112,14 @@ script = [{ text = "Summary." }]
 """
 
 
-def driver(argv: list[str]) -> int:
-    """``python tests/test_crash.py KILL_AT COMMAND ARGS...``: run a store command, SIGKILLed at statement KILL_AT (0: never)."""
-    kill_at = int(argv[0])
-    from runtime.store import writer
-    from runtime.cli.store import main
+KILL_SEED = 20261130
+# Slices of the reference run's statements: one kill point is drawn in each (plus the very first statement).
+KILL_SLICES = 24
+EXTERNAL_KILLS = 4
 
-    writer.MAX_UNITS_PER_TRANSACTION = 1
+
+def _execute_counting(kill_at: int) -> Any:
+    """The writer's ``execute_unit``, counting statements and SIGKILLing the process before statement ``kill_at``."""
     executed = 0
 
     def execute_unit(self: Any, connection: Any, unit: Any) -> None:
@@ -120,17 +130,67 @@ def driver(argv: list[str]) -> int:
                 os.kill(os.getpid(), signal.SIGKILL)
             connection.execute(sql, params)
 
+    return execute_unit, lambda: executed
+
+
+def _child(kill_at: int, argv: list[str], log: str) -> None:
+    """In a forked child: run one store command (SIGKILLed at statement ``kill_at``, 0 = never), then exit."""
+    from runtime.store import writer
+    from runtime.cli.store import main
+
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    execute_unit, executed = _execute_counting(kill_at)
     writer.SqliteWriter.execute_unit = execute_unit  # type: ignore[method-assign]
-    code = main(argv[1:])
-    print(f"statements executed: {executed}", file=sys.stderr)
-    return code
+    code = 1
+    try:
+        code = main(argv)
+        print(f"statements executed: {executed()}", file=sys.stderr)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
 
-def store_command(kill_at: int, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, __file__, str(kill_at), *args],
-        capture_output=True, text=True, timeout=timeout, check=False,
-    )
+def _wait(pid: int) -> int:
+    _, status = os.waitpid(pid, 0)
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
+def _serve_job(job: dict[str, Any]) -> dict[str, Any]:
+    """Fork a child for one store command; kill it from outside after ``kill_after`` seconds if asked."""
+    pid = os.fork()
+    if pid == 0:
+        _child(int(job.get("kill_at", 0)), job["argv"], job["log"])
+    if "kill_after" in job:
+        watched, deadline = Path(job["wait_for"]), time.monotonic() + 60
+        while not watched.exists() and time.monotonic() < deadline:
+            time.sleep(0.001)
+        time.sleep(float(job["kill_after"]))
+        os.kill(pid, signal.SIGKILL)
+    returncode = _wait(pid)
+    return {"returncode": returncode, "log": Path(job["log"]).read_text(encoding="utf-8", errors="replace")}
+
+
+def serve(directory: Path, scenario: Path) -> int:
+    """The driver: run the reference in this process (which also loads every module the children need),
+    report its statement count, then serve jobs, one JSON object a line on stdin, answered on stdout."""
+    import contextlib
+    import io
+
+    from runtime.store import writer
+    from runtime.cli.store import main
+
+    execute_unit, executed = _execute_counting(0)
+    writer.SqliteWriter.execute_unit = execute_unit  # type: ignore[method-assign]
+    store = directory / "full.db"
+    with contextlib.redirect_stdout(io.StringIO()):
+        code = main(["run", str(scenario), "--store", str(store), "--quiet"])
+    print(json.dumps({"returncode": code, "statements": executed(), "store": str(store)}), flush=True)
+    for line in sys.stdin:
+        print(json.dumps(_serve_job(json.loads(line))), flush=True)
+    return 0
 
 
 def content_by_index(branch: Any) -> list[str]:
@@ -176,78 +236,136 @@ def outcome_of(store: Path) -> dict[str, Any]:
     }
 
 
+class Driver:
+    """The module's driver process: one store command a call, each in a fresh forked process."""
+
+    def __init__(self, directory: Path, scenario: Path) -> None:
+        self.directory = directory
+        self.scenario = scenario
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "serve", str(directory), str(scenario)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+        first = self._read()
+        assert first["returncode"] == 0, first
+        self.statements: int = first["statements"]
+        self.reference = Path(first["store"])
+        self._jobs = 0
+
+    def _read(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        assert line, f"the crash driver exited with {self.process.wait()}"
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def command(self, *argv: str, kill_at: int = 0, kill_after: float | None = None) -> dict[str, Any]:
+        """Run ``foldline ARGV`` in a child killed at statement ``kill_at`` or ``kill_after`` seconds after
+        its store appears; return its exit (negative: the signal) and its output."""
+        assert self.process.stdin is not None
+        self._jobs += 1
+        log = str(self.directory / f"job{self._jobs}.log")
+        job: dict[str, Any] = {"argv": list(argv), "kill_at": kill_at, "log": log}
+        if kill_after is not None:
+            job.update(kill_after=kill_after, wait_for=argv[argv.index("--store") + 1])
+        self.process.stdin.write(json.dumps(job) + "\n")
+        self.process.stdin.flush()
+        return self._read()
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        assert self.process.wait(timeout=60) == 0
+
+
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any], int]:
+def driver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Driver]:
     directory = tmp_path_factory.mktemp("crash")
     scenario = directory / "crash.toml"
     scenario.write_text(SCENARIO, encoding="utf-8")
-    done = store_command(0, "run", str(scenario), "--store", str(directory / "full.db"), "--quiet")
-    assert done.returncode == 0, done.stderr
-    statements = int(done.stderr.rsplit("statements executed: ", 1)[1].split()[0])
-    return scenario, outcome_of(directory / "full.db"), statements
+    started = Driver(directory, scenario)
+    yield started
+    started.close()
 
 
-def test_the_uninterrupted_run_folds_and_finishes(uninterrupted: tuple[Path, dict[str, Any], int]) -> None:
-    _, expected, statements = uninterrupted
+@pytest.fixture(scope="module")
+def expected(driver: Driver) -> dict[str, Any]:
+    return outcome_of(driver.reference)
+
+
+def kill_points(statements: int, seed: int = KILL_SEED, slices: int = KILL_SLICES) -> list[int]:
+    """The first statement, then one statement drawn from each of ``slices`` equal slices of the rest."""
+    rng = random.Random(seed)
+    bounds = [2 + (statements - 1) * i // slices for i in range(slices + 1)]
+    return [1] + [rng.randrange(low, high) for low, high in itertools.pairwise(bounds)]
+
+
+def test_kill_points_are_distinct_seeded_and_spread_over_the_run() -> None:
+    points = kill_points(418)
+    assert points == kill_points(418) and points != kill_points(418, seed=KILL_SEED + 1)
+    assert len(set(points)) == len(points) == KILL_SLICES + 1
+    assert points == sorted(points) and points[0] == 1 and points[-1] <= 418
+    assert points[1] < 2 + 418 // KILL_SLICES and points[-1] >= 418 - 418 // KILL_SLICES - 1
+
+
+def test_the_uninterrupted_run_folds_and_finishes(driver: Driver, expected: dict[str, Any]) -> None:
     notes = [r for r in expected["records"]["reader"] if r.startswith('{"first_index"')]
     copies = [r for r in expected["records"]["reader"] if '"clipped_from":' in r and '"clipped_from":null' not in r]
-    assert expected["status"] == "ok" and notes and copies and statements > 200
-
-
-def _kill_points() -> list[float]:
-    # Fractions of the run's statements, drawn once from a seeded generator (plus the very first one).
-    return [0.0] + sorted(random.Random(20261130).uniform(0.02, 0.98) for _ in range(7))
+    assert expected["status"] == "ok" and notes and copies and driver.statements > 200
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fraction", _kill_points())
+@pytest.mark.parametrize("point", range(KILL_SLICES + 1))
 def test_sigkill_at_a_statement_then_resume_equals_the_uninterrupted_run(
-    uninterrupted: tuple[Path, dict[str, Any], int], tmp_path: Path, fraction: float
+    driver: Driver, expected: dict[str, Any], tmp_path: Path, point: int
 ) -> None:
-    scenario, expected, statements = uninterrupted
+    kill_at = kill_points(driver.statements)[point]
+    where = f"kill point {point}: statement {kill_at} of {driver.statements} (seed {KILL_SEED})"
     store = tmp_path / "s.db"
-    kill_at = max(1, int(fraction * statements))
-    killed = store_command(kill_at, "run", str(scenario), "--store", str(store), "--quiet")
-    assert killed.returncode == -signal.SIGKILL, killed.stderr
-    resumed = store_command(0, "resume", str(store), "--quiet")
-    assert resumed.returncode == 0, resumed.stderr
-    assert outcome_of(store) == expected
+    killed = driver.command("run", str(driver.scenario), "--store", str(store), "--quiet", kill_at=kill_at)
+    assert killed["returncode"] == -signal.SIGKILL, f"{where}: {killed}"
+    resumed = driver.command("resume", str(store), "--quiet")
+    assert resumed["returncode"] == 0, f"{where}: {resumed}"
+    assert outcome_of(store) == expected, where
 
 
 @pytest.mark.slow
-def test_a_resume_killed_in_turn_is_resumed_again(uninterrupted: tuple[Path, dict[str, Any], int], tmp_path: Path) -> None:
-    scenario, expected, statements = uninterrupted
+def test_a_resume_killed_in_turn_is_resumed_again(driver: Driver, expected: dict[str, Any], tmp_path: Path) -> None:
     store = tmp_path / "s.db"
-    assert store_command(statements // 3, "run", str(scenario), "--store", str(store), "--quiet").returncode < 0
-    again = store_command(statements // 4, "resume", str(store), "--quiet")
-    assert again.returncode == -signal.SIGKILL, again.stderr
-    resumed = store_command(0, "resume", str(store), "--quiet")
-    assert resumed.returncode == 0, resumed.stderr
-    assert outcome_of(store) == expected
-    replay = store_command(0, "replay", str(store), "--all")
-    assert replay.returncode == 0 and f"{expected['requests'] + len(expected['side_requests'])} of" in replay.stdout
+    first, second = driver.statements // 3, driver.statements // 4
+    where = f"run killed at statement {first}, its resume at statement {second}"
+    killed = driver.command("run", str(driver.scenario), "--store", str(store), "--quiet", kill_at=first)
+    assert killed["returncode"] == -signal.SIGKILL, f"{where}: {killed}"
+    again = driver.command("resume", str(store), "--quiet", kill_at=second)
+    assert again["returncode"] == -signal.SIGKILL, f"{where}: {again}"
+    resumed = driver.command("resume", str(store), "--quiet")
+    assert resumed["returncode"] == 0, f"{where}: {resumed}"
+    assert outcome_of(store) == expected, where
+    replay = driver.command("replay", str(store), "--all")
+    assert replay["returncode"] == 0 and f"{expected['requests'] + len(expected['side_requests'])} of" in replay["log"]
 
 
 @pytest.mark.slow
-def test_sigkill_from_outside_at_random_moments(uninterrupted: tuple[Path, dict[str, Any], int], tmp_path: Path) -> None:
-    scenario, expected, _ = uninterrupted
-    rng = random.Random()
-    for attempt in range(3):
-        store = tmp_path / f"s{attempt}.db"
-        process = subprocess.Popen(
-            [sys.executable, __file__, "0", "run", str(scenario), "--store", str(store), "--quiet"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 60
-        while not store.exists() and process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.005)
-        time.sleep(rng.uniform(0.0, 0.3))
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=60)
-        resumed = store_command(0, "resume", str(store), "--quiet")
-        assert resumed.returncode == 0, resumed.stderr
-        assert outcome_of(store) == expected
+@pytest.mark.parametrize("attempt", range(EXTERNAL_KILLS))
+def test_sigkill_from_outside_at_seeded_moments(
+    driver: Driver, expected: dict[str, Any], tmp_path: Path, attempt: int
+) -> None:
+    # The warm run writes its store for about 0.15 s after creating it: these moments fall inside.
+    moment = random.Random(KILL_SEED + attempt).uniform(0.0, 0.08)
+    where = f"killed from outside {moment:.4f} s after its store appeared (seed {KILL_SEED + attempt})"
+    store = tmp_path / "s.db"
+    killed = driver.command("run", str(driver.scenario), "--store", str(store), "--quiet", kill_after=moment)
+    assert killed["returncode"] == -signal.SIGKILL, f"{where}: the run was not killed: {killed}"
+    resumed = driver.command("resume", str(store), "--quiet")
+    assert resumed["returncode"] == 0 and "nothing to resume" not in resumed["log"], f"{where}: {resumed}"
+    assert outcome_of(store) == expected, where
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["serve"]:
+        return serve(Path(argv[1]), Path(argv[2]))
+    raise SystemExit(f"usage: {Path(__file__).name} serve DIRECTORY SCENARIO (got {argv!r})")
 
 
 if __name__ == "__main__":
-    sys.exit(driver(sys.argv[1:]))
+    sys.exit(main(sys.argv[1:]))

@@ -87,3 +87,47 @@ def test_a_read_result_answer_round_trips_and_malformed_answers_are_named() -> N
 def test_read_result_text_keeps_any_chunk_exactly(chunk: str, offset: int, limit: int) -> None:
     parsed = parse_read_result(read_result_text(9, offset, limit, offset + len(chunk), None, chunk))
     assert parsed.text == chunk
+
+
+# --- parsing past lines and markers that are not what they seem ------------------------------
+
+
+def test_note_call_lines_after_a_malformed_one_are_still_read() -> None:
+    from runtime.fold.formats import call_line, parse_note_calls
+
+    good = call_line(7, "read_file", {"path": "a.md"}, 120, False)
+    failing = call_line(9, "run", {"cmd": "ls"}, 30, True)
+    lines = ["Folded calls:", "- #3 read_file {not json} -> 5 chars", good, '- #5 run {"a": [1} -> 5 chars', failing]
+    calls = parse_note_calls("\n".join(lines))
+    assert [(c.index, c.name, c.output_chars, c.is_error, c.line) for c in calls] == [
+        (7, "read_file", 120, False, good),
+        (9, "run", 30, True, failing),
+    ]
+    assert calls[0].arguments == {"path": "a.md"}
+
+
+def _marker(index: int, start: int, end: int) -> str:
+    from runtime.fold.formats import clip_marker
+
+    return clip_marker(index=index, start=start, end=end, total=end + 10, limit=100)
+
+
+def test_a_marker_whose_call_is_not_a_read_is_skipped_and_the_next_one_read() -> None:
+    from runtime.fold.formats import parse_clip_marker
+
+    call = '{"action":"read_result","index":2,"offset":10,"limit":100}'
+    not_json = _marker(2, 10, 20).replace(call, "{action: read_result}")
+    a_restore = _marker(2, 10, 20).replace(call, call.replace("read_result", "restore"))
+    text = "head" + not_json + a_restore + _marker(5, 30, 40) + "tail"
+    assert [(m.index, m.start, m.end) for m in parse_clip_marker(text)] == [(5, 30, 40)]
+
+
+def test_markers_inside_json_strings_lists_and_objects_are_read() -> None:
+    import json
+
+    from runtime.fold.formats import parse_clip_marker
+
+    inside = "head" + _marker(3, 100, 200) + "tail"
+    for value in (inside, [1, [inside]], {"k": {"x": inside}}):
+        assert [(m.index, m.start) for m in parse_clip_marker(json.dumps(value))] == [(3, 100)], value
+    assert parse_clip_marker('["not json') == ()

@@ -371,3 +371,41 @@ def test_light_mode_runs_only_the_marks_and_tool_io_with_tail_six(mode: str) -> 
     _, _, plan, needs = plan_for(c, settings, mode=mode)
     assert needs == [] and plan.stages == ("tool_io",)
     assert [p.detail for p in plan.passes] == ["tail 6"]
+
+
+def test_a_pass_that_leaves_the_estimate_unchanged_is_rolled_back() -> None:
+    """A pass lands only when it strictly lowers the estimate: at equality it is rolled back exactly.
+
+    The summary's length moves the ``all`` pass's estimate one token a word, so a search finds the
+    summary whose note costs exactly what the span it replaces cost."""
+    c = Conversation()
+    c.task("Work through the requests.")
+    for i in range(3):
+        c.answer(f"Answer {i}: " + synthetic_text(f"answer{i}", 600))
+        c.add(Instruction(f"Next request {i}."))
+    c.deliver()
+    c.round([read(f"small/{i}.txt", 1000) for i in range(36)])
+    branch = c.branch()
+    estimate = measurer_for(branch, counter=COUNTER).estimate(branch.view())
+    settings = FoldSettings(ceiling=int(estimate / 0.85), target=0.5)
+
+    def all_pass(words: int):
+        _, _, plan, _ = plan_for(c, settings, lambda need: SummaryResult(text=" ".join(["word"] * words)))
+        (record,) = [p for p in plan.passes if p.stage == "all"]
+        return plan, record
+
+    low, high = 0, 900
+    assert all_pass(low)[1].estimate_after < all_pass(low)[1].estimate_before
+    assert all_pass(high)[1].estimate_after > all_pass(high)[1].estimate_before
+    while low < high:  # the fewest words whose note costs at least the span
+        middle = (low + high) // 2
+        _, record = all_pass(middle)
+        low, high = (low, middle) if record.estimate_after >= record.estimate_before else (middle + 1, high)
+    plan, equal = all_pass(low)
+    assert equal.estimate_after == equal.estimate_before, f"no summary ties the estimate (at {low} words: {equal})"
+    assert equal.outcome == "rolled_back" and "all" not in plan.stages
+    assert plan.view_ids == tuple(c.view) and plan.estimate_after == plan.estimate_before
+    notes = [m for m in plan.added if isinstance(m, Note)]
+    assert len(notes) == 1 and notes[0].id not in plan.view_ids
+    _, lower = all_pass(low - 1)  # one word fewer: strictly lower, so it lands
+    assert lower.estimate_after < equal.estimate_before and lower.outcome == "landed"

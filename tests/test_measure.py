@@ -402,3 +402,56 @@ def test_estimate_is_never_below_the_scaled_count_by_a_token(counted: int, scale
 
 def test_check_scale_returns_a_float() -> None:
     assert check_scale(2) == 2.0 and isinstance(check_scale(2), float)
+
+
+# --- boundaries the mutation run found unchecked ---------------------------------------
+
+
+def test_a_text_exactly_as_long_as_the_cache_is_cached_and_evicts_the_rest() -> None:
+    counter = TokenCounter(max_chars=5)
+    counter.count("abcde")
+    assert (counter.stats().entries, counter.stats().cached_chars) == (1, 5)
+    counter.count("abcde")
+    assert counter.stats().hits == 1
+    counter.count("vwxyz")  # 10 characters > 5: the older one goes
+    assert (counter.stats().entries, counter.stats().cached_chars) == (1, 5)
+    counter.count("vwxyz")
+    assert counter.stats().hits == 2
+
+
+def test_junction_hits_are_counted_one_a_junction() -> None:
+    counter = TokenCounter()
+    pieces = ['{"a":', '"b"', "}"]
+    counter.count_each(pieces)
+    assert (counter.stats().junction_hits, counter.stats().junction_misses) == (0, 2)
+    counter.count_each(pieces)
+    counter.count_each(pieces)
+    assert (counter.stats().junction_hits, counter.stats().junction_misses) == (4, 2)
+
+
+def test_the_junction_cache_evicts_the_least_recently_used() -> None:
+    counter = TokenCounter(max_junctions=2)
+    counter.count_pieces(["{", "["])  # junction ({, [)
+    counter.count_pieces(["(", "<"])  # junction ((, <)
+    counter.count_pieces(["{", "["])  # a hit: ({, [) is now the most recent
+    counter.count_pieces(["}", "]"])  # a third: ((, <) goes
+    assert counter.stats().junction_hits == 1
+    counter.count_pieces(["{", "["])
+    assert counter.stats().junction_hits == 2
+    counter.count_pieces(["(", "<"])
+    assert counter.stats().junction_misses == 4
+
+
+@pytest.mark.parametrize("long_piece", [70, 100, 300])
+def test_a_long_piece_leaves_its_own_last_characters_as_the_next_junctions_tail(long_piece: int) -> None:
+    # A letter run ends the long piece and continues into the next: the boundary's correction
+    # depends on the last characters before it, which must be the piece's own last ones.
+    first = "x" * (long_piece - 40) + " " + "abcdefghij" * 3 + "klmnopqrs"
+    pieces = [first, "tuvwxyz" * 3 + ' "end"']
+    counter = TokenCounter()
+    assert sum(counter.count_each(pieces)) == count_tokens("".join(pieces))
+
+
+def test_a_cache_of_one_character_or_one_junction_is_allowed() -> None:
+    counter = TokenCounter(max_chars=1, max_junctions=1)
+    assert counter.count_pieces(["a", "b"]) == count_tokens("ab")

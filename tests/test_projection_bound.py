@@ -13,7 +13,7 @@ from runtime.canonical import canonical_json
 from runtime.compiler import RequestSettings, compile_request
 from runtime.fold.bodies import JSON_PREVIEW_LABEL, recovery_text, result_shape
 from runtime.fold.formats import parse_clip_marker, parse_read_result
-from runtime.fold.projection import BoundProjection, ProjectionError, clipped_copy, project
+from runtime.fold.projection import CLIP_FLOOR, BoundProjection, ProjectionError, clipped_copy, project
 from runtime.fold.recovery import read_result
 from runtime.fold.units import RecordReader
 from runtime.messages import AssistantResponse, Instruction, ToolCall, ToolResult
@@ -158,7 +158,7 @@ def test_a_copy_is_projected_from_its_original_never_from_its_own_text() -> None
 @settings(max_examples=60, deadline=None)
 @given(
     st.text(min_size=1, max_size=6000),
-    st.integers(min_value=1024, max_value=5000),
+    st.integers(min_value=CLIP_FLOOR, max_value=5000),
     st.one_of(st.none(), st.integers(min_value=2, max_value=6000)),
 )
 def test_any_text_projects_within_the_bound_and_its_marker_recovers_the_middle(
@@ -170,13 +170,49 @@ def test_any_text_projects_within_the_bound_and_its_marker_recovers_the_middle(
     projected = project(original, index=index, allowance=allowance, bound=bound)
     assert len(projected.output) <= bound
     if not projected.cut:
-        assert projected.output == text
+        assert projected.output == text and len(text) <= bound and (allowance is None or allowance >= len(text))
         return
-    for marker in parse_clip_marker(projected.output):
-        whole = recovered_interval(original, index, projected.output, record, bound)
-        assert whole == text[marker.start : marker.end]
-        kept = projected.kept[0]
-        assert projected.output.startswith(text[: (3 * kept) // 4])
+    (marker,) = parse_clip_marker(projected.output)
+    assert recovered_interval(original, index, projected.output, record, bound) == text[marker.start : marker.end]
+    kept = projected.kept[0]
+    assert projected.output.startswith(text[: (3 * kept) // 4])
+
+
+@st.composite
+def texts_above_the_bound(draw: st.DrawFn) -> tuple[str, int, int | None]:
+    """A bound at or above the clip floor and a text longer than it: an arbitrary (often non-ASCII)
+    start, then line-structured text that never repeats, so a wrong offset recovers wrong text."""
+    bound = draw(st.integers(min_value=CLIP_FLOOR, max_value=5000))
+    start = draw(st.text(max_size=200))
+    length = draw(st.integers(min_value=bound + 1, max_value=4 * bound))
+    allowance = draw(st.one_of(st.none(), st.integers(min_value=2, max_value=4 * bound)))
+    return start + synthetic_text(f"body{length}", length - len(start)), bound, allowance
+
+
+@settings(max_examples=80, deadline=None)
+@given(texts_above_the_bound())
+def test_any_text_above_the_bound_is_cut_to_it_with_one_marker_that_recovers_the_middle(
+    case: tuple[str, int, int | None],
+) -> None:
+    text, bound, allowance = case
+    original = result(text)
+    record = Record()
+    record.append(Instruction("task"))
+    index = record.append(original)
+    projected = project(original, index=index, allowance=allowance, bound=bound)
+    assert projected.cut and len(projected.output) <= bound
+    (marker,) = parse_clip_marker(projected.output)
+    kept = projected.kept[0]
+    head = (3 * kept) // 4
+    assert (marker.index, marker.total) == (index, len(text))
+    assert (marker.start, marker.end) == (head, len(text) - (kept - head))
+    assert projected.output.startswith(text[:head]) and projected.output.endswith(text[marker.end :])
+    assert recovered_interval(original, index, projected.output, record, bound) == text[marker.start : marker.end]
+    if allowance is not None and allowance <= kept:
+        assert kept == allowance  # the allowance, not the bound, decided
+    else:
+        # The greatest retained count under the bound: one more source character would not fit.
+        assert len(project(original, index=index, allowance=kept + 1, bound=None).output) > bound
 
 
 def test_canonical_outputs_for_non_mapping_json_are_one_preview_body() -> None:
@@ -185,3 +221,28 @@ def test_canonical_outputs_for_non_mapping_json_are_one_preview_body() -> None:
     value = json.loads(projected.output)
     assert isinstance(value, str) and value.startswith(JSON_PREVIEW_LABEL) and len(value) <= 1500
     assert recovery_text(original) == canonical_json(list(range(3000)))
+
+
+def test_a_request_projection_keeps_an_included_protected_rounds_own_bound() -> None:
+    from types import SimpleNamespace
+
+    from runtime.fold.projection import request_projection
+    from runtime.fold.units import ids_of
+
+    record = Record()
+    record.append(Instruction("task"))
+    kept, other = result(BIG), ToolResult.for_call(ToolCall.create("toolu_2", "run_shell", {"command": "ls"}), BIG)
+    record.append(kept)
+    record.append(other)
+    decided = SimpleNamespace(included=True, result_bound=20_000, member_ids=ids_of([kept]))
+    projection = request_projection(record, 4000, decided)
+    assert projection is not None and projection.frozen == {kept.id: 20_000}
+    assert len(projection.output_of(other)) <= 4000 < len(projection.output_of(kept)) <= 20_000
+    for plain in (None, SimpleNamespace(included=False, result_bound=20_000, member_ids=ids_of([kept])),
+                  SimpleNamespace(included=True, result_bound=4000, member_ids=ids_of([kept]))):
+        unfrozen = request_projection(record, 4000, plain)
+        assert unfrozen is not None and unfrozen.frozen == {} and len(unfrozen.output_of(kept)) <= 4000
+    undecided = SimpleNamespace(result_bound=20_000, member_ids=ids_of([kept]))  # no "included": not included
+    assert request_projection(record, 4000, undecided).frozen == {}
+    assert request_projection(record, None, None) is None
+    assert RecordReader(record).index_of(other.id) == 2 and ids_of([kept, other]) == {kept.id, other.id}

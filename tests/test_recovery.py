@@ -84,9 +84,9 @@ def test_bad_recovery_requests_name_the_value_and_the_expectation(kwargs: dict, 
     c.task("t")
     c.round([read("a.md", 500)])
     branch = c.branch()
-    index = kwargs.pop("index")
+    rest = {key: value for key, value in kwargs.items() if key != "index"}  # the parameter itself is shared
     with pytest.raises(RecoveryError, match=message):
-        read_result(branch, index, **kwargs)
+        read_result(branch, kwargs["index"], **rest)
 
 
 def test_a_corrupted_original_is_an_error_naming_what_failed_never_wrong_text() -> None:
@@ -229,3 +229,40 @@ def test_restore_brings_back_only_what_a_note_or_copy_stands_for() -> None:
         plan_restore(branch.view(), branch, start=branch.index_of(stray.id))
     ranged = plan_restore(branch.view(), branch, start=0, end=len(c.record) - 1)
     assert not ranged.changed and stray.id not in ranged.view_ids
+
+
+# --- what a note's check and an original's index name --------------------------------------
+
+
+def test_a_note_check_names_a_missing_message_and_the_index_of_a_corrupted_one() -> None:
+    c = Conversation()
+    c.task("t")
+    _, (first,) = c.round([read("a.md", 500)])
+    _, (second,) = c.round([read("b.md", 500)])
+    branch = c.branch()
+    missing = Note("folded", (first.id, "m-gone"), 1, "tool_io")
+    with pytest.raises(RecoveryCorrupted, match=rf"^note {missing.id} replaced message m-gone, which is missing"):
+        verify_note(missing, branch)
+    index = branch.index_of(second.id)
+    object.__setattr__(second, "output", second.output.replace("b.md", "c.md", 1))
+    with pytest.raises(RecoveryCorrupted, match=rf"^record message #{index} \(id {second.id}, tool_result\)"):
+        verify_note(Note("folded", (first.id, second.id), 1, "tool_io"), branch)
+
+
+def test_an_original_index_is_its_own_a_copys_is_its_originals_and_a_stranger_has_none() -> None:
+    from runtime.fold.units import original_index
+
+    c = Conversation()
+    c.task("t")
+    _, (result,) = c.round([read("a.md", 5000)])
+    branch = c.branch()
+    index = branch.index_of(result.id)
+    copy = clipped_copy(result, index=index, allowance=1024, bound=None)
+    c.add(copy)
+    branch = c.branch()
+    assert original_index(result, branch) == index and original_index(copy, branch) == index
+    task = branch.message_at(0)
+    assert original_index(task, branch) == 0
+    stranger = Note("not recorded", (), 0, "tool_io")
+    with pytest.raises(KeyError, match=f"message {stranger.id} is not in the branch's record"):
+        original_index(stranger, branch)

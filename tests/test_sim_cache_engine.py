@@ -302,3 +302,66 @@ def test_usage_always_adds_up_and_entries_respect_the_rules(shapes: list[tuple])
             assert again.cache_read_input_tokens == last
             assert again.cache_write_5m_tokens == again.cache_write_1h_tokens == 0
             now += latency
+
+
+# --- boundaries the mutation run found unchecked ---------------------------------------
+
+
+def test_an_entry_is_not_readable_at_its_expiry_and_is_dropped_then() -> None:
+    engine = CacheEngine()
+    apply(engine, lay([text(BIG)], turns("hello")), now=0.0)
+    (entry,) = engine.entries(KEY, "m")
+    assert entry.readable(299.999) and not entry.readable(entry.expires_at)
+    apply(engine, lay([text("t" * 700)], turns("other")), now=300.0)  # another prefix, same scope, at the expiry
+    assert [e.location for e in engine.entries(KEY, "m")] == [("messages", 0, 0)]
+    assert [e.written_at for e in engine.entries(KEY, "m")] == [300.0]
+
+
+def test_a_mark_exactly_at_the_minimum_takes_part() -> None:
+    layout = lay([text(BIG)], turns("hello"))
+    (mark,) = layout.marks
+    exact = CacheEngine().apply(KEY, layout, min_tokens=mark.prefix_tokens, now=0.0, readable_at=0.0)
+    assert exact.cache_write_5m_tokens == mark.prefix_tokens
+    above = CacheEngine().apply(KEY, layout, min_tokens=mark.prefix_tokens + 1, now=0.0, readable_at=0.0)
+    assert above == CacheOutcome.uncached(layout.total_tokens)
+
+
+def test_usage_fields_are_the_apis() -> None:
+    outcome = CacheOutcome(7, 5, 3, 2, None, (), ())
+    assert outcome.usage_fields() == {
+        "input_tokens": 7,
+        "cache_creation_input_tokens": 5,
+        "cache_read_input_tokens": 5,
+        "cache_creation": {"ephemeral_5m_input_tokens": 3, "ephemeral_1h_input_tokens": 2},
+    }
+    assert CacheOutcome.uncached(9) == CacheOutcome(9, 0, 0, 0, None, (), ())
+
+
+def test_a_scope_never_used_has_no_entries() -> None:
+    engine = CacheEngine()
+    apply(engine, lay([text(BIG)], turns("hello")))
+    assert engine.entries("key-never-used", "m") == () and engine.entries(KEY, "other-model") == ()
+
+
+def test_a_fresh_write_is_touched_at_its_start() -> None:
+    engine = CacheEngine()
+    apply(engine, lay([text(BIG)], turns("hello")), now=42.0, readable_at=50.0)
+    (entry,) = engine.entries(KEY, "m")
+    assert (entry.written_at, entry.readable_at, entry.last_touch, entry.ttl) == (42.0, 50.0, 42.0, "5m")
+
+
+def test_a_concurrent_write_keeps_the_longer_lived_entry_and_is_stamped_with_its_own_start() -> None:
+    engine = CacheEngine()
+    apply(engine, lay([text(BIG)], turns("hello", last_cc=EPH_1H)), now=0.0, readable_at=100.0)
+    apply(engine, lay([text(BIG)], turns("hello")), now=10.0, readable_at=20.0)  # a 5m write, while unreadable
+    (entry,) = engine.entries(KEY, "m")
+    assert (entry.ttl, entry.expires_at) == ("1h", 3600.0)  # the 1h write lives longer
+    assert (entry.written_at, entry.last_touch, entry.readable_at) == (10.0, 10.0, 20.0)
+
+
+def test_a_concurrent_write_that_expires_at_the_same_moment_takes_the_newer_writes_lifetime() -> None:
+    engine = CacheEngine()
+    apply(engine, lay([text(BIG)], turns("hello", last_cc=EPH_1H)), now=0.0, readable_at=4000.0)
+    apply(engine, lay([text(BIG)], turns("hello")), now=3300.0, readable_at=3300.0)  # 5m: also expires at 3600
+    (entry,) = engine.entries(KEY, "m")
+    assert (entry.ttl, entry.expires_at, entry.readable_at) == ("5m", 3600.0, 3300.0)
