@@ -22,7 +22,6 @@ from runtime.fold.projection import clipped_copy
 from runtime.fold.settings import FoldSettings
 from runtime.measure import TokenCounter
 from runtime.messages import AssistantResponse, Instruction, ToolCall
-from actors.tools import synthetic_text
 
 COUNTER = TokenCounter()
 SETTINGS = FoldSettings(ceiling=20_000)

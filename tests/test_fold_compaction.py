@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime.fold.conversations import Conversation, fold_input, measurer_for, run_planner
+from actors.tools import synthetic_text
+from runtime.bench.conversations import Conversation, fold_input, measurer_for, run_planner
 from runtime.fold.planner import FoldPlan, FoldPlanner, NeedSummary, SummaryResult
 from runtime.fold.settings import FoldSettings
 from runtime.measure import TokenCounter
 from runtime.messages import Note
-from runtime.tools import synthetic_text
 from runtime.usage import Usage
 
 COUNTER = TokenCounter()

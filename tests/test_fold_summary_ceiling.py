@@ -17,15 +17,15 @@ import pytest
 from support import calls, read, text
 
 from runtime import Flow, Node, Operation, PolicyRegistry, Profile, Runtime, ScriptedProvider, ScriptPolicy
-from runtime.fold.summary_policy import FoldSummaryPolicy
 from runtime.messages import Note
 from runtime.sim.clock import ManualClock
+from runtime.sim.summary_policy import FoldSummaryPolicy
 
 CHILD_CEILING = 3_000
-LEAD = Profile(system="You read and delegate.", tools=("read_file", "spawn"), max_input_tokens=100_000)
+LEAD = Profile(system="You read and delegate.", tools=("synthetic_read", "spawn"), max_input_tokens=100_000)
 CHILD = Profile(
     system="You digest what you were handed.",
-    tools=("read_file",),
+    tools=("synthetic_read",),
     max_input_tokens=CHILD_CEILING,
     context_management=True,
     context_fold_target=0.5,

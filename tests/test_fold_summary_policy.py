@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import math
 
-from runtime.fold.bench import median
-from runtime.fold.bodies import largest_body_chars
-from runtime.fold.conversations import Conversation, measurer_for
-from runtime.fold.projection import effective_retained, project
-from runtime.fold.summary_policy import LINE_CHARS, MAX_LINES, FoldSummaryPolicy, extractive_summary
+from actors.tools import synthetic_text
+from runtime.bench.conversations import Conversation, measurer_for
+from runtime.bench.fold_micro import median
+from runtime.fold.bodies import result_shape
+from runtime.fold.projection import project
 from runtime.measure import TokenCounter
 from runtime.messages import ToolCall, ToolResult
-from runtime.tools import synthetic_text
+from runtime.sim.summary_policy import LINE_CHARS, MAX_LINES, FoldSummaryPolicy, extractive_summary
 
 TRANSCRIPT = "\n".join(
     [
@@ -79,15 +79,18 @@ def result(output: object) -> ToolResult:
     return ToolResult.for_call(ToolCall.create("toolu_1", "run", {}), output)
 
 
+def largest_body_chars(result: ToolResult) -> int:
+    return max((len(b.text) for b in result_shape(result).bodies), default=0)
+
+
 def test_the_largest_body_and_what_a_projection_keeps_of_it() -> None:
     text = synthetic_text("big", 9_000)
     assert largest_body_chars(result(text)) == 9_000
     assert largest_body_chars(result({"a": "x" * 10, "b": "y" * 300, "ok": True})) == 300
     assert largest_body_chars(result({"success": True, "error": "x"})) == 0  # protected fields are no bodies
-    kept = effective_retained(result(text), index=4, allowance=None, bound=2_000)
-    assert kept == max(project(result(text), index=4, allowance=None, bound=2_000).kept) and 0 < kept < 2_000
-    assert effective_retained(result(text), index=4, allowance=500, bound=None) == 500
-    assert effective_retained(result({"success": True}), index=4, allowance=None, bound=2_000) == 0
+    kept = max(project(result(text), index=4, allowance=None, bound=2_000).kept)
+    assert 0 < kept < 2_000
+    assert max(project(result(text), index=4, allowance=500, bound=None).kept) == 500
 
 
 def test_a_measurer_at_another_scale_scales_the_same_count() -> None:

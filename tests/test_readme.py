@@ -93,7 +93,7 @@ def simulated_api(monkeypatch: pytest.MonkeyPatch) -> Iterator[SimServer]:
 def test_every_complete_program_runs_verbatim(simulated_api: SimServer, line: int, source: str) -> None:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(source, f"README.md:{line}", "exec"), {"__name__": "__main__"})  # noqa: S102 (the README's own code)
+        exec(compile(source, f"README.md:{line}", "exec"), {"__name__": "__main__"})
     printed = out.getvalue()
     assert printed.strip(), f"the README program at line {line} printed nothing"
     assert "Traceback" not in printed
@@ -108,7 +108,7 @@ def test_a_scripted_flow_program_prints_its_final_answer_and_usage(simulated_api
     for line, source in flows:
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
-            exec(compile(source, f"README.md:{line}", "exec"), {"__name__": "__main__"})  # noqa: S102 (the README's own code)
+            exec(compile(source, f"README.md:{line}", "exec"), {"__name__": "__main__"})
         answers = re.findall(r'\{"text": "([^"]+)"\}', source)
         if answers:
             assert f"ok {answers[-1]}" in out.getvalue(), (line, out.getvalue())
