@@ -44,7 +44,6 @@ from signals.bus import SignalBus
 from signals.events import NodeFailed, NodeFinished, NodeStarted
 
 
-
 class ConversationHost(Protocol):
     """What a conversation needs of its runtime (:class:`runtime.runtime.Runtime` is one)."""
 

@@ -19,13 +19,13 @@ from runtime.compiler import Intent
 from runtime.config import Profile
 from runtime.messages import AssistantResponse, ToolCall, ToolResult
 from runtime.model_limits import default_model_table
-from runtime.send_bounds import bound_by_window
 from runtime.operation import (
     Operation,
     OperationError,
     OperationResult,
     RoundLimitExceeded,
 )
+from runtime.send_bounds import bound_by_window
 
 __all__ = ["Operation", "OperationError", "OperationResult", "RoundLimitExceeded", "run_operation"]
 

@@ -140,10 +140,7 @@ class TokenCounter:
             if tail and piece:
                 tokens += self._junction(tail, piece[:JUNCTION_WINDOW])
             contributions.append(tokens)
-            if len(piece) >= JUNCTION_WINDOW:
-                tail = piece[-JUNCTION_WINDOW:]
-            else:
-                tail = (tail + piece)[-JUNCTION_WINDOW:]
+            tail = piece[-JUNCTION_WINDOW:] if len(piece) >= JUNCTION_WINDOW else (tail + piece)[-JUNCTION_WINDOW:]
         return contributions
 
     def count_pieces(self, pieces: Iterable[str]) -> int:

@@ -135,8 +135,8 @@ def _execute_counting(kill_at: int) -> Any:
 
 def _child(kill_at: int, argv: list[str], log: str) -> None:
     """In a forked child: run one store command (SIGKILLed at statement ``kill_at``, 0 = never), then exit."""
-    from runtime.store import writer
     from runtime.cli.store import main
+    from runtime.store import writer
 
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(fd, 1)
@@ -179,8 +179,8 @@ def serve(directory: Path, scenario: Path) -> int:
     import contextlib
     import io
 
-    from runtime.store import writer
     from runtime.cli.store import main
+    from runtime.store import writer
 
     execute_unit, executed = _execute_counting(0)
     writer.SqliteWriter.execute_unit = execute_unit  # type: ignore[method-assign]

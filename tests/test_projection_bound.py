@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actors.record import Record
+from actors.tools import synthetic_text
 from runtime.canonical import canonical_json
 from runtime.compiler import RequestSettings, compile_request
 from runtime.fold.bodies import JSON_PREVIEW_LABEL, recovery_text, result_shape
@@ -17,7 +18,6 @@ from runtime.fold.projection import CLIP_FLOOR, BoundProjection, ProjectionError
 from runtime.fold.recovery import read_result
 from runtime.fold.units import RecordReader
 from runtime.messages import AssistantResponse, Instruction, ToolCall, ToolResult
-from actors.tools import synthetic_text
 
 BIG = synthetic_text("listing", 100_045)
 

@@ -26,6 +26,7 @@ from collections.abc import Callable
 import attrs
 
 from actors.branch import Branch
+from actors.tools import synthetic_text
 from runtime.compiler import RequestSettings, compile_request
 from runtime.measure import TokenCounter, measure
 from runtime.messages import (
@@ -37,7 +38,6 @@ from runtime.messages import (
     ToolResult,
 )
 from runtime.tokenizer import encoding
-from actors.tools import synthetic_text
 from signals.throughput import measure_bus_throughput
 
 MODEL = "claude-haiku-5-5"

@@ -195,10 +195,7 @@ def certify_payload(
     every block is certified afresh. The result is always equal to certifying
     ``payload`` from scratch.
     """
-    if isinstance(payload, PreparedPayload):
-        source = _prepared_source(payload)
-    else:
-        source = _mapping_source(as_payload(payload))
+    source = _prepared_source(payload) if isinstance(payload, PreparedPayload) else _mapping_source(as_payload(payload))
     try:
         return _certify(source, collapse_runs, previous)
     except CacheInputError:

@@ -88,10 +88,7 @@ def prepare_block(json_text: str, kind: str) -> PreparedBlock:
     (a tool_use carries its arguments as given) is parsed and re-encoded once.
     A text block takes a mark only when its text is not blank.
     """
-    if kind in _CANONICAL_BY_CONSTRUCTION:
-        data = json_text.encode("utf-8")
-    else:
-        data = canonical_bytes(json.loads(json_text))
+    data = json_text.encode("utf-8") if kind in _CANONICAL_BY_CONSTRUCTION else canonical_bytes(json.loads(json_text))
     markable = True
     if kind in UNMARKABLE_KINDS:
         markable = False

@@ -35,6 +35,7 @@ drop, slow, malformed, stream_error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 import tomllib
 from pathlib import Path
@@ -210,8 +211,6 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             print(f"foldline sim: scripted nodes: {nodes}; other requests: the default model", file=err, flush=True)
             print(f"foldline sim: clock: {args.clock}", file=err, flush=True)
 
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         anyio.run(serve)
-    except KeyboardInterrupt:
-        pass
     return EXIT_OK
