@@ -9,9 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime.fold.cost import (
+    GROWTH_WINDOW,
     Candidate,
     CostPrices,
     CostState,
+    GrowthMeter,
     best_line,
     choose,
     commit_cost,
@@ -19,6 +21,7 @@ from runtime.fold.cost import (
     per_request,
     prices_for,
     realised,
+    target_candidate,
 )
 from runtime.pricing import PriceTier, PricingTable
 
@@ -167,3 +170,35 @@ def test_the_best_line_minimises_the_per_request_cost(after: int, rewrite_share:
             assert (line - after) * factor < growth
         else:
             assert best <= other + 1e-9
+
+
+def test_growth_is_the_mean_of_recent_increments_and_a_commit_starts_a_new_cycle() -> None:
+    meter = GrowthMeter()
+    assert meter.mean is None
+    for estimate in (1_000, 3_000, 4_000):
+        meter = meter.observe(estimate)
+    assert meter.mean == pytest.approx(1_500)
+    meter = meter.observe(2_000)  # a commit landed: no negative growth
+    assert meter.mean == pytest.approx(1_500) and meter.last == 2_000
+    with pytest.raises(ValueError, match="GrowthMeter.observe"):
+        meter.observe(-1)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=100_000), min_size=1, max_size=40))
+def test_growth_stays_within_the_increments_seen(estimates: list[int]) -> None:
+    meter = GrowthMeter()
+    for estimate in estimates:
+        meter = meter.observe(estimate)
+    assert len(meter.increments) <= GROWTH_WINDOW
+    if meter.mean is not None:
+        positive = [i for i in meter.increments if i > 0]
+        assert min(positive) <= meter.mean <= max(positive)
+
+
+def test_the_target_rule_as_a_candidate() -> None:
+    candidate = target_candidate(20_000, 0.6, kept_prefix_tokens=1_500, summary_output_tokens=300)
+    assert candidate == Candidate("target 0.6", tokens_after=12_000, rewrite_tokens=10_500, summary_output_tokens=300)
+    assert target_candidate(20_000, 0.1, 50_000, 0).rewrite_tokens == 0
+    with pytest.raises(ValueError, match="target"):
+        target_candidate(20_000, 1.0, 0, 0)

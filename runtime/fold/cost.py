@@ -212,3 +212,46 @@ def fixed_fraction_line(ceiling: int, fold_at: float) -> float:
     if not 0 < fold_at <= 1:
         raise ValueError(f"fold_at: {fold_at!r} is not in (0, 1]")
     return ceiling * fold_at
+
+
+GROWTH_WINDOW = 8
+"""How many recent request-to-request increments :class:`GrowthMeter` averages."""
+
+
+@attrs.frozen
+class GrowthMeter:
+    """The expected growth per request: the mean of the last :data:`GROWTH_WINDOW` increments.
+
+    A fall in size (a commit landed) starts no increment: it is a new cycle, not
+    negative growth. Immutable: :meth:`observe` returns the next meter.
+    """
+
+    last: int | None = None
+    increments: tuple[int, ...] = ()
+
+    def observe(self, estimate: int) -> GrowthMeter:
+        _non_negative("GrowthMeter.observe estimate", estimate)
+        if self.last is None or estimate < self.last:
+            return GrowthMeter(estimate, self.increments)
+        return GrowthMeter(estimate, (*self.increments, estimate - self.last)[-GROWTH_WINDOW:])
+
+    @property
+    def mean(self) -> float | None:
+        """The expected growth per request, or None before two requests of one cycle were seen."""
+        positive = [i for i in self.increments if i > 0]
+        return sum(positive) / len(positive) if positive else None
+
+
+def target_candidate(ceiling: int, target: float, kept_prefix_tokens: int, summary_output_tokens: int) -> Candidate:
+    """The candidate the target rule describes: the context left at ``target x ceiling``, everything after
+    the kept prefix (protected head, earlier notes) rewritten, one summary produced."""
+    _positive("ceiling", ceiling)
+    if not 0 < target < 1:
+        raise ValueError(f"target: {target!r} is not in (0, 1)")
+    after = int(ceiling * target)
+    return Candidate(
+        f"target {target:g}",
+        tokens_after=after,
+        rewrite_tokens=max(0, after - min(kept_prefix_tokens, after)),
+        summary_output_tokens=summary_output_tokens,
+    )
