@@ -138,3 +138,24 @@ def test_replay_all_runs_every_variant() -> None:
     figures = replay_all(steps([1_000, 2_000]), {"n": 100_000}, PRICING, MODEL)
     assert [f.params.label for f in figures] == [v.label for v in VARIANTS]
     assert all(f.to_json()["variant"] == f.params.label for f in figures)
+
+
+def test_each_node_compacts_under_its_own_ceiling_and_a_scenario_without_one_has_no_peer_figures() -> None:
+    from runtime.bench import workloads
+    from runtime.bench.harness import RunMetrics, node_ceilings, peer_figures
+    from runtime.bench.strategies import NAIVE
+
+    fanout = node_ceilings(workloads.build("fanout", workloads.SMALL))
+    assert fanout["lead"] == 30_000 and fanout["worker-1"] == 6_000 and fanout["checker-1"] == 4_000
+    emitter = node_ceilings(workloads.build("emitter", workloads.SMALL))
+    assert emitter["emitter"] is None and emitter["worker-1"] == 5_000 and emitter["checker"] == 3_000
+
+    uncapped = NAIVE.apply(workloads.build("fits", workloads.SMALL))  # naive lifts every ceiling
+    baseline = RunMetrics(
+        workload="fits", strategy="naive", status="ok", nodes={}, requests=0, usage={}, cost_bit=0.0, cost_usd=None,
+        output_priced=True, cached_share=0.0, peak_request_tokens=0, refusals=0, notices=0, folds=0, fold_commits=0,
+        rewrites_explained=0, rewrites_unexplained=0, bytes_unrecoverable=0, over_ceiling_estimate=0,
+        over_ceiling_reported=0, probes=None, keys=None, summaries=0, wall_s=0.0,  # type: ignore[arg-type]
+    )
+    figures, note = peer_figures(uncapped, baseline, PRICING)
+    assert figures == () and note == "no node has a numeric ceiling: nothing to compact under"
