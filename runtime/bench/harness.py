@@ -29,6 +29,7 @@ from typing import Any
 import attrs
 
 from actors.tools import ToolRegistry
+from runtime.bench.cost_strategy import ProfileChoice, cost_strategy
 from runtime.bench.facts import fact_value
 from runtime.bench.lower_bound import BoundFigures, LowerBound
 from runtime.bench.peers import VARIANTS, PeerFigures, PeerParams, Step, replay_all
@@ -37,6 +38,7 @@ from runtime.bench.strategies import BASELINE, STRATEGIES, Strategy, StrategyNot
 from runtime.bench.tools import BENCH_TOOLS, facts_printed
 from runtime.config import Scenario
 from runtime.errors import ConfigError, FoldlineError
+from runtime.fold.cost import CostPrices, prices_for
 from runtime.policies import Policy, PolicyRegistry, Reply
 from runtime.pricing import PricingTable
 from runtime.providers.factory import open_provider
@@ -318,6 +320,8 @@ class WorkloadResult:
     """Compaction as the peers run it (:mod:`runtime.bench.peers`), every variant of the sensitivity table."""
     peers_note: str = ""
     """Why there are no peer figures, when there are none."""
+    cost_choices: tuple[ProfileChoice, ...] = ()
+    """What the cost model chose for ``foldline-cost``, by profile."""
 
 
 def output_ratio(pricing: PricingTable, model: str) -> float | None:
@@ -348,9 +352,13 @@ async def run_workload_set(
     runs[baseline.name] = await run_workload(scenario, baseline, provider_kind=provider_kind, registry=registry, bound=bound)
     if progress is not None:
         progress(f"{scenario.name}: {baseline.name} done in {runs[baseline.name].wall_s:.1f}s")
+    choices: list[ProfileChoice] = []
     for strategy in strategies:
         if strategy.name in runs:
             continue
+        if strategy.derived:
+            prices = prices_for_model(pricing, spec.model)
+            strategy, choices = cost_strategy(scenario, runs[baseline.name].steps, prices)
         try:
             runs[strategy.name] = await run_workload(scenario, strategy, provider_kind=provider_kind, registry=registry)
         except StrategyNotBuilt as exc:
@@ -364,7 +372,18 @@ async def run_workload_set(
     if baseline.name not in ordered:
         ordered = {baseline.name: runs[baseline.name], **ordered}
     peers, note = peer_figures(scenario, runs[baseline.name], pricing, peer_variants)
-    return WorkloadResult(scenario.name, scenario.description, figures, ordered, not_run, peers, note)
+    return WorkloadResult(scenario.name, scenario.description, figures, ordered, not_run, peers, note, tuple(choices))
+
+
+def prices_for_model(pricing: PricingTable, model: str) -> CostPrices:
+    """The cost model's relative prices for ``model`` (the bench's models have every price)."""
+    tier = pricing.first_tier(model)
+    if tier is None:
+        raise ConfigError(f"model {model!r} is not in the pricing table; the cost strategy needs its prices")
+    try:
+        return prices_for(tier)
+    except ValueError as exc:
+        raise ConfigError(f"model {model!r}: {exc}") from None
 
 
 def peer_figures(

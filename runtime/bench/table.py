@@ -24,6 +24,7 @@ SCHEMA = "foldline.bench/v1"
 FOLDLINE = "foldline"
 COMPACTION = "compaction"
 FOLD_IMMEDIATE = "fold-immediate"
+FOLDLINE_COST = "foldline-cost"
 FITS_BOUND_LIMIT = 1.02
 COMPACTION_LIMIT = 0.5
 FRESH_FACTOR = 5.0
@@ -126,14 +127,15 @@ def evaluate_targets(results: Sequence[WorkloadResult]) -> list[Target]:
             ratio = ratios(result, result.runs[FOLDLINE])["to_peer"]
             others = ", ".join(f"{label} {_x(v)}" for label, v in peer_ratios(result).items() if label != HEADLINE)
             own = ratios(result, result.runs[FOLDLINE])["to_compaction"]
-            targets.append(
-                Target(
-                    name,
-                    ratio is not None and ratio <= COMPACTION_LIMIT,
-                    f"{_x(ratio)} x peer compaction; other variants: {others}; "
-                    f"x the runtime's own compaction run: {_x(own)}",
-                )
+            detail = (
+                f"{_x(ratio)} x peer compaction; other variants: {others}; "
+                f"x the runtime's own compaction run: {_x(own)}"
             )
+            if FOLDLINE_COST in result.runs:
+                by_cost = peer_ratios(result, FOLDLINE_COST)
+                rest = ", ".join(f"{k} {_x(v)}" for k, v in by_cost.items() if k != HEADLINE)
+                detail += f"; foldline-cost: {_x(by_cost.get(HEADLINE))} ({rest})"
+            targets.append(Target(name, ratio is not None and ratio <= COMPACTION_LIMIT, detail))
         name = f"{workload}: foldline loses 0 bytes and answers every recall without re-running a tool"
         missing = _missing(workload, FOLDLINE, by_name)
         if missing:
@@ -236,6 +238,7 @@ def bench_json(
                 "lower_bound": result.bound.to_json(),
                 "runs": runs,
                 "not_run": dict(result.not_run),
+                "cost_model_choices": [c.to_json() for c in result.cost_choices],
                 "peer_compaction": {
                     "headline": HEADLINE,
                     "note": result.peers_note,
@@ -367,6 +370,11 @@ def format_table(results: Sequence[WorkloadResult], *, wall_s: float | None = No
         for strategy, why in result.not_run.items():
             out.append(f"  {strategy}: {why}")
         out.extend(peer_lines(result))
+        for choice in result.cost_choices:
+            out.append(
+                f"  foldline-cost, profile {choice.profile}: growth {choice.growth:,.0f} tokens a request, fold at "
+                f"{choice.fold_at:g}, target {choice.target:g} x ceiling {choice.ceiling:,} ({choice.reason})"
+            )
         unpriced = unpriced or not b.output_priced or any(not r.output_priced for r in result.runs.values())
         out.append("")
     out.append(
