@@ -23,6 +23,9 @@ def test_the_line_sits_at_the_hard_limit_when_the_ceiling_is_small_and_the_fold_
     assert choice is not None
     assert choice.target == min(TARGETS)
     assert choice.fold_at == pytest.approx((20_000 * 0.955 - 5_000) / 20_000, abs=1e-3)
+    assert choice.reason == "the line is the ceiling's hard limit: b* is past it"
+    roomy = choose_profile("default", 200_000, 2_000, 1_000, PRICES)
+    assert roomy is not None and roomy.reason == "the line is b*, under the hard limit" and roomy.fold_at < 0.9
 
 
 def test_growth_too_large_for_any_candidate_keeps_the_fixed_fractions() -> None:

@@ -73,14 +73,20 @@ def _growth(steps: Sequence[Step], nodes: set[str]) -> tuple[float | None, int |
 def choose_profile(profile: str, ceiling: int, growth: float, base: int, prices: CostPrices) -> ProfileChoice | None:
     """The cost model's fold line and target for one profile (None: no candidate leaves room to run)."""
     candidates = [target_candidate(ceiling, t, base, SUMMARY_TOKENS) for t in TARGETS]
-    decision = choose(candidates, CostState(tokens=0, growth=growth, ceiling=ceiling), prices)
+    state = CostState(tokens=0, growth=growth, ceiling=ceiling)
+    decision = choose(candidates, state, prices)
     if decision.choice is None or decision.line is None:
         return None
     target = TARGETS[candidates.index(decision.choice)]
     fold_at = round(min(1.0, decision.line / ceiling), 3)
     if fold_at <= target:
         return None
-    return ProfileChoice(profile, ceiling, growth, fold_at, target, decision.reason)
+    where = (
+        "the line is the ceiling's hard limit: b* is past it"
+        if decision.line >= state.hard - 1e-6
+        else "the line is b*, under the hard limit"
+    )
+    return ProfileChoice(profile, ceiling, growth, fold_at, target, where)
 
 
 def cost_strategy(scenario: Scenario, steps: Sequence[Step], prices: CostPrices) -> tuple[Strategy, list[ProfileChoice]]:
