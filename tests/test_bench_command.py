@@ -37,7 +37,8 @@ def test_the_small_bench_prints_the_table_and_writes_the_same_figures_as_json(tm
     assert document["sizes"] == "small" and document["provider"] == "scripted"
     assert [w["workload"] for w in document["workloads"]] == ["fits", "staged-64"]
     for w in document["workloads"]:
-        assert set(w["runs"]) | set(w["not_run"]) == {"naive", "cache-only", "compaction", "fold-immediate", "foldline"}
+        assert set(w["runs"]) | set(w["not_run"]) == {"naive", "cache-only", "compaction", "fold-immediate", "foldline",
+                                                         "foldline-cost"}
         naive = w["runs"]["naive"]
         assert f"{naive['cost']['bit']:,.0f}" in out
 

@@ -16,8 +16,8 @@ from runtime.config import Profile
 from runtime.errors import ConfigError
 
 
-def test_there_are_the_five_strategies_in_table_order() -> None:
-    assert list(STRATEGIES) == ["naive", "cache-only", "compaction", "fold-immediate", "foldline"]
+def test_there_are_the_six_strategies_in_table_order() -> None:
+    assert list(STRATEGIES) == ["naive", "cache-only", "compaction", "fold-immediate", "foldline", "foldline-cost"]
 
 
 @pytest.mark.parametrize("name", list(STRATEGIES))
@@ -40,7 +40,7 @@ def test_the_baselines_have_no_ceiling_and_the_others_keep_the_workloads() -> No
     ceiling = scenario.profiles["default"].max_input_tokens
     assert STRATEGIES["naive"].apply(scenario).profiles["default"].max_input_tokens == "none"
     assert STRATEGIES["cache-only"].apply(scenario).profiles["default"].max_input_tokens == "none"
-    for name in ("compaction", "fold-immediate", "foldline"):
+    for name in ("compaction", "fold-immediate", "foldline", "foldline-cost"):
         profile = STRATEGIES[name].apply(scenario).profiles["default"]
         assert profile.max_input_tokens == ceiling and profile.context_management and profile.prompt_caching
 

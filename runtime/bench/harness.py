@@ -29,14 +29,17 @@ from typing import Any
 import attrs
 
 from actors.tools import ToolRegistry
+from runtime.bench.cost_strategy import ProfileChoice, cost_strategy
 from runtime.bench.facts import fact_value
 from runtime.bench.lower_bound import BoundFigures, LowerBound
 from runtime.bench.ordering import OrderedSends
+from runtime.bench.peers import VARIANTS, PeerFigures, PeerParams, Step, replay_all
 from runtime.bench.reader import OUTCOMES, ReaderPolicy, RecallOutcome
 from runtime.bench.strategies import BASELINE, STRATEGIES, Strategy, StrategyNotBuilt
 from runtime.bench.tools import BENCH_TOOLS, facts_printed
 from runtime.config import Scenario
 from runtime.errors import ConfigError, FoldlineError
+from runtime.fold.cost import CostPrices, prices_for
 from runtime.policies import Policy, PolicyRegistry, Reply
 from runtime.pricing import PricingTable
 from runtime.providers.factory import open_provider
@@ -66,6 +69,9 @@ class EventTally:
     summaries: int = 0
     """Side requests sent (a fold's or a compaction's summary), retries not counted."""
     finished: bool = False
+    side: set[str] = attrs.field(factory=set)
+    steps: list[Step] = attrs.field(factory=list)
+    """Every main request's total input and output, in the order the responses came (for the peer replay)."""
 
     def feed(self, item: Event | Gap) -> None:
         """Take one item of the bench's subscription (``block``: a gap would mean lost figures)."""
@@ -76,16 +82,23 @@ class EventTally:
             if data.get("ceiling") is not None:
                 self.ceilings[item.request_id] = int(data["ceiling"])
             self.estimates[item.request_id] = int(data.get("estimate_after") or 0)
-        elif item.type == "RequestSent" and data.get("intent") == "side" and data.get("attempt") == 1:
-            self.summaries += 1
+        elif item.type == "RequestSent" and data.get("intent") == "side":
+            if data.get("attempt") == 1:
+                self.summaries += 1
+            if item.request_id is not None:
+                self.side.add(item.request_id)
         elif item.type == "ResponseReceived" and item.request_id is not None:
             usage = data["usage"]
-            self.reported[item.request_id] = (
+            total = (
                 int(usage["input_tokens"])
                 + int(usage["cache_read_input_tokens"])
                 + int(usage["cache_write_5m_tokens"])
                 + int(usage["cache_write_1h_tokens"])
             )
+            self.reported[item.request_id] = total
+            if item.request_id not in self.side:
+                branch = item.request_id.rsplit(":", 1)[0]
+                self.steps.append(Step(branch, item.node_id, total, int(usage["output_tokens"])))
         elif item.type == "RunFinished":
             self.finished = True
 
@@ -166,6 +179,8 @@ class RunMetrics:
     keys: ProbeTally
     summaries: int
     wall_s: float
+    steps: tuple[Step, ...] = attrs.field(default=(), repr=False)
+    """Each main request's total input and output (the peer replay's input; not in the JSON)."""
 
     @property
     def fresh_input(self) -> int:
@@ -246,6 +261,7 @@ def _metrics(
         keys=ProbeTally.judge([r for r in recalls if r.kind == "key"]),
         summaries=tally.summaries,
         wall_s=wall_s,
+        steps=tuple(tally.steps),
     )
 
 
@@ -304,6 +320,12 @@ class WorkloadResult:
     bound: BoundFigures
     runs: Mapping[str, RunMetrics]
     not_run: Mapping[str, str]
+    peers: tuple[PeerFigures, ...] = ()
+    """Compaction as the peers run it (:mod:`runtime.bench.peers`), every variant of the sensitivity table."""
+    peers_note: str = ""
+    """Why there are no peer figures, when there are none."""
+    cost_choices: tuple[ProfileChoice, ...] = ()
+    """What the cost model chose for ``foldline-cost``, by profile."""
 
 
 def output_ratio(pricing: PricingTable, model: str) -> float | None:
@@ -322,6 +344,7 @@ async def run_workload_set(
     registry: ToolRegistry = BENCH_TOOLS,
     pricing: PricingTable | None = None,
     progress: Callable[[str], None] | None = None,
+    peer_variants: Sequence[PeerParams] = VARIANTS,
 ) -> WorkloadResult:
     """Run one workload under each strategy (the baseline always, for the bound)."""
     pricing = pricing or PricingTable.load_default()
@@ -333,9 +356,13 @@ async def run_workload_set(
     runs[baseline.name] = await run_workload(scenario, baseline, provider_kind=provider_kind, registry=registry, bound=bound)
     if progress is not None:
         progress(f"{scenario.name}: {baseline.name} done in {runs[baseline.name].wall_s:.1f}s")
+    choices: list[ProfileChoice] = []
     for strategy in strategies:
         if strategy.name in runs:
             continue
+        if strategy.derived:
+            prices = prices_for_model(pricing, spec.model)
+            strategy, choices = cost_strategy(scenario, runs[baseline.name].steps, prices)
         try:
             runs[strategy.name] = await run_workload(scenario, strategy, provider_kind=provider_kind, registry=registry)
         except StrategyNotBuilt as exc:
@@ -348,7 +375,46 @@ async def run_workload_set(
     ordered = {s.name: runs[s.name] for s in strategies if s.name in runs}
     if baseline.name not in ordered:
         ordered = {baseline.name: runs[baseline.name], **ordered}
-    return WorkloadResult(scenario.name, scenario.description, figures, ordered, not_run)
+    peers, note = peer_figures(scenario, runs[baseline.name], pricing, peer_variants)
+    return WorkloadResult(scenario.name, scenario.description, figures, ordered, not_run, peers, note, tuple(choices))
+
+
+def prices_for_model(pricing: PricingTable, model: str) -> CostPrices:
+    """The cost model's relative prices for ``model`` (the bench's models have every price)."""
+    tier = pricing.first_tier(model)
+    if tier is None:
+        raise ConfigError(f"model {model!r} is not in the pricing table; the cost strategy needs its prices")
+    try:
+        return prices_for(tier)
+    except ValueError as exc:
+        raise ConfigError(f"model {model!r}: {exc}") from None
+
+
+def peer_figures(
+    scenario: Scenario, baseline: RunMetrics, pricing: PricingTable, variants: Sequence[PeerParams] = VARIANTS
+) -> tuple[tuple[PeerFigures, ...], str]:
+    """The peer compaction replay over the baseline's requests, each node under its own ceiling.
+
+    Returns the figures, or none and why (no node has a numeric ceiling to compact under).
+    """
+    ceilings = node_ceilings(scenario)
+    if not any(c is not None for c in ceilings.values()):
+        return (), "no node has a numeric ceiling: nothing to compact under"
+    return replay_all(baseline.steps, ceilings, pricing, scenario.provider.model, variants), ""
+
+
+def node_ceilings(scenario: Scenario) -> dict[str | None, int | None]:
+    """Each node's numeric ceiling (its own per-call value, else its profile's; None when not a number)."""
+
+    def numeric(value: object) -> int | None:
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    out: dict[str | None, int | None] = {}
+    for node in scenario.nodes:
+        own = numeric(node.max_input_tokens)
+        profile = scenario.profiles.get(node.profile)
+        out[node.id] = own if own is not None else numeric(profile.max_input_tokens if profile else None)
+    return out
 
 
 def strategies_named(names: Sequence[str] | None) -> list[Strategy]:
@@ -359,3 +425,28 @@ def strategies_named(names: Sequence[str] | None) -> list[Strategy]:
     if unknown:
         raise ConfigError(f"unknown strategy {unknown[0]!r}; strategies: {', '.join(STRATEGIES)}")
     return [s for s in STRATEGIES.values() if s.name in names]
+
+
+def priced_model(pricing: PricingTable, model: str) -> None:
+    """Check that ``model`` has every price the bench needs (output included) and that the simulator serves it.
+
+    ConfigError naming the model and what is missing otherwise.
+    """
+    from runtime.sim.models import served_models
+
+    served = served_models()
+    tier = pricing.first_tier(model)
+    if tier is None:
+        raise ConfigError(f"--model: {model!r} is not in the pricing table; priced models: "
+                          f"{', '.join(sorted(m for m in served if pricing.first_tier(m) is not None))}")
+    missing = [name for name in ("input", "output", "cache_read", "cache_write_5m") if getattr(tier, name) is None]
+    if missing:
+        raise ConfigError(f"--model: {model!r} has no {', '.join(missing)} price in the pricing table; the bench "
+                          "prices what users pay, so it needs every price")
+    if model not in served:
+        raise ConfigError(f"--model: the simulated server does not serve {model!r}; it serves {', '.join(served)}")
+
+
+def with_model(scenario: Scenario, model: str) -> Scenario:
+    """``scenario`` run on ``model`` (the provider's model; ceilings and scripts unchanged)."""
+    return scenario.evolve(provider=scenario.provider.evolve(model=model))

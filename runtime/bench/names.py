@@ -8,5 +8,7 @@ these tuples list exactly what those modules define, in the same order.
 
 from __future__ import annotations
 
-WORKLOAD_NAMES = ("fits", "reading-20k", "reading-40k", "staged-64", "fanout")
-STRATEGY_NAMES = ("naive", "cache-only", "compaction", "fold-immediate", "foldline")
+WORKLOAD_NAMES = ("fits", "reading-20k", "reading-40k", "staged-64", "fanout", "emitter", "staged-curl")
+STRATEGY_NAMES = ("naive", "cache-only", "compaction", "fold-immediate", "foldline", "foldline-cost")
+MODEL = "claude-opus-5"
+"""The built-in workloads' model (every price known, output included); a test checks it is the workloads'."""

@@ -12,6 +12,9 @@ so nodes, scripts, tools and per-node ceilings stay the workload's own.
 - ``fold-immediate``: the full fold, each fold committed as soon as it is decided.
 - ``foldline``: the full design: caching, epoch-scheduled folds, protected
   first round, tail skip.
+- ``foldline-cost``: ``foldline`` with each profile's fold line and target
+  chosen by the cost model (:mod:`runtime.bench.cost_strategy`), derived per
+  workload from its naive run.
 
 A strategy that needs a profile key this build does not have (folding lands
 separately) raises :class:`StrategyNotBuilt`, naming the missing keys.
@@ -44,6 +47,10 @@ class Strategy:
     name: str
     summary: str
     override: Mapping[str, Any] = attrs.field(converter=_frozen, hash=False)
+    per_profile: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict, converter=_frozen, hash=False)
+    """Further overrides by profile name, applied after ``override``."""
+    derived: bool = False
+    """The strategy's settings are derived from the workload's baseline run (the harness does it)."""
 
     def missing_keys(self) -> tuple[str, ...]:
         """Override keys :class:`Profile` does not have in this build."""
@@ -63,7 +70,10 @@ class Strategy:
         """``scenario`` with the override applied to every profile."""
         self.check_built()
         try:
-            profiles = {name: profile.evolve(**self.override) for name, profile in scenario.profiles.items()}
+            profiles = {
+                name: profile.evolve(**{**self.override, **self.per_profile.get(name, {})})
+                for name, profile in scenario.profiles.items()
+            }
         except ConfigError as exc:
             raise ConfigError(f"strategy {self.name!r} on workload {scenario.name!r}: {exc}") from exc
         return scenario.evolve(profiles=profiles)
@@ -95,8 +105,15 @@ FOLDLINE = Strategy(
     {"prompt_caching": True, "context_management": True, "context_strategy": "fold", "fold_scheduling": "epoch"},
 )
 
+FOLDLINE_COST = Strategy(
+    "foldline-cost",
+    "foldline with its fold line and target chosen by the cost model",
+    dict(FOLDLINE.override),
+    derived=True,
+)
+
 STRATEGIES: Mapping[str, Strategy] = MappingProxyType(
-    {s.name: s for s in (NAIVE, CACHE_ONLY, COMPACTION, FOLD_IMMEDIATE, FOLDLINE)}
+    {s.name: s for s in (NAIVE, CACHE_ONLY, COMPACTION, FOLD_IMMEDIATE, FOLDLINE, FOLDLINE_COST)}
 )
 """Every strategy, in table order."""
 

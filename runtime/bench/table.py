@@ -17,13 +17,15 @@ from typing import Any
 import attrs
 
 from runtime.bench.harness import ProbeTally, RunMetrics, WorkloadResult
+from runtime.bench.peers import HEADLINE, PeerFigures
 
 SCHEMA = "foldline.bench/v1"
 
 FOLDLINE = "foldline"
 COMPACTION = "compaction"
 FOLD_IMMEDIATE = "fold-immediate"
-FITS_BOUND_LIMIT = 1.05
+FOLDLINE_COST = "foldline-cost"
+FITS_BOUND_LIMIT = 1.02
 COMPACTION_LIMIT = 0.5
 FRESH_FACTOR = 5.0
 RECOVERY_WORKLOADS = ("reading-20k", "reading-40k", "staged-64")
@@ -35,12 +37,31 @@ def _ratio(value: float, base: float | None) -> float | None:
     return value / base
 
 
+def peer(result: WorkloadResult, label: str = HEADLINE) -> PeerFigures | None:
+    """The peer compaction variant ``label`` of ``result`` when it was replayed and is feasible."""
+    for figures in result.peers:
+        if figures.params.label == label and figures.feasible:
+            return figures
+    return None
+
+
 def ratios(result: WorkloadResult, run: RunMetrics) -> dict[str, float | None]:
-    """``to_bound`` and ``to_compaction`` of one run of ``result``."""
+    """``to_bound``, ``to_compaction`` (the runtime's own compaction run) and ``to_peer`` (the headline variant)."""
     compaction = result.runs.get(COMPACTION)
+    headline = peer(result)
     return {
         "to_bound": _ratio(run.cost_bit, result.bound.bit),
         "to_compaction": _ratio(run.cost_bit, compaction.cost_bit if compaction is not None else None),
+        "to_peer": _ratio(run.cost_bit, headline.bit if headline is not None else None),
+    }
+
+
+def peer_ratios(result: WorkloadResult, strategy: str = FOLDLINE) -> dict[str, float | None]:
+    """``strategy``'s cost over every peer variant's (None where the variant is infeasible or missing)."""
+    run = result.runs.get(strategy)
+    return {
+        f.params.label: (_ratio(run.cost_bit, f.bit) if run is not None and f.feasible else None)
+        for f in result.peers
     }
 
 
@@ -104,14 +125,26 @@ def _fits_target(by_name: Mapping[str, WorkloadResult], targets: list[Target]) -
 
 def _recovery_targets(by_name: Mapping[str, WorkloadResult], targets: list[Target]) -> None:
     for workload in RECOVERY_WORKLOADS:
-        name = f"{workload}: foldline <= {COMPACTION_LIMIT} x compaction"
-        missing = _missing(workload, FOLDLINE, by_name) or _missing(workload, COMPACTION, by_name)
+        name = f"{workload}: foldline <= {COMPACTION_LIMIT} x peer compaction ({HEADLINE})"
+        missing = _missing(workload, FOLDLINE, by_name)
+        if missing is None and peer(by_name[workload]) is None:
+            missing = f"peer compaction {HEADLINE} was not replayed or is infeasible on {workload}"
         if missing:
             targets.append(Target(name, None, missing))
         else:
             result = by_name[workload]
-            ratio = ratios(result, result.runs[FOLDLINE])["to_compaction"]
-            targets.append(Target(name, ratio is not None and ratio <= COMPACTION_LIMIT, f"{_x(ratio)} x compaction"))
+            ratio = ratios(result, result.runs[FOLDLINE])["to_peer"]
+            others = ", ".join(f"{label} {_x(v)}" for label, v in peer_ratios(result).items() if label != HEADLINE)
+            own = ratios(result, result.runs[FOLDLINE])["to_compaction"]
+            detail = (
+                f"{_x(ratio)} x peer compaction; other variants: {others}; "
+                f"x the runtime's own compaction run: {_x(own)}"
+            )
+            if FOLDLINE_COST in result.runs:
+                by_cost = peer_ratios(result, FOLDLINE_COST)
+                rest = ", ".join(f"{k} {_x(v)}" for k, v in by_cost.items() if k != HEADLINE)
+                detail += f"; foldline-cost: {_x(by_cost.get(HEADLINE))} ({rest})"
+            targets.append(Target(name, ratio is not None and ratio <= COMPACTION_LIMIT, detail))
         name = f"{workload}: foldline loses 0 bytes and answers every recall without re-running a tool"
         missing = _missing(workload, FOLDLINE, by_name)
         if missing:
@@ -155,6 +188,17 @@ def _staged_target(by_name: Mapping[str, WorkloadResult], targets: list[Target])
 
 
 def _run_wide_targets(results: Sequence[WorkloadResult], targets: list[Target]) -> None:
+    lost = [(r.workload, r.runs[FOLDLINE].bytes_unrecoverable) for r in results if FOLDLINE in r.runs]
+    if lost:
+        bad_lost = [f"{w} {n:,} bytes" for w, n in lost if n]
+        targets.append(
+            Target(
+                "foldline loses 0 bytes on every workload",
+                not bad_lost,
+                f"0 on {len(lost)} workload(s)" if not bad_lost else "lost: " + ", ".join(bad_lost),
+            )
+        )
+
     all_runs = [run for result in results for run in result.runs.values()]
     if all_runs:
         bad = [f"{r.workload}/{r.strategy} {r.rewrites_unexplained}" for r in all_runs if r.rewrites_unexplained]
@@ -183,7 +227,13 @@ def _run_wide_targets(results: Sequence[WorkloadResult], targets: list[Target]) 
 
 
 def bench_json(
-    results: Sequence[WorkloadResult], *, provider: str, model: str, wall_s: float, sizes: str
+    results: Sequence[WorkloadResult],
+    *,
+    provider: str,
+    model: str,
+    wall_s: float,
+    sizes: str,
+    pricing_note: str = "",
 ) -> dict[str, Any]:
     """The whole benchmark as one JSON document (what ``--json`` writes)."""
     workloads = []
@@ -200,12 +250,22 @@ def bench_json(
                 "lower_bound": result.bound.to_json(),
                 "runs": runs,
                 "not_run": dict(result.not_run),
+                "cost_model_choices": [c.to_json() for c in result.cost_choices],
+                "peer_compaction": {
+                    "headline": HEADLINE,
+                    "note": result.peers_note,
+                    "variants": [f.to_json() for f in result.peers],
+                    "foldline_ratio": {
+                        k: (round(v, 4) if v is not None else None) for k, v in peer_ratios(result).items()
+                    },
+                },
             }
         )
     return {
         "schema": SCHEMA,
         "provider": provider,
         "model": model,
+        "pricing": pricing_note,
         "sizes": sizes,
         "wall_s": round(wall_s, 3),
         "workloads": workloads,
@@ -234,6 +294,7 @@ COLUMNS = (
     ("$", ">"),
     ("x bound", ">"),
     ("x compact", ">"),
+    ("x peer", ">"),
     ("cached", ">"),
     ("fresh in", ">"),
     ("new in", ">"),
@@ -258,6 +319,7 @@ def _row(result: WorkloadResult, run: RunMetrics) -> list[str]:
         _usd(run.cost_usd),
         _x(r["to_bound"]),
         _x(r["to_compaction"]),
+        _x(r["to_peer"]),
         f"{run.cached_share:.3f}",
         f"{run.fresh_input:,}",
         f"{run.new_input:,}",
@@ -272,6 +334,23 @@ def _row(result: WorkloadResult, run: RunMetrics) -> list[str]:
         f"{run.nodes.get('ok', 0)}/{run.nodes.get('failed', 0) + run.nodes.get('skipped', 0)}",
         f"{run.over_ceiling_estimate}/{run.over_ceiling_reported}",
     ]
+
+
+def peer_lines(result: WorkloadResult) -> list[str]:
+    """The sensitivity table of one workload: each peer compaction variant's cost and foldline's ratio to it."""
+    if not result.peers:
+        return [f"  peer compaction: {result.peers_note}"] if result.peers_note else []
+    lines = ["  peer compaction (replayed; summary cache/length): cost BIT, $, summaries, foldline x"]
+    ratios_by = peer_ratios(result)
+    for f in result.peers:
+        if not f.feasible:
+            lines.append(f"    {f.params.label:<9} infeasible: {f.note}")
+            continue
+        lines.append(
+            f"    {f.params.label:<9} {f.bit:>14,.0f}  {_usd(f.usd):>9}  {f.summaries:>3}  "
+            f"{_x(ratios_by.get(f.params.label))}"
+        )
+    return lines
 
 
 def format_table(results: Sequence[WorkloadResult], *, wall_s: float | None = None) -> str:
@@ -302,6 +381,12 @@ def format_table(results: Sequence[WorkloadResult], *, wall_s: float | None = No
         out.extend(line(row) for row in block)
         for strategy, why in result.not_run.items():
             out.append(f"  {strategy}: {why}")
+        out.extend(peer_lines(result))
+        for choice in result.cost_choices:
+            out.append(
+                f"  foldline-cost, profile {choice.profile}: growth {choice.growth:,.0f} tokens a request, fold at "
+                f"{choice.fold_at:g}, target {choice.target:g} x ceiling {choice.ceiling:,} ({choice.reason})"
+            )
         unpriced = unpriced or not b.output_priced or any(not r.output_priced for r in result.runs.values())
         out.append("")
     out.append(
@@ -312,6 +397,11 @@ def format_table(results: Sequence[WorkloadResult], *, wall_s: float | None = No
     )
     if unpriced:
         out.append("cost excludes output tokens where the pricing table has no output price for the model")
+    out.append(
+        "x compact: over the runtime's own compaction run; x peer: over compaction as the peers run it, "
+        f"replayed over the naive requests (variant {HEADLINE}: the summary request reads the cache, 4k-token "
+        "summaries; see runtime/bench/peers.py for each parameter's source)"
+    )
     out.append("")
     out.append("targets:")
     for target in evaluate_targets(results):

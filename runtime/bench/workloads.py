@@ -25,11 +25,23 @@ workload's name, so every rendering is the same.
   cloned from its view: 5 iterative ones under a ceiling below the lead's
   size (they fold their own copy and recall the lead's facts) and 3 bounded
   ones with a per-call ceiling below it (they fail as their own nodes).
+- ``emitter``: seed 000's shape (ADR-0130 P3: a dependent child inherited
+  3,477,964 characters on a provider taking 1,048,576 a turn): an emitter with
+  no ceiling reads until its view is about 3.3 times its children's ceiling,
+  then 3 dependent workers fold their own copy and a bounded checker fails as
+  its own node. The seed's absolute size is past the simulated model's
+  1M-token window, so the ratio is kept.
+- ``staged-curl``: seed 004's staged task (pi-fold's 64-stage run over the
+  curl repository: 1,249,415 fresh tokens over 56 stages against a 272,000-token
+  budget, about 8% of the budget a stage): 64 stages each adding about 8% of a
+  50,000-token ceiling.
+
+The sizes of these two come from the seeds' figures, not from how the policy
+fares on them; none of the workloads is tuned to move a figure.
 """
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -37,12 +49,19 @@ from typing import Any
 
 import attrs
 
-from actors.tools import synthetic_text
 from runtime.bench.tools import BENCH_TOOLS, stage_fact
+from runtime.bench.workload_text import probe as _probe
+from runtime.bench.workload_text import read as _read
+from runtime.bench.workload_text import reading_steps as _reading_steps
+from runtime.bench.workload_text import scenario_text as _scenario_text_on
+from runtime.bench.workload_text import sizes as _sizes
+from runtime.bench.workload_text import system as _system
 from runtime.config import Scenario
 from runtime.config.loader import load_scenario, loads_scenario
 
-MODEL = "claude-haiku-5-5"
+MODEL = "claude-opus-5"
+"""The benchmark's model: the simulator serves it like claude-haiku-5-5 (a 1M-token window, a 512-token
+cache minimum) and the pricing table knows every one of its prices, output included."""
 TOOLS = ("read_doc", "answer")
 STAGE_TOOLS = ("stage", "answer")
 FANOUT_TOOLS = ("read_doc", "answer", "spawn")
@@ -71,6 +90,13 @@ class Sizes:
     fanout_child_ceiling: int
     fanout_bounded_ceiling: int
     system_chars: int
+    emitter_reads: int = 23
+    emitter_chars: tuple[int, int] = (20_000, 40_000)
+    emitter_child_ceiling: int = 60_000
+    emitter_bounded_ceiling: int = 40_000
+    curl_stages: int = 64
+    curl_stage_chars: tuple[int, int] = (7_000, 21_000)
+    curl_ceiling: int = 50_000
 
 
 FULL = Sizes(
@@ -115,47 +141,14 @@ SMALL = Sizes(
     fanout_child_ceiling=6_000,
     fanout_bounded_ceiling=4_000,
     system_chars=600,
+    emitter_reads=14,
+    emitter_chars=(3_000, 5_000),
+    emitter_child_ceiling=5_000,
+    emitter_bounded_ceiling=3_000,
+    curl_stages=10,
+    curl_stage_chars=(1_200, 3_600),
+    curl_ceiling=8_000,
 )
-
-
-# -- a small TOML writer for the values a scenario holds -------------------------------
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, Sequence):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    if isinstance(value, Mapping):
-        if not value:
-            return "{}"
-        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
-    raise TypeError(f"cannot write {value!r} ({type(value).__name__}) as a TOML value")
-
-
-def _long_text(text: str) -> str:
-    """A multi-line literal string (the text must not contain three single quotes)."""
-    if "'''" in text:
-        raise ValueError("text for a multi-line literal string contains '''")
-    return "'''\n" + text + "'''"
-
-
-def _table(lines: list[str], header: str, values: Mapping[str, Any]) -> None:
-    lines.append(header)
-    for key, value in values.items():
-        if key == "script":
-            lines.append("script = [")
-            lines.extend(f"  {_toml_value(step)}," for step in value)
-            lines.append("]")
-        elif isinstance(value, str) and "\n" in value:
-            lines.append(f"{key} = {_long_text(value)}")
-        else:
-            lines.append(f"{key} = {_toml_value(value)}")
-    lines.append("")
 
 
 def _scenario_text(
@@ -165,67 +158,7 @@ def _scenario_text(
     nodes: Sequence[Mapping[str, Any]],
     run: Mapping[str, Any] | None = None,
 ) -> str:
-    lines = [
-        f"# Benchmark workload {name!r}, written by runtime/bench/workloads.py; regenerate it there, do not edit.",
-        'schema = "foldline.scenario/v1"',
-        f"name = {_toml_value(name)}",
-        f"description = {_toml_value(description)}",
-        "",
-    ]
-    if run:
-        _table(lines, "[run]", run)
-    _table(lines, "[provider]", {"kind": "simulated", "model": MODEL})
-    for profile_name, profile in profiles.items():
-        _table(lines, f"[profiles.{profile_name}]", profile)
-    for node in nodes:
-        _table(lines, "[[nodes]]", node)
-    return "\n".join(lines)
-
-
-# -- plan pieces ----------------------------------------------------------------------
-
-
-def _read(path: str, size: int, facts: Sequence[str] = ()) -> dict[str, Any]:
-    arguments: dict[str, Any] = {"path": path, "size": size}
-    if facts:
-        arguments["facts"] = list(facts)
-    return {"name": "read_doc", "arguments": arguments}
-
-
-def _probe(fact: str) -> dict[str, Any]:
-    return {"name": "answer", "arguments": {"fact": fact, "value": {"recall": fact}}}
-
-
-def _system(seed: str, chars: int, lead: str) -> str:
-    body = synthetic_text(seed, max(0, chars - len(lead) - 1))
-    return lead + "\n" + body
-
-
-def _sizes(rng: random.Random, count: int, bounds: tuple[int, int]) -> list[int]:
-    low, high = bounds
-    return [rng.randrange(low, high + 1, 100) if high - low >= 100 else low for _ in range(count)]
-
-
-def _reading_steps(prefix: str, sizes: Sequence[int], facts_every: int, probe_lag: int) -> list[dict[str, Any]]:
-    """Reads with a fact planted in every ``facts_every``-th one, each probed ``probe_lag`` reads later."""
-    steps: list[dict[str, Any]] = []
-    planted: dict[int, str] = {}
-    for i, size in enumerate(sizes):
-        facts = []
-        if i % facts_every == 1:
-            fact = f"{prefix}{i + 1}"
-            facts.append(fact)
-            planted[i] = fact
-        calls = []
-        probed = planted.pop(i - probe_lag, None)
-        if probed is not None:
-            calls.append(_probe(probed))
-        calls.append(_read(f"docs/{prefix.lower()}{i + 1:03d}.md", size, facts))
-        steps.append({"tool_calls": calls})
-    late = [_probe(fact) for _, fact in sorted(planted.items())]
-    if late:
-        steps.append({"tool_calls": late})
-    return steps
+    return _scenario_text_on(name, description, profiles, nodes, run, model=MODEL)
 
 
 # -- the workloads ---------------------------------------------------------------------
@@ -305,11 +238,31 @@ def reading_40k(sizes: Sizes) -> str:
 
 
 def staged_64(sizes: Sizes) -> str:
-    rng = random.Random("staged-64")
-    bulk = _sizes(rng, sizes.stages, sizes.stage_chars)
-    probe_every = max(2, sizes.stages // 8)
+    return _staged(
+        "staged-64", sizes.stages, sizes.stage_chars, sizes.staged_ceiling, sizes,
+        f"{sizes.stages} stages in one iterative turn; each stage's result carries the key the next stage needs "
+        f"plus {sizes.stage_chars[0]:,} to {sizes.stage_chars[1]:,} characters of bulk output; "
+        f"{sizes.staged_ceiling:,}-token ceiling.",
+    )
+
+
+def staged_curl(sizes: Sizes) -> str:
+    return _staged(
+        "staged-curl", sizes.curl_stages, sizes.curl_stage_chars, sizes.curl_ceiling, sizes,
+        f"Seed 004's staged task: {sizes.curl_stages} stages in one turn, each adding about 8% of the "
+        f"{sizes.curl_ceiling:,}-token ceiling ({sizes.curl_stage_chars[0]:,} to {sizes.curl_stage_chars[1]:,} "
+        "characters), the share pi-fold's 64-stage run added per stage (1,249,415 fresh tokens over 56 stages "
+        "against a 272,000-token budget).",
+    )
+
+
+def _staged(name: str, stages: int, stage_chars: tuple[int, int], ceiling: int, sizes: Sizes,
+            description: str) -> str:
+    rng = random.Random(name)
+    bulk = _sizes(rng, stages, stage_chars)
+    probe_every = max(2, stages // 8)
     steps: list[dict[str, Any]] = []
-    for n in range(1, sizes.stages + 1):
+    for n in range(1, stages + 1):
         calls: list[dict[str, Any]] = []
         if n > probe_every and n % probe_every == 0:
             calls.append(_probe(stage_fact(n - probe_every + 1)))
@@ -318,31 +271,29 @@ def staged_64(sizes: Sizes) -> str:
             arguments["key"] = {"recall": stage_fact(n - 1)}
         calls.append({"name": "stage", "arguments": arguments})
         steps.append({"tool_calls": calls})
-    steps.append({"text": f"All {sizes.stages} stages are complete."})
+    steps.append({"text": f"All {stages} stages are complete."})
     system = _system(
-        "staged-64/system",
+        f"{name}/system",
         sizes.system_chars,
         "You are running a staged job. Call stage 1, then each next stage with the key the previous stage "
         "printed; when asked what an earlier key was, answer with answer.",
     )
     return _scenario_text(
-        "staged-64",
-        f"{sizes.stages} stages in one iterative turn; each stage's result carries the key the next stage needs "
-        f"plus {sizes.stage_chars[0]:,} to {sizes.stage_chars[1]:,} characters of bulk output; "
-        f"{sizes.staged_ceiling:,}-token ceiling.",
+        name,
+        description,
         # A wrong key fails the job (the bench's signal that a strategy lost it), not an error result.
         {
             "default": {
                 "system": system,
                 "tools": list(STAGE_TOOLS),
-                "max_input_tokens": sizes.staged_ceiling,
+                "max_input_tokens": ceiling,
                 "tool_errors": "fail",
             }
         },
         [
             {
                 "id": "runner",
-                "instruction": f"Run all {sizes.stages} stages of the job in order, in this one turn.",
+                "instruction": f"Run all {stages} stages of the job in order, in this one turn.",
                 "max_rounds": 4 * len(steps),
                 "script": steps,
             }
@@ -428,12 +379,83 @@ def fanout(sizes: Sizes) -> str:
     )
 
 
+EMITTER_WORKERS = 3
+SEED_000_RATIO = 3_477_964 / 1_048_576
+"""Seed 000 (P3): a child inherited 3,477,964 characters of history on a provider taking 1,048,576 per turn."""
+
+
+def emitter(sizes: Sizes) -> str:
+    """Seed 000's emitter feeding dependent children, at the seed's ratio of inherited view to child ceiling.
+
+    The emitter runs with no ceiling (the seed's emitter ran on a provider that took its whole
+    history); its dependent children clone its view and start at about 3.3 times their own
+    ceiling: iterative workers fold their own copy and recall the emitter's facts, a bounded
+    checker must fail as its own node. The seed's absolute size (3.48M characters, about 1.0M
+    simulator tokens) is past the simulated model's 1M-token window, so the ratio is kept, not the size.
+    """
+    rng = random.Random("emitter")
+    lead_sizes = _sizes(rng, sizes.emitter_reads, sizes.emitter_chars)
+    lead_facts = [f"E{i + 1}" for i in range(sizes.emitter_reads)]
+    steps: list[dict[str, Any]] = [
+        {"tool_calls": [_read(f"emitter/doc-{i + 1:02d}.md", size, [lead_facts[i]])]}
+        for i, size in enumerate(lead_sizes)
+    ]
+    children = [f"worker-{i + 1}" for i in range(EMITTER_WORKERS)] + ["checker"]
+    steps.append({"tool_calls": [{"name": "spawn", "arguments": {"node": child}} for child in children]})
+    steps.append({"text": f"Spawned {len(children)} children from what I read."})
+    system = _system(
+        "emitter/system",
+        sizes.system_chars,
+        "You are an emitter. Read the documents with read_doc, then hand the follow-up work to children "
+        "that start from a copy of this conversation.",
+    )
+    nodes: list[dict[str, Any]] = [
+        {"id": "emitter", "profile": "emitter", "instruction": "Read the documents, then spawn the children.",
+         "max_rounds": 4 * len(steps), "script": steps}
+    ]
+    for i in range(EMITTER_WORKERS):
+        recalled = [lead_facts[(3 * i) % len(lead_facts)], lead_facts[(3 * i + 4) % len(lead_facts)]]
+        child_steps: list[dict[str, Any]] = [
+            {"tool_calls": [_read(f"worker-{i + 1}/extra.md", _sizes(rng, 1, sizes.emitter_chars)[0])]},
+            {"tool_calls": [_probe(fact) for fact in recalled]},
+            {"text": f"Worker {i + 1} checked facts {recalled[0]} and {recalled[1]}."},
+        ]
+        nodes.append(
+            {"id": f"worker-{i + 1}", "spawned_by": "emitter", "inherit": "view",
+             "instruction": f"Read your extra document, then state facts {recalled[0]} and {recalled[1]} from "
+             "the emitter's reading.", "max_rounds": 4 * len(child_steps), "script": child_steps}
+        )
+    nodes.append(
+        {"id": "checker", "spawned_by": "emitter", "inherit": "view", "operation": "bounded",
+         "max_input_tokens": sizes.emitter_bounded_ceiling,
+         "instruction": "In one answer, say whether the emitter's reading is complete.",
+         "script": [{"text": "The emitter's reading is complete."}]}
+    )
+    return _scenario_text(
+        "emitter",
+        f"Seed 000's shape: an emitter with no ceiling reads {sizes.emitter_reads} documents of "
+        f"{sizes.emitter_chars[0]:,} to {sizes.emitter_chars[1]:,} characters, then spawns {EMITTER_WORKERS} "
+        f"dependent workers under a {sizes.emitter_child_ceiling:,}-token ceiling (they start at about "
+        f"{SEED_000_RATIO:.1f} times it, as the seed's child did, and fold their own copy) and one bounded "
+        f"checker with a {sizes.emitter_bounded_ceiling:,}-token per-call ceiling (it fails as its own node).",
+        {
+            "default": {"system": system, "tools": list(FANOUT_TOOLS),
+                        "max_input_tokens": sizes.emitter_child_ceiling},
+            "emitter": {"system": system, "tools": list(FANOUT_TOOLS), "max_input_tokens": "none"},
+        },
+        nodes,
+        run={"concurrency": 2, "spawn_limit": 8},
+    )
+
+
 WORKLOADS: Mapping[str, Callable[[Sizes], str]] = {
     "fits": fits,
     "reading-20k": reading_20k,
     "reading-40k": reading_40k,
     "staged-64": staged_64,
     "fanout": fanout,
+    "emitter": emitter,
+    "staged-curl": staged_curl,
 }
 """Every workload by name, in table order."""
 
@@ -458,7 +480,12 @@ def file_name(name: str) -> str:
 
 def load(directory: str | Path, name: str) -> Scenario:
     """Load workload ``name`` from its file in ``directory`` (the bench tools are known)."""
-    return load_scenario(Path(directory) / file_name(name), tool_names=BENCH_TOOLS.names())
+    return load_file(Path(directory) / file_name(name))
+
+
+def load_file(path: str | Path) -> Scenario:
+    """Load any workload scenario file (the bench tools are known); the loader's errors name the file."""
+    return load_scenario(Path(path), tool_names=BENCH_TOOLS.names())
 
 
 def write_all(directory: str | Path, sizes: Sizes = FULL) -> list[Path]:

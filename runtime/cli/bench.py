@@ -1,8 +1,15 @@
 """``foldline bench``: every workload under every strategy, one table.
 
-- ``foldline bench [--json FILE]``: runs the workloads of ``scenarios/bench/``
-  under each strategy in one process against the simulated Anthropic server,
-  prints the table and the targets, and writes the same figures as JSON.
+- ``foldline bench [--json FILE]``: runs the built-in workloads (rendered in
+  memory by :mod:`runtime.bench.workloads`, so the command runs wherever
+  foldline is installed) under each strategy in one process against the
+  simulated Anthropic server, prints the table, the peer compaction
+  sensitivity table and the targets, and writes the same figures as JSON.
+- ``--workload FILE`` (repeatable): run that scenario file under every
+  strategy instead (with ``--workloads`` too: both).
+- ``--model MODEL``: run and price on another model (default
+  :data:`runtime.bench.workloads.MODEL`); the model needs every price in the
+  pricing table, output included.
 - ``foldline bench --micro [--json FILE]``: the micro figures instead.
 
 The command line wires this module in with :func:`add_arguments` and
@@ -21,8 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-import runtime
-from runtime.bench.names import STRATEGY_NAMES, WORKLOAD_NAMES
+from runtime.bench.names import MODEL, STRATEGY_NAMES, WORKLOAD_NAMES
 from runtime.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -35,7 +41,6 @@ if TYPE_CHECKING:
 # that ``foldline --help`` and argument errors answer at once.
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
-DEFAULT_DIRECTORY = Path("scenarios") / "bench"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,7 +68,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dir",
         metavar="DIRECTORY",
-        help="where the workload files are (default: scenarios/bench, here or in the source tree)",
+        help="load the built-in workloads from their files in DIRECTORY instead of rendering them in memory",
+    )
+    parser.add_argument(
+        "--workload",
+        metavar="FILE",
+        action="append",
+        help="a workload scenario file to run under every strategy (repeatable)",
+    )
+    parser.add_argument(
+        "--model",
+        metavar="MODEL",
+        help=f"the model to run and price on (default: {MODEL} for the built-in workloads, the "
+        "file's own for --workload); it needs every price in the pricing table, output included",
     )
     parser.add_argument(
         "--provider",
@@ -87,41 +104,74 @@ def _names(value: str | None) -> list[str] | None:
     return names
 
 
-def workload_directory(given: str | None) -> Path:
-    """The directory of the workload files: ``given``, else ``scenarios/bench`` here or in the source tree."""
-    if given is not None:
-        directory = Path(given)
-        if not directory.is_dir():
-            raise ConfigError(f"--dir: {given} is not a directory")
-        return directory
-    here = DEFAULT_DIRECTORY
-    if here.is_dir():
-        return here
-    source_tree = Path(runtime.__file__).resolve().parent.parent / DEFAULT_DIRECTORY
-    if source_tree.is_dir():
-        return source_tree
-    raise ConfigError(
-        f"no {DEFAULT_DIRECTORY} directory here or in the source tree; pass --dir DIRECTORY or --small"
-    )
+def workload_directory(given: str) -> Path:
+    """The directory ``--dir`` names; ConfigError when it is not one."""
+    directory = Path(given)
+    if not directory.is_dir():
+        raise ConfigError(f"--dir: {given} is not a directory")
+    return directory
+
+
+def _workload_file(given: str) -> Scenario:
+    from runtime.bench import workloads as workload_files
+
+    path = Path(given)
+    if not path.is_file():
+        raise ConfigError(f"--workload: {given} is not a file")
+    return workload_files.load_file(path)
 
 
 def _scenarios(args: argparse.Namespace) -> list[Scenario]:
     from runtime.bench import workloads as workload_files
+    from runtime.bench.harness import priced_model, with_model
+    from runtime.pricing import PricingTable
 
-    names = _names(args.workloads) or list(workload_files.WORKLOADS)
+    files = list(getattr(args, "workload", None) or [])
+    named = _names(args.workloads)
+    names = named if named is not None else ([] if files else list(workload_files.WORKLOADS))
     unknown = [n for n in names if n not in workload_files.WORKLOADS]
     if unknown:
         raise ConfigError(f"--workloads: {unknown[0]!r} is not one of {', '.join(workload_files.WORKLOADS)}")
     if args.small:
-        return [workload_files.build(name, workload_files.SMALL) for name in names]
-    directory = workload_directory(args.dir)
-    return [workload_files.load(directory, name) for name in names]
+        scenarios = [workload_files.build(name, workload_files.SMALL) for name in names]
+    elif args.dir is not None:
+        directory = workload_directory(args.dir)
+        scenarios = [workload_files.load(directory, name) for name in names]
+    else:
+        scenarios = [workload_files.build(name) for name in names]
+    built_in = len(scenarios)
+    scenarios.extend(_workload_file(given) for given in files)
+    model = getattr(args, "model", None)
+    pricing = PricingTable.load_default()
+    out = []
+    for i, scenario in enumerate(scenarios):
+        if model is not None:
+            scenario = with_model(scenario, model)
+        try:
+            priced_model(pricing, scenario.provider.model)
+        except ConfigError as exc:
+            where = f"workload {scenario.name!r}" + ("" if i < built_in else " (from --workload)")
+            raise ConfigError(f"{where}: {exc}") from None
+        out.append(scenario)
+    return out
+
+
+def pricing_note(scenarios: Sequence[Scenario]) -> str:
+    """Where the prices of the scenarios' models come from (the pricing table's source and read_on)."""
+    from runtime.pricing import PricingTable
+
+    pricing = PricingTable.load_default()
+    notes = []
+    for model in dict.fromkeys(s.provider.model for s in scenarios):
+        entry = pricing.entry(model)
+        if entry is not None:
+            notes.append(f"{model}: {entry.source} (read on {entry.read_on.isoformat()})")
+    return "; ".join(notes)
 
 
 def _run_table(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     import anyio
 
-    from runtime.bench import workloads as workload_files
     from runtime.bench.harness import run_workload_set, strategies_named
     from runtime.bench.table import bench_json, format_table
 
@@ -148,9 +198,14 @@ def _run_table(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     wall_s = time.perf_counter() - started
     print(format_table(results, wall_s=wall_s), file=out)
     if args.json:
-        model = scenarios[0].provider.model if scenarios else workload_files.MODEL
+        model = scenarios[0].provider.model if scenarios else MODEL
         document = bench_json(
-            results, provider=args.provider, model=model, wall_s=wall_s, sizes="small" if args.small else "full"
+            results,
+            provider=args.provider,
+            model=model,
+            wall_s=wall_s,
+            sizes="small" if args.small else "full",
+            pricing_note=pricing_note(scenarios),
         )
         Path(args.json).write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return EXIT_OK

@@ -1,0 +1,257 @@
+"""Fold by cost: when to commit a fold and how deep, from prices (pure).
+
+A commit rewrites everything after the first folded message: the cached suffix from
+there on is written again at the write price, plus the summary's output. Not
+committing carries the unfolded tokens on every request at the read price. With the
+context at ``a`` tokens right after a commit, growing by ``g`` tokens a request, and
+the next commit at ``b``, one cycle of ``H = (b - a) / g`` requests costs
+
+    F + w x R(a)  +  rho x (a + b) / 2 x H        (rewrite, then carrying)
+
+where ``F`` is the commit's fixed cost (summary output at the output price), ``w`` the
+write price, ``R(a)`` the tokens the commit rewrites and ``rho`` the read price; the
+new tokens every request appends cost the same under every policy and drop out. Per
+request that is ``J(a, b) = (F + w R(a)) g / (b - a) + rho (a + b) / 2``:
+
+- **when**: for a given depth, ``J`` is least at ``b* = a + sqrt(2 g (F + w R(a)) / rho)``;
+  the commit line is ``min(b*, hard)``, where ``hard`` is the ceiling's hard limit (the
+  last size a request may have with room for the next round: ``ceiling x (1 - margin)``
+  less one round's growth). Past the line, commit now; under it, wait.
+- **how deep**: among the candidate depths the planner can legally reach (the lossless
+  guarantees and the protected parts are the planner's; each candidate says where the
+  fold would leave the context and how much it rewrites), take the one with the least
+  ``J`` at its own best line; a candidate that does not bring the context under the
+  hard limit is never taken while one that does exists.
+
+Prices are in base-input-token units (fresh input 1); :func:`prices_for` builds them
+from a model's price tier. ``fold_policy = "fixed"`` keeps the fixed fractions
+(:class:`runtime.fold.settings.FoldSettings`); this module is what ``"cost"`` asks.
+Nothing here reads a clock or does I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from runtime.pricing import BIT_CACHE_READ, BIT_CACHE_WRITE_5M, PriceTier
+
+
+def _positive(name: str, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name}: {value!r} is not a positive finite number")
+
+
+def _non_negative(name: str, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name}: {value!r} is not a non-negative finite number")
+
+
+@attrs.frozen
+class CostPrices:
+    """Prices per token relative to fresh input: cache read, five-minute write, output."""
+
+    read: float = BIT_CACHE_READ
+    write: float = BIT_CACHE_WRITE_5M
+    output: float = 5.0
+
+    def __attrs_post_init__(self) -> None:
+        _positive("CostPrices.read", self.read)
+        _positive("CostPrices.write", self.write)
+        _non_negative("CostPrices.output", self.output)
+
+
+def prices_for(tier: PriceTier) -> CostPrices:
+    """The relative prices of ``tier``; ValueError naming the price that is unknown."""
+    if tier.input is None or tier.input <= 0:
+        raise ValueError("prices_for: the tier has no input price, so no relative price can be formed")
+    missing = [name for name in ("cache_read", "cache_write_5m", "output") if getattr(tier, name) is None]
+    if missing:
+        raise ValueError(f"prices_for: the tier has no {', '.join(missing)} price; the cost policy needs it")
+    return CostPrices(
+        read=float(tier.cache_read) / tier.input,  # type: ignore[arg-type]
+        write=float(tier.cache_write_5m) / tier.input,  # type: ignore[arg-type]
+        output=float(tier.output) / tier.input,  # type: ignore[arg-type]
+    )
+
+
+@attrs.frozen
+class Candidate:
+    """One legal fold depth: the context after it, the tokens it rewrites, its summary output."""
+
+    label: str
+    tokens_after: int
+    rewrite_tokens: int
+    summary_output_tokens: int = 0
+
+    def __attrs_post_init__(self) -> None:
+        _non_negative("Candidate.tokens_after", self.tokens_after)
+        _non_negative("Candidate.rewrite_tokens", self.rewrite_tokens)
+        _non_negative("Candidate.summary_output_tokens", self.summary_output_tokens)
+        if self.rewrite_tokens > self.tokens_after:
+            raise ValueError(
+                f"Candidate {self.label!r}: rewrites {self.rewrite_tokens} tokens of a context of {self.tokens_after}"
+            )
+
+
+@attrs.frozen
+class CostState:
+    """Where the branch stands: its context, its expected growth per request, its ceiling."""
+
+    tokens: int
+    growth: float
+    ceiling: int
+    margin: float = 0.045
+
+    def __attrs_post_init__(self) -> None:
+        _non_negative("CostState.tokens", self.tokens)
+        _positive("CostState.growth", self.growth)
+        _positive("CostState.ceiling", self.ceiling)
+        if not 0 <= self.margin < 1:
+            raise ValueError(f"CostState.margin: {self.margin!r} is not in [0, 1)")
+
+    @property
+    def hard(self) -> float:
+        """The largest context that still leaves one round of growth under the ceiling's margin."""
+        return self.ceiling * (1 - self.margin) - self.growth
+
+
+@attrs.frozen
+class CostDecision:
+    """What the cost model decided, with the figures it decided on (recorded in FoldCommitted)."""
+
+    commit: bool
+    reason: str
+    choice: Candidate | None = None
+    line: float | None = None
+    predicted_per_request: float | None = None
+    predicted_commit_cost: float | None = None
+    horizon_requests: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "commit": self.commit,
+            "reason": self.reason,
+            "choice": None if self.choice is None else self.choice.label,
+            "line": None if self.line is None else round(self.line, 3),
+            "predicted_per_request_bit": _round(self.predicted_per_request),
+            "predicted_commit_bit": _round(self.predicted_commit_cost),
+            "horizon_requests": _round(self.horizon_requests),
+        }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def commit_cost(candidate: Candidate, prices: CostPrices) -> float:
+    """What landing ``candidate`` costs once: its rewrite at the write price and its summary's output."""
+    return prices.write * candidate.rewrite_tokens + prices.output * candidate.summary_output_tokens
+
+
+def best_line(candidate: Candidate, state: CostState, prices: CostPrices) -> float:
+    """Where the next commit should come after landing ``candidate``: ``min(b*, hard)``."""
+    room = math.sqrt(2 * state.growth * commit_cost(candidate, prices) / prices.read)
+    # At least one request between commits: a free commit would otherwise have no cycle to spread over.
+    return min(candidate.tokens_after + max(room, state.growth), state.hard)
+
+
+def per_request(candidate: Candidate, line: float, state: CostState, prices: CostPrices) -> float | None:
+    """``J(a, b)`` for landing ``candidate`` and committing again at ``line``.
+
+    None when the span leaves no room for one request's growth: such a commit frees too
+    little to run on (the lesson of commits that free nothing) and is never chosen.
+    """
+    span = line - candidate.tokens_after
+    if span < state.growth:
+        return None
+    horizon = span / state.growth
+    return commit_cost(candidate, prices) / horizon + prices.read * (candidate.tokens_after + line) / 2
+
+
+def choose(candidates: Sequence[Candidate], state: CostState, prices: CostPrices) -> CostDecision:
+    """Whether to commit now and which candidate to land (see the module docstring)."""
+    scored: list[tuple[float, int, Candidate, float]] = []
+    for index, candidate in enumerate(candidates):
+        line = best_line(candidate, state, prices)
+        cost = per_request(candidate, line, state, prices)
+        if cost is not None:
+            scored.append((cost, index, candidate, line))
+    if not scored:
+        if state.tokens > state.hard:
+            return CostDecision(True, "over the hard limit and no candidate leaves room to run: the deepest fold")
+        return CostDecision(False, "no candidate leaves room under the hard limit")
+    cost, _, best, line = min(scored)
+    horizon = (line - best.tokens_after) / state.growth
+    figures: dict[str, Any] = {
+        "choice": best,
+        "predicted_per_request": cost,
+        "predicted_commit_cost": commit_cost(best, prices),
+        "horizon_requests": horizon,
+    }
+    if state.tokens > state.hard:
+        return CostDecision(True, "the next round would cross the ceiling's hard limit", line=line, **figures)
+    if state.tokens >= line:
+        return CostDecision(True, "past the cost line: carrying costs more than the rewrite", line=line, **figures)
+    return CostDecision(False, "under the cost line: carrying is cheaper than the rewrite", line=line, **figures)
+
+
+def realised(read_tokens: int, write_tokens: int, output_tokens: int, prices: CostPrices) -> float:
+    """What a commit's rewrite request actually cost in the same units (from its usage)."""
+    for name, value in (("read_tokens", read_tokens), ("write_tokens", write_tokens), ("output_tokens", output_tokens)):
+        _non_negative(name, value)
+    return prices.read * read_tokens + prices.write * write_tokens + prices.output * output_tokens
+
+
+def fixed_fraction_line(ceiling: int, fold_at: float) -> float:
+    """The fixed policy's commit line (``fold_policy = "fixed"``), for comparison in the decision."""
+    _positive("ceiling", ceiling)
+    if not 0 < fold_at <= 1:
+        raise ValueError(f"fold_at: {fold_at!r} is not in (0, 1]")
+    return ceiling * fold_at
+
+
+GROWTH_WINDOW = 8
+"""How many recent request-to-request increments :class:`GrowthMeter` averages."""
+
+
+@attrs.frozen
+class GrowthMeter:
+    """The expected growth per request: the mean of the last :data:`GROWTH_WINDOW` increments.
+
+    A fall in size (a commit landed) starts no increment: it is a new cycle, not
+    negative growth. Immutable: :meth:`observe` returns the next meter.
+    """
+
+    last: int | None = None
+    increments: tuple[int, ...] = ()
+
+    def observe(self, estimate: int) -> GrowthMeter:
+        _non_negative("GrowthMeter.observe estimate", estimate)
+        if self.last is None or estimate < self.last:
+            return GrowthMeter(estimate, self.increments)
+        return GrowthMeter(estimate, (*self.increments, estimate - self.last)[-GROWTH_WINDOW:])
+
+    @property
+    def mean(self) -> float | None:
+        """The expected growth per request, or None before two requests of one cycle were seen."""
+        positive = [i for i in self.increments if i > 0]
+        return sum(positive) / len(positive) if positive else None
+
+
+def target_candidate(ceiling: int, target: float, kept_prefix_tokens: int, summary_output_tokens: int) -> Candidate:
+    """The candidate the target rule describes: the context left at ``target x ceiling``, everything after
+    the kept prefix (protected head, earlier notes) rewritten, one summary produced."""
+    _positive("ceiling", ceiling)
+    if not 0 < target < 1:
+        raise ValueError(f"target: {target!r} is not in (0, 1)")
+    after = int(ceiling * target)
+    return Candidate(
+        f"target {target:g}",
+        tokens_after=after,
+        rewrite_tokens=max(0, after - min(kept_prefix_tokens, after)),
+        summary_output_tokens=summary_output_tokens,
+    )
