@@ -288,7 +288,7 @@ kind = "scripted"
 model = "claude-haiku-5-5"
 [profiles.reader]
 system = "You read modules."
-tools = ["read_file"]
+tools = ["synthetic_read"]
 max_input_tokens = 8000
 context_management = true
 [[nodes]]
@@ -307,7 +307,7 @@ script = [
 def test_restored_originals_are_drawn_as_such(tmp_path: Path) -> None:
     """A read folded away and restored with the context tool is a restored original in the branch's view."""
     reads = "\n".join(
-        f'  {{ tool_calls = [{{ name = "read_file", arguments = {{ path = "src/m{i:02d}.py", size = 3000 }} }}] }},'
+        f'  {{ tool_calls = [{{ name = "synthetic_read", arguments = {{ path = "src/m{i:02d}.py", size = 3000 }} }}] }},'
         for i in range(12)
     )
     scenario = tmp_path / "restoring.toml"
