@@ -17,7 +17,7 @@ from runtime.fold.formats import parse_clip_marker, parse_read_result
 from runtime.fold.projection import CLIP_FLOOR, BoundProjection, ProjectionError, clipped_copy, project
 from runtime.fold.recovery import read_result
 from runtime.fold.units import RecordReader
-from runtime.messages import AssistantResponse, Instruction, ToolCall, ToolResult
+from runtime.messages import AssistantResponse, Instruction, Message, ToolCall, ToolResult
 
 BIG = synthetic_text("listing", 100_045)
 
@@ -223,11 +223,14 @@ def test_canonical_outputs_for_non_mapping_json_are_one_preview_body() -> None:
     assert recovery_text(original) == canonical_json(list(range(3000)))
 
 
+def ids_of(messages: list[Message]) -> frozenset[str]:
+    return frozenset(m.id for m in messages)
+
+
 def test_a_request_projection_keeps_an_included_protected_rounds_own_bound() -> None:
     from types import SimpleNamespace
 
     from runtime.fold.projection import request_projection
-    from runtime.fold.units import ids_of
 
     record = Record()
     record.append(Instruction("task"))

@@ -282,14 +282,7 @@ def _staged(name: str, stages: int, stage_chars: tuple[int, int], ceiling: int, 
         name,
         description,
         # A wrong key fails the job (the bench's signal that a strategy lost it), not an error result.
-        {
-            "default": {
-                "system": system,
-                "tools": list(STAGE_TOOLS),
-                "max_input_tokens": ceiling,
-                "tool_errors": "fail",
-            }
-        },
+        {"default": {"system": system, "tools": list(STAGE_TOOLS), "max_input_tokens": ceiling, "tool_errors": "fail"}},
         [
             {
                 "id": "runner",
@@ -492,12 +485,9 @@ def write_all(directory: str | Path, sizes: Sizes = FULL) -> list[Path]:
     """Write every workload's file into ``directory``; returns the paths written."""
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    written = []
     for name in WORKLOADS:
-        path = out / file_name(name)
-        path.write_text(render(name, sizes), encoding="utf-8")
-        written.append(path)
-    return written
+        (out / file_name(name)).write_text(render(name, sizes), encoding="utf-8")
+    return [out / file_name(name) for name in WORKLOADS]
 
 
 if __name__ == "__main__":
