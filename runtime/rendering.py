@@ -79,9 +79,6 @@ class RenderedMessage:
         return PreparedMessage(_ENVELOPES[self.role], tuple(block.prepared() for block in self.blocks))
 
 
-
-
-
 class _BlockMemo:
     """A bounded memo of rendered blocks by message identity, content and projection key."""
 
@@ -111,8 +108,13 @@ def _text_block(text: str, source_id: str) -> Block:
 
 def _tool_use_block(call: ToolCall, source_id: str) -> Block:
     text = (
-        '{"id":' + canonical_json(call.call_id) + ',"input":' + call.arguments_json
-        + ',"name":' + canonical_json(call.name) + ',"type":"tool_use"}'
+        '{"id":'
+        + canonical_json(call.call_id)
+        + ',"input":'
+        + call.arguments_json
+        + ',"name":'
+        + canonical_json(call.name)
+        + ',"type":"tool_use"}'
     )
     return Block(text, "tool_use", source_id)
 

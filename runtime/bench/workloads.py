@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -57,7 +56,7 @@ from runtime.bench.workload_text import scenario_text as _scenario_text_on
 from runtime.bench.workload_text import sizes as _sizes
 from runtime.bench.workload_text import system as _system
 from runtime.config import Scenario
-from runtime.config.loader import load_scenario, loads_scenario
+from runtime.config.loader import loads_scenario
 
 MODEL = "claude-opus-5"
 """The benchmark's model: the simulator serves it like claude-haiku-5-5 (a 1M-token window, a 512-token
@@ -239,7 +238,11 @@ def reading_40k(sizes: Sizes) -> str:
 
 def staged_64(sizes: Sizes) -> str:
     return _staged(
-        "staged-64", sizes.stages, sizes.stage_chars, sizes.staged_ceiling, sizes,
+        "staged-64",
+        sizes.stages,
+        sizes.stage_chars,
+        sizes.staged_ceiling,
+        sizes,
         f"{sizes.stages} stages in one iterative turn; each stage's result carries the key the next stage needs "
         f"plus {sizes.stage_chars[0]:,} to {sizes.stage_chars[1]:,} characters of bulk output; "
         f"{sizes.staged_ceiling:,}-token ceiling.",
@@ -248,7 +251,11 @@ def staged_64(sizes: Sizes) -> str:
 
 def staged_curl(sizes: Sizes) -> str:
     return _staged(
-        "staged-curl", sizes.curl_stages, sizes.curl_stage_chars, sizes.curl_ceiling, sizes,
+        "staged-curl",
+        sizes.curl_stages,
+        sizes.curl_stage_chars,
+        sizes.curl_ceiling,
+        sizes,
         f"Seed 004's staged task: {sizes.curl_stages} stages in one turn, each adding about 8% of the "
         f"{sizes.curl_ceiling:,}-token ceiling ({sizes.curl_stage_chars[0]:,} to {sizes.curl_stage_chars[1]:,} "
         "characters), the share pi-fold's 64-stage run added per stage (1,249,415 fresh tokens over 56 stages "
@@ -256,8 +263,7 @@ def staged_curl(sizes: Sizes) -> str:
     )
 
 
-def _staged(name: str, stages: int, stage_chars: tuple[int, int], ceiling: int, sizes: Sizes,
-            description: str) -> str:
+def _staged(name: str, stages: int, stage_chars: tuple[int, int], ceiling: int, sizes: Sizes, description: str) -> str:
     rng = random.Random(name)
     bulk = _sizes(rng, stages, stage_chars)
     probe_every = max(2, stages // 8)
@@ -403,8 +409,13 @@ def emitter(sizes: Sizes) -> str:
         "that start from a copy of this conversation.",
     )
     nodes: list[dict[str, Any]] = [
-        {"id": "emitter", "profile": "emitter", "instruction": "Read the documents, then spawn the children.",
-         "max_rounds": 4 * len(steps), "script": steps}
+        {
+            "id": "emitter",
+            "profile": "emitter",
+            "instruction": "Read the documents, then spawn the children.",
+            "max_rounds": 4 * len(steps),
+            "script": steps,
+        }
     ]
     for i in range(EMITTER_WORKERS):
         recalled = [lead_facts[(3 * i) % len(lead_facts)], lead_facts[(3 * i + 4) % len(lead_facts)]]
@@ -414,15 +425,26 @@ def emitter(sizes: Sizes) -> str:
             {"text": f"Worker {i + 1} checked facts {recalled[0]} and {recalled[1]}."},
         ]
         nodes.append(
-            {"id": f"worker-{i + 1}", "spawned_by": "emitter", "inherit": "view",
-             "instruction": f"Read your extra document, then state facts {recalled[0]} and {recalled[1]} from "
-             "the emitter's reading.", "max_rounds": 4 * len(child_steps), "script": child_steps}
+            {
+                "id": f"worker-{i + 1}",
+                "spawned_by": "emitter",
+                "inherit": "view",
+                "instruction": f"Read your extra document, then state facts {recalled[0]} and {recalled[1]} from "
+                "the emitter's reading.",
+                "max_rounds": 4 * len(child_steps),
+                "script": child_steps,
+            }
         )
     nodes.append(
-        {"id": "checker", "spawned_by": "emitter", "inherit": "view", "operation": "bounded",
-         "max_input_tokens": sizes.emitter_bounded_ceiling,
-         "instruction": "In one answer, say whether the emitter's reading is complete.",
-         "script": [{"text": "The emitter's reading is complete."}]}
+        {
+            "id": "checker",
+            "spawned_by": "emitter",
+            "inherit": "view",
+            "operation": "bounded",
+            "max_input_tokens": sizes.emitter_bounded_ceiling,
+            "instruction": "In one answer, say whether the emitter's reading is complete.",
+            "script": [{"text": "The emitter's reading is complete."}],
+        }
     )
     return _scenario_text(
         "emitter",
@@ -432,8 +454,7 @@ def emitter(sizes: Sizes) -> str:
         f"{SEED_000_RATIO:.1f} times it, as the seed's child did, and fold their own copy) and one bounded "
         f"checker with a {sizes.emitter_bounded_ceiling:,}-token per-call ceiling (it fails as its own node).",
         {
-            "default": {"system": system, "tools": list(FANOUT_TOOLS),
-                        "max_input_tokens": sizes.emitter_child_ceiling},
+            "default": {"system": system, "tools": list(FANOUT_TOOLS), "max_input_tokens": sizes.emitter_child_ceiling},
             "emitter": {"system": system, "tools": list(FANOUT_TOOLS), "max_input_tokens": "none"},
         },
         nodes,
@@ -465,36 +486,3 @@ def render(name: str, sizes: Sizes = FULL) -> str:
 def build(name: str, sizes: Sizes = FULL) -> Scenario:
     """Workload ``name`` at ``sizes`` as a scenario (validated like a file)."""
     return loads_scenario(render(name, sizes), path_label=f"{name}.toml", tool_names=BENCH_TOOLS.names())
-
-
-def file_name(name: str) -> str:
-    return f"{name}.toml"
-
-
-def load(directory: str | Path, name: str) -> Scenario:
-    """Load workload ``name`` from its file in ``directory`` (the bench tools are known)."""
-    return load_file(Path(directory) / file_name(name))
-
-
-def load_file(path: str | Path) -> Scenario:
-    """Load any workload scenario file (the bench tools are known); the loader's errors name the file."""
-    return load_scenario(Path(path), tool_names=BENCH_TOOLS.names())
-
-
-def write_all(directory: str | Path, sizes: Sizes = FULL) -> list[Path]:
-    """Write every workload's file into ``directory``; returns the paths written."""
-    out = Path(directory)
-    out.mkdir(parents=True, exist_ok=True)
-    for name in WORKLOADS:
-        (out / file_name(name)).write_text(render(name, sizes), encoding="utf-8")
-    return [out / file_name(name) for name in WORKLOADS]
-
-
-if __name__ == "__main__":
-    import sys
-
-    if len(sys.argv) != 2:
-        print("usage: python -m runtime.bench.workloads DIRECTORY", file=sys.stderr)
-        sys.exit(2)
-    for written_path in write_all(sys.argv[1]):
-        print(written_path)

@@ -113,32 +113,35 @@ def workload_directory(given: str) -> Path:
 
 
 def _workload_file(given: str) -> Scenario:
-    from runtime.bench import workloads as workload_files
 
     path = Path(given)
     if not path.is_file():
         raise ConfigError(f"--workload: {given} is not a file")
-    return workload_files.load_file(path)
+    from runtime.bench.workload_files import load_file
+
+    return load_file(path)
 
 
 def _scenarios(args: argparse.Namespace) -> list[Scenario]:
-    from runtime.bench import workloads as workload_files
+    from runtime.bench import workloads
     from runtime.bench.harness import priced_model, with_model
     from runtime.pricing import PricingTable
 
     files = list(getattr(args, "workload", None) or [])
     named = _names(args.workloads)
-    names = named if named is not None else ([] if files else list(workload_files.WORKLOADS))
-    unknown = [n for n in names if n not in workload_files.WORKLOADS]
+    names = named if named is not None else ([] if files else list(workloads.WORKLOADS))
+    unknown = [n for n in names if n not in workloads.WORKLOADS]
     if unknown:
-        raise ConfigError(f"--workloads: {unknown[0]!r} is not one of {', '.join(workload_files.WORKLOADS)}")
+        raise ConfigError(f"--workloads: {unknown[0]!r} is not one of {', '.join(workloads.WORKLOADS)}")
     if args.small:
-        scenarios = [workload_files.build(name, workload_files.SMALL) for name in names]
+        scenarios = [workloads.build(name, workloads.SMALL) for name in names]
     elif args.dir is not None:
         directory = workload_directory(args.dir)
-        scenarios = [workload_files.load(directory, name) for name in names]
+        from runtime.bench.workload_files import load
+
+        scenarios = [load(directory, name) for name in names]
     else:
-        scenarios = [workload_files.build(name) for name in names]
+        scenarios = [workloads.build(name) for name in names]
     built_in = len(scenarios)
     scenarios.extend(_workload_file(given) for given in files)
     model = getattr(args, "model", None)
@@ -188,9 +191,7 @@ def _run_table(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     async def main() -> list[WorkloadResult]:
         results = []
         for scenario in scenarios:
-            results.append(
-                await run_workload_set(scenario, strategies, provider_kind=args.provider, progress=progress)
-            )
+            results.append(await run_workload_set(scenario, strategies, provider_kind=args.provider, progress=progress))
         return results
 
     started = time.perf_counter()
@@ -239,11 +240,18 @@ def _run_micro(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     print(f"wall time: {wall_s:.1f} s", file=out)
     if rows:
         missed = [row.name for row in rows if row.met is False]
-        print(f"scaling targets: {sum(1 for row in rows if row.met)} met, {len(missed)} missed"
-              + (f" ({'; '.join(missed)})" if missed else ""), file=out)
+        print(
+            f"scaling targets: {sum(1 for row in rows if row.met)} met, {len(missed)} missed"
+            + (f" ({'; '.join(missed)})" if missed else ""),
+            file=out,
+        )
     if args.json:
-        document = {"schema": "foldline.bench.micro/v1", "wall_s": round(wall_s, 3),
-                    "figures": [f.to_json() for f in figures], "scaling": [row.to_json() for row in rows]}
+        document = {
+            "schema": "foldline.bench.micro/v1",
+            "wall_s": round(wall_s, 3),
+            "figures": [f.to_json() for f in figures],
+            "scaling": [row.to_json() for row in rows],
+        }
         Path(args.json).write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return EXIT_OK
 
