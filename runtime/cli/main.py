@@ -4,6 +4,8 @@
   [--signals FILE.jsonl] [--report FILE.json]``: run a scenario file, show
   progress on stderr, print the report on stdout. Exit 0 when every node
   succeeded, 1 when the run finished with failed nodes, 2 on bad input.
+- ``foldline run SCENARIO --engine temporal [--temporal HOST:PORT]``, ``foldline worker --temporal HOST:PORT``:
+  flows on Temporal (runtime.temporal.command; needs the ``temporal`` extra).
 - ``foldline sim [--port N] [--clock virtual] ...``: serve the simulated Anthropic server (runtime.sim.command).
 - ``foldline bench [--micro] [--json FILE]``: the benchmarks.
 - ``foldline resume PATH``, ``replay PATH``, ``events PATH``, ``inspect PATH [--html F]``:
@@ -44,6 +46,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="no progress lines")
     run.add_argument("--plain", action="store_true", help="plain progress lines even on a terminal (no live view)")
     run.add_argument("--store", metavar="PATH", help="store the run in SQLite at PATH as it goes (resumable)")
+    from runtime.temporal import command as temporal_command
+
+    temporal_command.add_engine_arguments(run)
+    temporal_command.add_worker_arguments(sub.add_parser("worker", help="run a Temporal worker for foldline flows"))
 
     from runtime.cli import bench as bench_command
     from runtime.cli import store as store_commands
@@ -68,6 +74,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.engine == "temporal":
+        from runtime.temporal.command import run_temporal
+
+        return run_temporal(args, out, err)
     if args.store:
         from runtime.cli.store import run_run
 
@@ -113,6 +123,10 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
     try:
         if args.command == "run":
             return _cmd_run(args, out, err)
+        if args.command == "worker":
+            from runtime.temporal.command import run_worker
+
+            return run_worker(args, out, err)
         if args.command == "sim":
             from runtime.sim.command import run as run_sim
 
