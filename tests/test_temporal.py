@@ -180,3 +180,177 @@ def test_temporal_run_keeps_the_in_process_contract(scenario: str, tmp_path: Pat
     # Bodies live in the body store: no history event carries a conversation.
     largest = int(stderr.split("largest event ")[1].split(" bytes")[0])
     assert largest < 2048, stderr[-500:]
+
+
+# -- many workers, and a worker that dies -------------------------------------------------
+
+HARNESS = str(ROOT / "tests" / "temporal_harness.py")
+SIM_KEY = "sim-test-key"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_port(port: int, deadline: float) -> None:
+    import socket
+    import time
+
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"nothing listens on port {port}")
+
+
+@pytest.fixture(scope="module")
+def server() -> Any:
+    """A Temporal dev server started from the installed binary, for the module."""
+    import time
+
+    port = _free_port()
+    args = ["server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(port), "--log-level", "error"]
+    args += ["--http-port", str(_free_port()), "--metrics-port", str(_free_port())]
+    proc = subprocess.Popen([str(BIN / "temporal"), *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_port(port, time.monotonic() + 30)
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+@pytest.fixture
+def sim(request: pytest.FixtureRequest) -> Any:
+    """Start the simulator for a scenario (``sim(path)``); on teardown it has been stopped."""
+    procs: list[subprocess.Popen[str]] = []
+
+    def start(scenario: Path) -> tuple[str, subprocess.Popen[str]]:
+        proc = subprocess.Popen(
+            [sys.executable, HARNESS, "sim", str(scenario), SIM_KEY],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        procs.append(proc)
+        assert proc.stdout is not None
+        return proc.stdout.readline().strip(), proc
+
+    yield start
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+
+
+def _served(proc: subprocess.Popen[str]) -> list[dict[str, Any]]:
+    out, _ = proc.communicate(timeout=20)
+    served: list[dict[str, Any]] = json.loads(out.strip().splitlines()[-1])
+    return served
+
+
+def _worker(server: str, bodies: Path, sim_url: str, count: Path, crash: int = 0) -> subprocess.Popen[str]:
+    argv = [sys.executable, HARNESS, "worker", server, str(bodies), sim_url, SIM_KEY, str(count)]
+    proc = subprocess.Popen([*argv, *([str(crash)] if crash else [])], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def _submit(scenario: Path, server: str, bodies: Path, tmp_path: Path) -> subprocess.Popen[str]:
+    argv = [sys.executable, "-m", "runtime.cli", "--log-level", "error", "run", str(scenario), "--engine", "temporal"]
+    argv += ["--temporal", server, "--bodies", str(bodies), "--no-worker", "--quiet"]
+    argv += ["--signals", str(tmp_path / "signals.jsonl"), "--report", str(tmp_path / "report.json")]
+    return subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _local_report(scenario: Path) -> dict[str, Any]:
+    from actors.tools import BUILTIN_TOOLS
+    from runtime.config.loader import load_scenario
+    from runtime.scenario_run import run_scenario
+
+    loaded = load_scenario(scenario, tool_names=BUILTIN_TOOLS.names())
+    return asyncio.run(run_scenario(loaded)).report
+
+
+@needs_server
+@pytest.mark.slow
+def test_a_killed_worker_is_replaced_and_nothing_completed_is_repeated(server: str, sim: Any, tmp_path: Path) -> None:
+    scenario = ROOT / "scenarios" / "quickstart.toml"
+    expected = _local_report(scenario)
+    sim_url, sim_proc = sim(scenario)
+    bodies = tmp_path / "bodies"
+    first = _worker(server, bodies, sim_url, tmp_path / "first.count", crash=4)
+    run = _submit(scenario, server, bodies, tmp_path)
+    assert first.wait(timeout=60) == -9  # SIGKILLed after its 4th provider response
+    second = _worker(server, bodies, sim_url, tmp_path / "second.count")
+    try:
+        _, err = run.communicate(timeout=90)
+    finally:
+        second.kill()
+        second.wait()
+    assert run.returncode == 0, err[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    # Usage counted once: the same requests and tokens. Only the cache split may move: the lost
+    # attempt's response was completed (and its prefix cached) at the simulator, so its retry reads
+    # what the first attempt wrote.
+    got, want = report["usage"], expected["usage"]
+    assert report["requests"] == expected["requests"] and report["attempts"] == expected["attempts"]
+    for key in ("input_tokens", "output_tokens"):
+        assert got[key] == want[key], key
+    cached = ("cache_read_input_tokens", "cache_write_5m_tokens", "cache_write_1h_tokens")
+    assert sum(got[k] for k in cached) == sum(want[k] for k in cached)
+    completed = [s["digest"] for s in _served(sim_proc) if s["status"] == 200]
+    repeated = {d for d in completed if completed.count(d) > 1}
+    assert len(completed) <= report["requests"] + 1 and len(repeated) <= 1  # at most the one in flight again
+    seqs = [event.seq for event in read_jsonl(tmp_path / "signals.jsonl")]
+    assert seqs == list(range(1, len(seqs) + 1))
+
+
+EIGHT_NODES = """
+schema = "foldline.scenario/v1"
+name = "eight"
+[run]
+concurrency = 8
+[provider]
+kind = "simulated"
+model = "claude-haiku-5-5"
+[profiles.default]
+system = "You read files."
+tools = ["read_file"]
+""" + "".join(
+    f"""
+[[nodes]]
+id = "n{i}"
+operation = "iterative"
+instruction = "Read the file n{i}.txt."
+script = [{{ tool_calls = [{{ name = "read_file", arguments = {{ path = "n{i}.txt", size = 3000 }} }}] }}, {{ text = "done {i}" }}]
+"""
+    for i in range(8)
+)
+
+
+@needs_server
+@pytest.mark.slow
+def test_two_workers_share_a_flow_of_eight_nodes(server: str, sim: Any, tmp_path: Path) -> None:
+    scenario = tmp_path / "eight.toml"
+    scenario.write_text(EIGHT_NODES, encoding="utf-8")
+    expected = _local_report(scenario)
+    sim_url, _ = sim(scenario)
+    bodies = tmp_path / "bodies"
+    workers = [_worker(server, bodies, sim_url, tmp_path / f"w{n}.count") for n in range(2)]
+    try:
+        run = _submit(scenario, server, bodies, tmp_path)
+        _, err = run.communicate(timeout=90)
+    finally:
+        for worker in workers:
+            worker.kill()
+            worker.wait()
+    assert run.returncode == 0, err[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    for key in ("usage", "requests", "attempts", "status"):
+        assert report[key] == expected[key], key
+    assert {n: v["status"] for n, v in report["nodes"].items()} == {n: v["status"] for n, v in expected["nodes"].items()}
+    shares = [int((tmp_path / f"w{n}.count").read_text()) for n in range(2) if (tmp_path / f"w{n}.count").exists()]
+    assert len(shares) == 2 and sum(shares) == expected["requests"]  # both workers served provider attempts

@@ -10,7 +10,7 @@
   (the simulator, by default); other workers on the queue share the work.
   Without ``--temporal`` it starts the Temporal dev server from the installed
   ``temporal`` binary, with bodies in a temporary directory, and stops both
-  afterwards.
+  afterwards. ``--no-worker`` only submits and follows: other workers do the work.
 
 The Temporal SDK's native threads can abort the interpreter at exit
 (temporalio/sdk-python#300), so the console command ends its process with
@@ -43,6 +43,7 @@ def add_engine_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("--temporal", metavar="HOST:PORT", help="a Temporal server (default: start the dev server)")
     run.add_argument("--task-queue", default=DEFAULT_TASK_QUEUE, help=f"default {DEFAULT_TASK_QUEUE!r}")
     run.add_argument("--bodies", metavar="DIR", help="the body store every worker reaches (needed with --temporal)")
+    run.add_argument("--no-worker", action="store_true", help="submit and follow only: workers elsewhere do the work")
 
 
 def add_worker_arguments(worker: argparse.ArgumentParser) -> None:
@@ -109,11 +110,14 @@ async def submit(args: argparse.Namespace, scenario_text: str, label: str, provi
         Path(args.signals).write_text("", encoding="utf-8")
     workflow_id = f"foldline-{run_id}"
     async with _client(args) as client:
-        worker = build_worker(client, ActivityHost(providers, BUILTIN_TOOLS), task_queue=args.task_queue)
-        async with worker:
-            result: dict[str, Any] = await client.execute_workflow(
-                FLOW_WORKFLOW, arg, id=workflow_id, task_queue=args.task_queue, result_type=dict
-            )
+        execute = client.execute_workflow(
+            FLOW_WORKFLOW, arg, id=workflow_id, task_queue=args.task_queue, result_type=dict
+        )
+        if providers is None:
+            result: dict[str, Any] = await execute
+        else:
+            async with build_worker(client, ActivityHost(providers, BUILTIN_TOOLS), task_queue=args.task_queue):
+                result = await execute
         result["history"] = await history_size(client, workflow_id)
     return result
 
@@ -129,6 +133,8 @@ def run_temporal(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         scenario = load_scenario(args.scenario, tool_names=BUILTIN_TOOLS.names())
         if args.temporal and not args.bodies:
             raise ConfigError("--engine temporal --temporal HOST:PORT needs --bodies DIR (a store every worker reaches)")
+        if args.no_worker and not args.temporal:
+            raise ConfigError("--no-worker needs --temporal HOST:PORT (a server other workers serve)")
         if args.store:
             raise ConfigError("--store is not built for --engine temporal yet (the workflow history is the record)")
         spec = scenario.provider if args.provider is None else scenario.provider.with_kind(args.provider)
@@ -149,8 +155,11 @@ async def _run_with_provider(args: argparse.Namespace, scenario: Any, spec: Any,
     from runtime.providers.factory import open_provider
     from runtime.scenario_run import build_policies
 
-    async with open_provider(spec, build_policies(scenario), clock=time.time) as provider:
-        result = await submit(args, text, args.scenario, {spec.kind: provider})
+    if args.no_worker:
+        result = await submit(args, text, args.scenario, None)
+    else:
+        async with open_provider(spec, build_policies(scenario), clock=time.time) as provider:
+            result = await submit(args, text, args.scenario, {spec.kind: provider})
     h = result["history"]
     print(
         f"temporal: history of the flow workflow: {h['events']} events, {h['bytes']} bytes, "

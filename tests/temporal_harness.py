@@ -1,0 +1,76 @@
+"""Processes the Temporal tests start and kill (not a test module).
+
+``python tests/temporal_harness.py sim SCENARIO KEY``: serve the simulator for
+a scenario's scripts on a free loopback port; print its base URL; when stdin
+closes, print what it served (status and payload digest of every request) as
+JSON and exit.
+
+``python tests/temporal_harness.py worker ADDRESS BODIES SIM_URL KEY COUNT_FILE [CRASH_AFTER]``:
+a foldline worker whose ``simulated`` provider is that simulator; it writes
+how many provider responses it completed to COUNT_FILE after each one and,
+with CRASH_AFTER, SIGKILLs itself right after that many responses (the
+response is completed at the simulator, never reported to Temporal).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import anyio
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+async def serve_sim(scenario_path: str, key: str) -> None:
+    from actors.tools import BUILTIN_TOOLS
+    from runtime.config.loader import load_scenario
+    from runtime.providers.factory import sim_config_for
+    from runtime.scenario_run import build_policies
+    from runtime.sim.server import serve_simulator
+
+    scenario = load_scenario(scenario_path, tool_names=BUILTIN_TOOLS.names())
+    config = sim_config_for(scenario.provider, api_key=key)
+    async with serve_simulator(config, build_policies(scenario), time.time) as sim:
+        print(sim.base_url, flush=True)
+        await anyio.to_thread.run_sync(sys.stdin.read)
+        served = [{"status": r.status, "digest": r.payload_digest} for r in sim.app.requests]
+        print(json.dumps(served), flush=True)
+
+
+async def serve_worker(address: str, bodies: str, sim_url: str, key: str, count_file: str, crash: int) -> None:
+    from actors.tools import BUILTIN_TOOLS
+    from runtime.providers.anthropic import AnthropicProvider
+    from runtime.temporal.activities import ActivityHost
+    from runtime.temporal.bodies import open_body_store
+    from runtime.temporal.worker import build_worker, connect
+
+    done = 0
+
+    def on_response() -> None:
+        nonlocal done
+        done += 1
+        Path(count_file).write_text(str(done))
+        if crash and done >= crash:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    provider = AnthropicProvider.create(api_key=key, base_url=sim_url, name="simulated")
+    client = await connect(address, open_body_store(bodies))
+    worker = build_worker(client, ActivityHost({"simulated": provider}, BUILTIN_TOOLS, on_response=on_response))
+    print("ready", flush=True)
+    await worker.run()
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "sim":
+        anyio.run(serve_sim, sys.argv[2], sys.argv[3])
+    else:
+        crash_after = int(sys.argv[7]) if len(sys.argv) > 7 else 0
+        anyio.run(serve_worker, *sys.argv[2:7], crash_after)
+    sys.stdout.flush()
+    os._exit(0)
