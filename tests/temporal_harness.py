@@ -10,6 +10,10 @@ a foldline worker whose ``simulated`` provider is that simulator; it writes
 how many provider responses it completed to COUNT_FILE after each one and,
 with CRASH_AFTER, SIGKILLs itself right after that many responses (the
 response is completed at the simulator, never reported to Temporal).
+
+``python tests/temporal_harness.py replay SCENARIO``: run the scenario on a dev
+server, then replay its history against the workflow code (Temporal's
+Replayer raises on any nondeterminism); print the history's event count.
 """
 
 from __future__ import annotations
@@ -66,9 +70,42 @@ async def serve_worker(address: str, bodies: str, sim_url: str, key: str, count_
     await worker.run()
 
 
+async def replay(scenario_path: str) -> None:
+    import tempfile
+
+    from temporalio.worker import Replayer
+
+    from actors.tools import BUILTIN_TOOLS
+    from runtime.config.loader import load_scenario
+    from runtime.providers.factory import open_provider
+    from runtime.scenario_run import build_policies
+    from runtime.temporal.activities import ActivityHost
+    from runtime.temporal.bodies import DirectoryBodyStore
+    from runtime.temporal.worker import build_worker, data_converter, local_server, sandbox_runner
+    from runtime.temporal.workflows import FLOW_WORKFLOW, FlowWorkflow
+
+    scenario = load_scenario(scenario_path, tool_names=BUILTIN_TOOLS.names())
+    arg = {"scenario_text": Path(scenario_path).read_text(), "scenario_label": scenario_path, "run_id": "run-replay"}
+    with tempfile.TemporaryDirectory() as bodies:
+        store = DirectoryBodyStore(bodies)
+        async with local_server(store) as client:
+            async with open_provider(scenario.provider, build_policies(scenario), clock=time.time) as provider:
+                host = ActivityHost({scenario.provider.kind: provider}, BUILTIN_TOOLS)
+                async with build_worker(client, host, task_queue="replay"):
+                    await client.execute_workflow(FLOW_WORKFLOW, arg, id="replay-1", task_queue="replay")
+            history = await client.get_workflow_handle("replay-1").fetch_history()
+        replayer = Replayer(
+            workflows=[FlowWorkflow], workflow_runner=sandbox_runner(), data_converter=data_converter(store)
+        )
+        await replayer.replay_workflow(history)
+    print(json.dumps({"replayed_events": len(list(history.events))}), flush=True)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "sim":
         anyio.run(serve_sim, sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "replay":
+        anyio.run(replay, sys.argv[2])
     else:
         crash_after = int(sys.argv[7]) if len(sys.argv) > 7 else 0
         anyio.run(serve_worker, *sys.argv[2:7], crash_after)

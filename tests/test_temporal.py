@@ -269,6 +269,14 @@ def _worker(server: str, bodies: Path, sim_url: str, count: Path, crash: int = 0
     return proc
 
 
+def _cli_worker(server: str, bodies: Path, sim_url: str) -> subprocess.Popen[str]:
+    argv = [sys.executable, "-m", "runtime.cli", "worker", "--temporal", server, "--bodies", str(bodies)]
+    env = {**os.environ, "FOLDLINE_SIM_KEY": SIM_KEY}
+    proc = subprocess.Popen([*argv, "--sim-url", sim_url], stderr=subprocess.PIPE, text=True, env=env)
+    assert proc.stderr is not None and "serving task queue 'foldline'" in proc.stderr.readline()
+    return proc
+
+
 def _submit(scenario: Path, server: str, bodies: Path, tmp_path: Path) -> subprocess.Popen[str]:
     argv = [sys.executable, "-m", "runtime.cli", "--log-level", "error", "run", str(scenario), "--engine", "temporal"]
     argv += ["--temporal", server, "--bodies", str(bodies), "--no-worker", "--quiet"]
@@ -288,7 +296,7 @@ def test_a_killed_worker_is_replaced_and_nothing_completed_is_repeated(server: s
     first = _worker(server, bodies, sim_url, tmp_path / "first.count", crash=4)
     run = _submit(scenario, server, bodies, tmp_path)
     assert first.wait(timeout=60) == -9  # SIGKILLed after its 4th provider response
-    second = _worker(server, bodies, sim_url, tmp_path / "second.count")
+    second = _cli_worker(server, bodies, sim_url)  # the `foldline worker` command takes over
     try:
         _, err = run.communicate(timeout=90)
     finally:
@@ -358,3 +366,15 @@ def test_two_workers_share_a_flow_of_eight_nodes(server: str, sim: Any, tmp_path
     assert {n: v["status"] for n, v in report["nodes"].items()} == {n: v["status"] for n, v in expected["nodes"].items()}
     shares = [int((tmp_path / f"w{n}.count").read_text()) for n in range(2) if (tmp_path / f"w{n}.count").exists()]
     assert len(shares) == 2 and sum(shares) == expected["requests"]  # both workers served provider attempts
+
+
+@needs_server
+@pytest.mark.slow
+def test_a_fold_flow_replays_deterministically_from_its_history() -> None:
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = subprocess.run(
+        [sys.executable, HARNESS, "replay", str(ROOT / "scenarios" / "fold.toml")],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1])["replayed_events"] > 100

@@ -87,15 +87,19 @@ async def local_server(store: BodyStore) -> AsyncIterator[Client]:
         yield env.client
 
 
+def sandbox_runner() -> SandboxedWorkflowRunner:
+    """The workflow sandbox, passing foldline and its libraries through."""
+    return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH))
+
+
 def build_worker(client: Client, host: ActivityHost, *, task_queue: str = DEFAULT_TASK_QUEUE) -> Worker:
     warm()
-    runner = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH))
     return Worker(
         client,
         task_queue=task_queue,
         workflows=[FlowWorkflow],
         activities=[host.provider_attempt, host.tool_call, host.write_events],
-        workflow_runner=runner,
+        workflow_runner=sandbox_runner(),
         # A flow whose worker died moves to another worker after this long (the default is 10 s).
         sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,
     )
