@@ -89,6 +89,16 @@ def test_events_are_appended_once_per_seq(tmp_path: Path) -> None:
     assert [json.loads(line)["seq"] for line in path.read_text().splitlines()] == [1, 2, 3, 4, 5]
 
 
+def test_a_torn_last_event_line_is_written_again_whole(tmp_path: Path) -> None:
+    path = tmp_path / "signals.jsonl"
+    events = [{"seq": n, "type": "X", "data": {}} for n in range(1, 5)]
+    append_events(path, events[:2])
+    with open(path, "a") as file:
+        file.write('{"seq": 3, "ty')  # a crash mid-write
+    assert append_events(path, events) == 2
+    assert [json.loads(line)["seq"] for line in path.read_text().splitlines()] == [1, 2, 3, 4]
+
+
 counts = st.integers(min_value=0, max_value=10**9)
 
 
@@ -188,6 +198,9 @@ def test_temporal_run_keeps_the_in_process_contract(scenario: str, tmp_path: Pat
     assert remote["status"] == "ok"
     seqs = [event.seq for event in read_jsonl(remote_signals)]
     assert seqs == list(range(1, len(seqs) + 1))  # every seq once, in order
+    from runtime.cli.main import main
+
+    assert main(["report", str(remote_signals), "--html", str(tmp_path / "report.html")]) == 0  # as for a local run
     # Bodies live in the body store: no history event carries a conversation.
     largest = int(stderr.split("largest event ")[1].split(" bytes")[0])
     assert largest < 2048, stderr[-500:]

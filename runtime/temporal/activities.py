@@ -139,30 +139,37 @@ def _failure(error: ProviderError) -> dict[str, Any]:
     return {"message": str(error), "status": error.status, "error_type": error.error_type}
 
 
-def _last_seq(path: Path) -> int:
-    """The seq of the file's last complete event line (0 for a missing or empty file)."""
+def _tail(path: Path) -> tuple[int, int | None]:
+    """The seq of the file's last complete event line (0: none), and where a torn last line starts (None: none)."""
     try:
         with open(path, "rb") as file:
             file.seek(0, os.SEEK_END)
             size = file.tell()
-            file.seek(max(0, size - 65536))
+            start = max(0, size - 65536)
+            file.seek(start)
             tail = file.read()
     except FileNotFoundError:
-        return 0
+        return 0, None
+    torn = None if not tail or tail.endswith(b"\n") else start + tail.rfind(b"\n") + 1
     for line in reversed(tail.split(b"\n")[:-1]):
         if line.strip():
-            return int(json.loads(line)["seq"])
-    return 0
+            return int(json.loads(line)["seq"]), torn
+    return 0, torn
 
 
 def append_events(path: Path, events: list[dict[str, Any]]) -> int:
-    """Append the events whose seq the file does not hold yet, in order; return how many were written."""
+    """Append the events whose seq the file does not hold yet, in order; return how many were written.
+
+    A last line torn by a crash (no newline) is cut off first; its event is among the ones written again.
+    """
     from runtime.canonical import canonical_json
 
-    last = _last_seq(path)
+    last, torn = _tail(path)
     fresh = [e for e in events if int(e["seq"]) > last]
     if not fresh:
         return 0
+    if torn is not None:  # a write torn by a crash: drop the fragment, its event is written again whole
+        os.truncate(path, torn)
     with open(path, "a", encoding="utf-8", newline="\n") as file:
         file.write("".join(canonical_json(e) + "\n" for e in fresh))
         file.flush()
