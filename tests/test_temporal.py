@@ -9,6 +9,7 @@ the dev server from the installed ``temporal`` binary (offline) and stops it.
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import subprocess
@@ -155,6 +156,8 @@ def test_bad_engine_input_exits_2(tmp_path: Path) -> None:
     assert done.returncode == 2 and "runs in process only" in done.stderr
     done = _foldline("run", scenario, "--engine", "temporal", "--temporal", "127.0.0.1:7233", cwd=tmp_path)
     assert done.returncode == 2 and "needs --bodies DIR" in done.stderr
+    done = _foldline("run", scenario, "--no-worker", "--bodies", "b", cwd=tmp_path)
+    assert done.returncode == 2 and "--bodies, --no-worker: only with --engine temporal" in done.stderr
 
 
 def _local_report(scenario: Path, signals: Path | None = None) -> dict[str, Any]:
@@ -179,7 +182,7 @@ def _run(scenario: str, engine: str, tmp_path: Path) -> tuple[dict[str, Any], Pa
     signals, report = tmp_path / f"{engine}.jsonl", tmp_path / f"{engine}.json"
     done = _foldline(
         "run", str(ROOT / "scenarios" / scenario), "--engine", engine, "--quiet",
-        "--signals", str(signals), "--report", str(report), cwd=tmp_path,
+        "--signals", str(signals), "--report", str(report), "--events-db", str(tmp_path / "events.db"), cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(report.read_text()), signals, done.stderr
@@ -201,6 +204,9 @@ def test_temporal_run_keeps_the_in_process_contract(scenario: str, tmp_path: Pat
     from runtime.cli.main import main
 
     assert main(["report", str(remote_signals), "--html", str(tmp_path / "report.html")]) == 0  # as for a local run
+    out = io.StringIO()
+    assert main(["events", str(tmp_path / "events.db")], out=out) == 0  # the store file holds every event once
+    assert [json.loads(line)["seq"] for line in out.getvalue().splitlines()] == seqs
     # Bodies live in the body store: no history event carries a conversation.
     largest = int(stderr.split("largest event ")[1].split(" bytes")[0])
     assert largest < 2048, stderr[-500:]

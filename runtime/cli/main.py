@@ -78,6 +78,11 @@ def _cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from runtime.temporal.command import run_temporal
 
         return run_temporal(args, out, err)
+    from runtime.temporal.command import local_engine_conflict
+
+    if (conflict := local_engine_conflict(args)) is not None:
+        print(f"foldline: {conflict}", file=err)
+        return EXIT_BAD_INPUT
     if args.store:
         from runtime.cli.store import run_run
 

@@ -7,8 +7,9 @@
   own retry policy only covers a lost worker or a timed-out attempt.
 - ``foldline.tool_call``: one call of a registry tool (never ``spawn``, which
   the workflow's scheduler handles).
-- ``foldline.write_events``: a batch of events appended to a JSONL sink,
-  exactly once per ``seq`` (a retried batch skips what the file already holds).
+- ``foldline.write_events``: a batch of events appended to a JSONL sink and/or
+  inserted into a SQLite store file, exactly once per ``seq`` (a retried batch
+  skips what the sink already holds).
 
 Each activity heartbeats while it runs, so a worker that dies is noticed
 within the heartbeat timeout and the attempt moves to another worker.
@@ -132,7 +133,13 @@ class ActivityHost:
 
     @activity.defn(name="foldline.write_events")
     async def write_events(self, arg: dict[str, Any]) -> int:
-        return append_events(Path(arg["path"]), arg["events"])
+        """Write a batch to the run's sinks (a JSONL file, a SQLite store file); return the JSONL lines written."""
+        written = 0
+        if arg.get("path"):
+            written = append_events(Path(arg["path"]), arg["events"])
+        if arg.get("sqlite"):
+            insert_events(Path(arg["sqlite"]), arg["events"])
+        return written
 
 
 def _failure(error: ProviderError) -> dict[str, Any]:
@@ -175,3 +182,27 @@ def append_events(path: Path, events: list[dict[str, Any]]) -> int:
         file.flush()
         os.fsync(file.fileno())
     return len(fresh)
+
+
+def insert_events(path: Path, events: list[dict[str, Any]]) -> int:
+    """Insert the events into a foldline store file's ``events`` table once per (run, seq); return how many were new.
+
+    ``foldline events PATH`` reads the file as it reads a local run's store.
+    """
+    import sqlite3
+
+    from runtime.store.journal import event_row
+    from runtime.store.schema import create_schema, resolve_store_path
+    from signals.envelope import Event
+
+    connection = sqlite3.connect(resolve_store_path(path))
+    try:
+        with connection:
+            create_schema(connection)
+            before = connection.total_changes
+            for data in events:
+                sql, params = event_row(Event.from_json(data))
+                connection.execute(sql.replace("INSERT INTO", "INSERT OR IGNORE INTO", 1), params)
+            return connection.total_changes - before
+    finally:
+        connection.close()

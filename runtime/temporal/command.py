@@ -43,7 +43,15 @@ def add_engine_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("--temporal", metavar="HOST:PORT", help="a Temporal server (default: start the dev server)")
     run.add_argument("--task-queue", default=DEFAULT_TASK_QUEUE, help=f"default {DEFAULT_TASK_QUEUE!r}")
     run.add_argument("--bodies", metavar="DIR", help="the body store every worker reaches (needed with --temporal)")
+    run.add_argument("--events-db", metavar="FILE", help="also write the events into a store file (foldline events)")
     run.add_argument("--no-worker", action="store_true", help="submit and follow only: workers elsewhere do the work")
+
+
+def local_engine_conflict(args: argparse.Namespace) -> str | None:
+    """What a local run was given that only the Temporal engine takes (None: nothing)."""
+    given = [f"--{name.replace('_', '-')}" for name in ("temporal", "bodies", "events_db") if getattr(args, name)]
+    given += ["--no-worker"] if args.no_worker else []
+    return f"{', '.join(given)}: only with --engine temporal" if given else None
 
 
 def add_worker_arguments(worker: argparse.ArgumentParser) -> None:
@@ -105,6 +113,7 @@ async def submit(args: argparse.Namespace, scenario_text: str, label: str, provi
         "provider": args.provider,
         "run_id": run_id,
         "signals_path": str(Path(args.signals).resolve()) if args.signals else None,
+        "events_db": str(Path(args.events_db).resolve()) if args.events_db else None,
     }
     if args.signals:
         Path(args.signals).write_text("", encoding="utf-8")

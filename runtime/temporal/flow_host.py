@@ -123,9 +123,10 @@ def activity_registry(registry: ToolRegistry) -> ToolRegistry:
 
 @attrs.define(eq=False)
 class EventPump:
-    """Collects the bus's events and writes them to the JSONL sink through activities, in seq order."""
+    """Collects the bus's events and writes them to the sinks (JSONL, SQLite) through activities, in seq order."""
 
-    path: str
+    path: str | None
+    sqlite: str | None
     pending: list[dict[str, Any]] = attrs.field(factory=list)
     closing: bool = False
     written: int = 0
@@ -143,7 +144,7 @@ class EventPump:
             batch, self.pending = self.pending[:EVENT_BATCH], self.pending[EVENT_BATCH:]
             self.written += await workflow.execute_activity(
                 "foldline.write_events",
-                {"path": self.path, "events": batch},
+                {"path": self.path, "sqlite": self.sqlite, "events": batch},
                 start_to_close_timeout=timedelta(minutes=1),
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 retry_policy=RetryPolicy(initial_interval=timedelta(seconds=0.5), maximum_interval=timedelta(seconds=8)),
@@ -158,7 +159,8 @@ async def run_flow_workflow(arg: Mapping[str, Any]) -> dict[str, Any]:
     flow = build_flow(scenario)
     info = workflow.info()
     provider = ActivityProvider(spec.kind, spec.kind, spec.max_retries)
-    pump = EventPump(arg["signals_path"]) if arg.get("signals_path") else None
+    sinks = (arg.get("signals_path"), arg.get("events_db"))
+    pump = EventPump(*sinks) if any(sinks) else None
     rt = Runtime(
         provider=provider,
         model=spec.model_config,
