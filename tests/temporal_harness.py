@@ -11,6 +11,9 @@ how many provider responses it completed to COUNT_FILE after each one and,
 with CRASH_AFTER, SIGKILLs itself right after that many responses (the
 response is completed at the simulator, never reported to Temporal).
 
+``python tests/temporal_harness.py bad ADDRESS BODIES``: submit a scenario the
+workflow cannot load (with a worker of this process); print how it failed.
+
 ``python tests/temporal_harness.py replay SCENARIO``: run the scenario on a dev
 server, then replay its history against the workflow code (Temporal's
 Replayer raises on any nondeterminism); print the history's event count.
@@ -101,9 +104,25 @@ async def replay(scenario_path: str) -> None:
     print(json.dumps({"replayed_events": len(list(history.events))}), flush=True)
 
 
+async def submit_bad(address: str, bodies: str) -> None:
+    import argparse
+
+    from runtime.temporal.command import FlowFailed, submit
+
+    args = argparse.Namespace(
+        provider=None, signals=None, events_db=None, temporal=address, bodies=bodies, task_queue="bad"
+    )
+    try:
+        await submit(args, 'schema = "foldline.scenario/v0"', "bad.toml", {})
+    except FlowFailed as exc:
+        print(json.dumps({"failed": str(exc)}), flush=True)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "sim":
         anyio.run(serve_sim, sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "bad":
+        anyio.run(submit_bad, sys.argv[2], sys.argv[3])
     elif sys.argv[1] == "replay":
         anyio.run(replay, sys.argv[2])
     else:

@@ -339,6 +339,17 @@ def test_a_killed_worker_is_replaced_and_nothing_completed_is_repeated(server: s
     assert seqs == list(range(1, len(seqs) + 1))
 
 
+@needs_server
+@pytest.mark.slow
+def test_a_flow_the_workflow_cannot_load_fails_with_the_reason(server: str, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, HARNESS, "bad", server, str(tmp_path / "bodies")], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    failed = json.loads(done.stdout.strip().splitlines()[-1])["failed"]
+    assert "the flow workflow foldline-run-" in failed and "bad.toml" in failed and "schema" in failed
+
+
 EIGHT_NODES = """
 schema = "foldline.scenario/v1"
 name = "eight"

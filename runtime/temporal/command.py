@@ -33,8 +33,12 @@ from typing import Any, TextIO
 
 import anyio
 
-from runtime.errors import ConfigError
+from runtime.errors import ConfigError, FoldlineError
 from runtime.temporal import DEFAULT_TASK_QUEUE, require_temporal
+
+
+class FlowFailed(FoldlineError):
+    """The flow workflow failed (its message says why); the command exits 1."""
 
 
 def add_engine_arguments(run: argparse.ArgumentParser) -> None:
@@ -101,6 +105,8 @@ async def history_size(client: Any, workflow_id: str) -> dict[str, int]:
 
 async def submit(args: argparse.Namespace, scenario_text: str, label: str, providers: Any) -> dict[str, Any]:
     """Run one flow on Temporal with a worker of this process on the queue; return the workflow's result."""
+    from temporalio.client import WorkflowFailureError
+
     from actors.tools import BUILTIN_TOOLS
     from runtime.temporal.activities import ActivityHost
     from runtime.temporal.worker import build_worker
@@ -122,11 +128,15 @@ async def submit(args: argparse.Namespace, scenario_text: str, label: str, provi
         execute = client.execute_workflow(
             FLOW_WORKFLOW, arg, id=workflow_id, task_queue=args.task_queue, result_type=dict
         )
-        if providers is None:
-            result: dict[str, Any] = await execute
-        else:
-            async with build_worker(client, ActivityHost(providers, BUILTIN_TOOLS), task_queue=args.task_queue):
-                result = await execute
+        try:
+            if providers is None:
+                result: dict[str, Any] = await execute
+            else:
+                async with build_worker(client, ActivityHost(providers, BUILTIN_TOOLS), task_queue=args.task_queue):
+                    result = await execute
+        except WorkflowFailureError as failure:
+            cause = failure.cause
+            raise FlowFailed(f"the flow workflow {workflow_id} failed: {getattr(cause, 'message', None) or cause}") from None
         result["history"] = await history_size(client, workflow_id)
     return result
 
