@@ -105,13 +105,9 @@ async def replay(scenario_path: str) -> None:
 
 
 async def submit_bad(address: str, bodies: str) -> None:
-    import argparse
+    from runtime.temporal.command import EngineOptions, FlowFailed, submit
 
-    from runtime.temporal.command import FlowFailed, submit
-
-    args = argparse.Namespace(
-        provider=None, signals=None, events_db=None, temporal=address, bodies=bodies, task_queue="bad"
-    )
+    args = EngineOptions(scenario="bad.toml", temporal=address, bodies=bodies, task_queue="bad")
     try:
         await submit(args, 'schema = "foldline.scenario/v0"', "bad.toml", {})
     except FlowFailed as exc:

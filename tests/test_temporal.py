@@ -150,14 +150,20 @@ def _foldline(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_bad_engine_input_exits_2(tmp_path: Path) -> None:
+def test_bad_engine_input_exits_2() -> None:
+    from runtime.cli.main import main
+
     scenario = str(ROOT / "scenarios" / "quickstart.toml")
-    done = _foldline("run", scenario, "--engine", "temporal", "--provider", "scripted", cwd=tmp_path)
-    assert done.returncode == 2 and "runs in process only" in done.stderr
-    done = _foldline("run", scenario, "--engine", "temporal", "--temporal", "127.0.0.1:7233", cwd=tmp_path)
-    assert done.returncode == 2 and "needs --bodies DIR" in done.stderr
-    done = _foldline("run", scenario, "--no-worker", "--bodies", "b", cwd=tmp_path)
-    assert done.returncode == 2 and "--bodies, --no-worker: only with --engine temporal" in done.stderr
+    cases = [
+        (["--engine", "temporal", "--provider", "scripted"], "runs in process only"),
+        (["--engine", "temporal", "--temporal", "127.0.0.1:7233"], "needs --bodies DIR"),
+        (["--engine", "temporal", "--no-worker"], "--no-worker needs --temporal"),
+        (["--no-worker", "--bodies", "b"], "--bodies, --no-worker: only with --engine temporal"),
+    ]
+    for extra, message in cases:
+        out, err = io.StringIO(), io.StringIO()
+        assert main(["run", scenario, *extra], out=out, err=err) == 2, extra
+        assert message in err.getvalue(), (extra, err.getvalue())
 
 
 def _local_report(scenario: Path, signals: Path | None = None) -> dict[str, Any]:

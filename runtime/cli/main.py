@@ -5,7 +5,7 @@
   progress on stderr, print the report on stdout. Exit 0 when every node
   succeeded, 1 when the run finished with failed nodes, 2 on bad input.
 - ``foldline run SCENARIO --engine temporal [--temporal HOST:PORT]``, ``foldline worker --temporal HOST:PORT``:
-  flows on Temporal (runtime.temporal.command; needs the ``temporal`` extra).
+  flows on Temporal (runtime.cli.temporal, runtime.temporal.command; needs the ``temporal`` extra).
 - ``foldline sim [--port N] [--clock virtual] ...``: serve the simulated Anthropic server (runtime.sim.command).
 - ``foldline bench [--micro] [--json FILE]``: the benchmarks.
 - ``foldline resume PATH``, ``replay PATH``, ``events PATH``, ``inspect PATH [--html F]``:
@@ -46,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="no progress lines")
     run.add_argument("--plain", action="store_true", help="plain progress lines even on a terminal (no live view)")
     run.add_argument("--store", metavar="PATH", help="store the run in SQLite at PATH as it goes (resumable)")
-    from runtime.temporal import command as temporal_command
+    from runtime.cli import temporal as temporal_command
 
     temporal_command.add_engine_arguments(run)
     temporal_command.add_worker_arguments(sub.add_parser("worker", help="run a Temporal worker for foldline flows"))
@@ -75,10 +75,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def _cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.engine == "temporal":
-        from runtime.temporal.command import run_temporal
+        from runtime.cli import temporal as temporal_command
 
-        return run_temporal(args, out, err)
-    from runtime.temporal.command import local_engine_conflict
+        return temporal_command.run(args, out, err)
+    from runtime.cli.temporal import local_engine_conflict
 
     if (conflict := local_engine_conflict(args)) is not None:
         print(f"foldline: {conflict}", file=err)
@@ -129,9 +129,9 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
         if args.command == "run":
             return _cmd_run(args, out, err)
         if args.command == "worker":
-            from runtime.temporal.command import run_worker
+            from runtime.cli import temporal as temporal_command
 
-            return run_worker(args, out, err)
+            return temporal_command.worker(args, out, err)
         if args.command == "sim":
             from runtime.sim.command import run as run_sim
 

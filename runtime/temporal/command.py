@@ -19,7 +19,6 @@ The Temporal SDK's native threads can abort the interpreter at exit
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import secrets
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
+import attrs
 
 from runtime.errors import ConfigError, FoldlineError
 from runtime.temporal import DEFAULT_TASK_QUEUE, require_temporal
@@ -41,28 +41,31 @@ class FlowFailed(FoldlineError):
     """The flow workflow failed (its message says why); the command exits 1."""
 
 
-def add_engine_arguments(run: argparse.ArgumentParser) -> None:
-    """The options ``foldline run`` gains: where the flow runs."""
-    run.add_argument("--engine", choices=("local", "temporal"), default="local", help="run in process or on Temporal")
-    run.add_argument("--temporal", metavar="HOST:PORT", help="a Temporal server (default: start the dev server)")
-    run.add_argument("--task-queue", default=DEFAULT_TASK_QUEUE, help=f"default {DEFAULT_TASK_QUEUE!r}")
-    run.add_argument("--bodies", metavar="DIR", help="the body store every worker reaches (needed with --temporal)")
-    run.add_argument("--events-db", metavar="FILE", help="also write the events into a store file (foldline events)")
-    run.add_argument("--no-worker", action="store_true", help="submit and follow only: workers elsewhere do the work")
+@attrs.frozen
+class EngineOptions:
+    """What ``foldline run --engine temporal`` was asked (runtime.cli.temporal parses them)."""
+
+    scenario: str
+    provider: str | None = None
+    signals: str | None = None
+    report: str | None = None
+    events_db: str | None = None
+    temporal: str | None = None
+    """HOST:PORT of a server; None: start the dev server."""
+    task_queue: str = DEFAULT_TASK_QUEUE
+    bodies: str | None = None
+    no_worker: bool = False
+    store: str | None = None
 
 
-def local_engine_conflict(args: argparse.Namespace) -> str | None:
-    """What a local run was given that only the Temporal engine takes (None: nothing)."""
-    given = [f"--{name.replace('_', '-')}" for name in ("temporal", "bodies", "events_db") if getattr(args, name)]
-    given += ["--no-worker"] if args.no_worker else []
-    return f"{', '.join(given)}: only with --engine temporal" if given else None
+@attrs.frozen
+class WorkerOptions:
+    """What ``foldline worker`` was asked."""
 
-
-def add_worker_arguments(worker: argparse.ArgumentParser) -> None:
-    worker.add_argument("--temporal", metavar="HOST:PORT", required=True, help="the Temporal server")
-    worker.add_argument("--task-queue", default=DEFAULT_TASK_QUEUE, help=f"default {DEFAULT_TASK_QUEUE!r}")
-    worker.add_argument("--bodies", metavar="DIR", required=True, help="the body store every worker reaches")
-    worker.add_argument("--sim-url", metavar="URL", help="serve the `simulated` provider from this simulator")
+    temporal: str
+    bodies: str
+    task_queue: str = DEFAULT_TASK_QUEUE
+    sim_url: str | None = None
 
 
 def finish(code: int, out: TextIO, err: TextIO) -> int:
@@ -75,7 +78,7 @@ def finish(code: int, out: TextIO, err: TextIO) -> int:
 
 
 @asynccontextmanager
-async def _client(args: argparse.Namespace) -> AsyncIterator[Any]:
+async def _client(args: EngineOptions) -> AsyncIterator[Any]:
     """A client: to ``--temporal`` with ``--bodies``, else to a dev server started here with bodies in a temp dir."""
     from runtime.temporal.bodies import open_body_store
     from runtime.temporal.worker import connect, local_server
@@ -103,7 +106,7 @@ async def history_size(client: Any, workflow_id: str) -> dict[str, int]:
     }
 
 
-async def submit(args: argparse.Namespace, scenario_text: str, label: str, providers: Any) -> dict[str, Any]:
+async def submit(args: EngineOptions, scenario_text: str, label: str, providers: Any) -> dict[str, Any]:
     """Run one flow on Temporal with a worker of this process on the queue; return the workflow's result."""
     from temporalio.client import WorkflowFailureError
 
@@ -141,7 +144,7 @@ async def submit(args: argparse.Namespace, scenario_text: str, label: str, provi
     return result
 
 
-def run_temporal(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+def run_temporal(args: EngineOptions, out: TextIO, err: TextIO) -> int:
     """``foldline run SCENARIO --engine temporal``: exit 0 all nodes ok, 1 failed nodes, 2 bad input."""
     from actors.tools import BUILTIN_TOOLS
     from runtime.config.loader import load_scenario
@@ -170,7 +173,7 @@ def run_temporal(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return finish(0 if report["status"] == "ok" else 1, out, err)
 
 
-async def _run_with_provider(args: argparse.Namespace, scenario: Any, spec: Any, text: str, err: TextIO) -> dict[str, Any]:
+async def _run_with_provider(args: EngineOptions, scenario: Any, spec: Any, text: str, err: TextIO) -> dict[str, Any]:
     from runtime.providers.factory import open_provider
     from runtime.scenario_run import build_policies
 
@@ -189,7 +192,7 @@ async def _run_with_provider(args: argparse.Namespace, scenario: Any, spec: Any,
     return report
 
 
-def _worker_providers(args: argparse.Namespace) -> AbstractAsyncContextManager[dict[str, Any]]:
+def _worker_providers(args: WorkerOptions) -> AbstractAsyncContextManager[dict[str, Any]]:
     from runtime.providers.anthropic import AnthropicProvider
 
     @asynccontextmanager
@@ -211,7 +214,7 @@ def _worker_providers(args: argparse.Namespace) -> AbstractAsyncContextManager[d
     return opened()
 
 
-async def _serve(args: argparse.Namespace, err: TextIO) -> None:
+async def _serve(args: WorkerOptions, err: TextIO) -> None:
     from actors.tools import BUILTIN_TOOLS
     from runtime.temporal.activities import ActivityHost
     from runtime.temporal.bodies import open_body_store
@@ -224,7 +227,7 @@ async def _serve(args: argparse.Namespace, err: TextIO) -> None:
         await worker.run()
 
 
-def run_worker(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+def run_worker(args: WorkerOptions, out: TextIO, err: TextIO) -> int:
     """``foldline worker``: serve until interrupted (exit 0), 2 on bad input."""
     try:
         require_temporal()
