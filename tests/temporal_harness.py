@@ -6,7 +6,7 @@ closes, print what it served (status and payload digest of every request) as
 JSON and exit.
 
 ``python tests/temporal_harness.py worker ADDRESS BODIES SIM_URL KEY COUNT_FILE [CRASH_AFTER]``:
-a foldline worker whose ``simulated`` provider is that simulator; it writes
+a foldline worker (two activities at a time) whose ``simulated`` provider is that simulator; it writes
 how many provider responses it completed to COUNT_FILE after each one and,
 with CRASH_AFTER, SIGKILLs itself right after that many responses (the
 response is completed at the simulator, never reported to Temporal).
@@ -68,7 +68,8 @@ async def serve_worker(address: str, bodies: str, sim_url: str, key: str, count_
 
     provider = AnthropicProvider.create(api_key=key, base_url=sim_url, name="simulated")
     client = await connect(address, open_body_store(bodies))
-    worker = build_worker(client, ActivityHost({"simulated": provider}, BUILTIN_TOOLS, on_response=on_response))
+    host = ActivityHost({"simulated": provider}, BUILTIN_TOOLS, on_response=on_response)
+    worker = build_worker(client, host, max_activities=2)  # two at once: a second worker gets the rest
     print("ready", flush=True)
     await worker.run()
 

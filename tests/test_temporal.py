@@ -364,6 +364,7 @@ concurrency = 8
 [provider]
 kind = "simulated"
 model = "claude-haiku-5-5"
+latency_s = 0.3
 [profiles.default]
 system = "You read files."
 tools = ["read_file"]

@@ -92,11 +92,15 @@ def sandbox_runner() -> SandboxedWorkflowRunner:
     return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH))
 
 
-def build_worker(client: Client, host: ActivityHost, *, task_queue: str = DEFAULT_TASK_QUEUE) -> Worker:
+def build_worker(
+    client: Client, host: ActivityHost, *, task_queue: str = DEFAULT_TASK_QUEUE, max_activities: int = 100
+) -> Worker:
+    """A worker for the flow workflow and the activities (at most ``max_activities`` running at once)."""
     warm()
     return Worker(
         client,
         task_queue=task_queue,
+        max_concurrent_activities=max_activities,
         workflows=[FlowWorkflow],
         activities=[host.provider_attempt, host.tool_call, host.write_events],
         workflow_runner=sandbox_runner(),
