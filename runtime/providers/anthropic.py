@@ -61,9 +61,13 @@ class AnthropicProvider:
 
     async def send(self, request: Request, *, node_id: str | None) -> ProviderReply:
         """Send one attempt; a failed one raises :class:`AttemptFailed` for the pipeline's retry rules."""
+        return await self.send_payload(request.payload(), node_id=node_id)
+
+    async def send_payload(self, payload: dict[str, Any], *, node_id: str | None) -> ProviderReply:
+        """Send one attempt of a compiled request's payload (a host that carries payloads, not requests)."""
         headers = {NODE_HEADER: node_id} if node_id else {}
         try:
-            raw = await self._client.messages.with_raw_response.create(**request.payload(), extra_headers=headers)
+            raw = await self._client.messages.with_raw_response.create(**payload, extra_headers=headers)
         except anthropic.APIStatusError as exc:
             error_type = _error_type(exc.body)
             failure = f"HTTP {exc.status_code} {error_type or ''}: {_error_message(exc)}".strip()
