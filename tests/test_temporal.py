@@ -367,14 +367,14 @@ model = "claude-haiku-5-5"
 latency_s = 0.3
 [profiles.default]
 system = "You read files."
-tools = ["read_file"]
+tools = ["synthetic_read"]
 """ + "".join(
     f"""
 [[nodes]]
 id = "n{i}"
 operation = "iterative"
 instruction = "Read the file n{i}.txt."
-script = [{{ tool_calls = [{{ name = "read_file", arguments = {{ path = "n{i}.txt", size = 3000 }} }}] }}, {{ text = "done {i}" }}]
+script = [{{ tool_calls = [{{ name = "synthetic_read", arguments = {{ path = "n{i}.txt", size = 3000 }} }}] }}, {{ text = "done {i}" }}]
 """
     for i in range(8)
 )
