@@ -37,11 +37,14 @@ from runtime.messages import (
     Instruction,
     Message,
     Note,
+    RedactedThinkingPart,
     SystemMessage,
     TextPart,
+    ThinkingPart,
     ToolCall,
     ToolResult,
 )
+from runtime.thinking import CONTEXT_SEED, extend_context
 
 RECIPE_VERSION = 1
 """Version of the rendering rules; recorded with every request (for replay)."""
@@ -116,6 +119,8 @@ class RequestSettings:
     max_tokens: int = 1024
     intent: Intent = "continuing"
     tool_choice_json: str | None = None
+    thinking_json: str | None = None
+    """The request's ``thinking`` field as canonical JSON (None: not sent)."""
 
 
 @attrs.frozen
@@ -207,6 +212,8 @@ class Request:
             out.append(("envelope", ',"system":['))
             out.append(("system", text))
             out.append(("envelope", "]"))
+        if s.thinking_json is not None:
+            out.append(("envelope", ',"thinking":' + s.thinking_json))
         if s.tool_choice_json is not None:
             out.append(("envelope", ',"tool_choice":' + s.tool_choice_json))
         if self.tools:
@@ -244,6 +251,14 @@ class Request:
             object.__setattr__(self, "_digest", sha256_hex(self.payload_bytes()))
         assert self._digest is not None
         return self._digest
+
+    def context_digest(self) -> str:
+        """The digest of the conversation this request carries (:mod:`runtime.thinking`).
+
+        A reply to this request records it: its thinking goes back while what
+        precedes the reply still has this digest.
+        """
+        return context_digest_of(self.messages)
 
     def message_digests(self) -> tuple[str, ...]:
         """SHA-256 of each rendered message without marks (for prefix checks)."""
@@ -297,12 +312,53 @@ def _tool_result_block(result: ToolResult, output: str) -> Block:
     return Block(canonical_json(value), "tool_result", result.id)
 
 
-def render_blocks(message: Message, projection: ResultProjection | None = None) -> tuple[Block, ...]:
+def context_digest_of(messages: Sequence[RenderedMessage]) -> str:
+    """The thinking-context chain digest of rendered messages (cache marks are never in them)."""
+    chain = CONTEXT_SEED
+    for msg in messages:
+        chain = extend_context(chain, msg.role, tuple(b.json for b in msg.blocks))
+    return chain
+
+
+def _thinking_block(part: ThinkingPart | RedactedThinkingPart, source_id: str) -> Block:
+    value = part.content()
+    return Block(canonical_json(value), value["type"], source_id)
+
+
+def _assistant_blocks(message: AssistantResponse, keep_thinking: bool) -> tuple[Block, ...]:
+    parts: list[Block] = []
+    spoken = False
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            if part.text.strip():
+                parts.append(_text_block(part.text, message.id))
+                spoken = True
+        elif isinstance(part, ToolCall):
+            parts.append(_tool_use_block(part, message.id))
+            spoken = True
+        elif keep_thinking:
+            parts.append(_thinking_block(part, message.id))
+    if not spoken:
+        # The API refuses blank text blocks, and a response rendering to
+        # nothing would let the next user turn merge into the previous
+        # user message (rewriting a prefix); it keeps its place instead.
+        parts.append(_text_block(EMPTY_RESPONSE_TEXT, message.id))
+    return tuple(parts)
+
+
+def render_blocks(
+    message: Message, projection: ResultProjection | None = None, *, keep_thinking: bool = False
+) -> tuple[Block, ...]:
     """The content blocks one message renders to (memoized; same message and projection, same blocks).
 
-    ``projection`` decides what a tool result's block carries (None: its stored output).
+    ``projection`` decides what a tool result's block carries (None: its stored output);
+    ``keep_thinking`` whether a reply's thinking blocks go back with it (in their place).
     """
-    variant = projection.memo_key(message) if projection is not None and isinstance(message, ToolResult) else None
+    variant: Hashable = None
+    if projection is not None and isinstance(message, ToolResult):
+        variant = projection.memo_key(message)
+    elif keep_thinking and isinstance(message, AssistantResponse) and message.thinking_parts:
+        variant = "thinking"
     cached = _memo.get(message, variant)
     if cached is not None:
         return cached
@@ -311,19 +367,7 @@ def render_blocks(message: Message, projection: ResultProjection | None = None) 
     elif isinstance(message, Note):
         blocks = (_text_block(message.text, message.id),)
     elif isinstance(message, AssistantResponse):
-        parts: list[Block] = []
-        for part in message.parts:
-            if isinstance(part, TextPart):
-                if part.text.strip():
-                    parts.append(_text_block(part.text, message.id))
-            else:
-                parts.append(_tool_use_block(part, message.id))
-        if not parts:
-            # The API refuses blank text blocks, and a response rendering to
-            # nothing would let the next user turn merge into the previous
-            # user message (rewriting a prefix); it keeps its place instead.
-            parts.append(_text_block(EMPTY_RESPONSE_TEXT, message.id))
-        blocks = tuple(parts)
+        blocks = _assistant_blocks(message, variant == "thinking")
     elif isinstance(message, ToolResult):
         output = projection.output_of(message) if projection is not None else message.output
         blocks = (_tool_result_block(message, output),)
@@ -363,6 +407,17 @@ def compile_request(
     sources: list[str] = []
     role: str | None = None
     placed: set[str] = set()
+    chain: list[Any] = [CONTEXT_SEED, 0]  # the thinking-context digest of out[:chain[1]], extended only when asked
+
+    def keeps_thinking(message: AssistantResponse) -> bool:
+        if message.context is None or role == "assistant":
+            return False
+        flush()
+        digest, done = chain
+        for msg in out[done:]:
+            digest = extend_context(digest, msg.role, tuple(b.json for b in msg.blocks))
+        chain[:] = [digest, len(out)]
+        return digest == message.context
 
     def flush() -> None:
         nonlocal blocks, sources, role
@@ -390,7 +445,8 @@ def compile_request(
                 )
             continue
         if isinstance(message, AssistantResponse):
-            add("assistant", render_blocks(message, projection), message.id)
+            keep = keeps_thinking(message)
+            add("assistant", render_blocks(message, projection, keep_thinking=keep), message.id)
             calls = message.tool_calls
             if calls:
                 flush()

@@ -81,6 +81,33 @@ class TextPart:
 
 
 @attrs.frozen
+class ThinkingPart:
+    """A ``thinking`` block of a reply, exactly as the provider gave it (signature included)."""
+
+    thinking: str
+    signature: str
+
+    def content(self) -> dict[str, Any]:
+        return {"type": "thinking", "thinking": self.thinking, "signature": self.signature}
+
+
+@attrs.frozen
+class RedactedThinkingPart:
+    """A ``redacted_thinking`` block of a reply, exactly as given (its opaque ``data``)."""
+
+    data: str
+
+    def content(self) -> dict[str, Any]:
+        return {"type": "redacted_thinking", "data": self.data}
+
+
+Part = TextPart | ToolCall | ThinkingPart | RedactedThinkingPart
+"""One block of an assistant response, in the order the model produced them."""
+
+ThinkingBlock = ThinkingPart | RedactedThinkingPart
+
+
+@attrs.frozen
 class SystemMessage:
     text: str
     id: str = attrs.field(factory=new_message_id, kw_only=True)
@@ -123,10 +150,18 @@ class Instruction:
 
 @attrs.frozen
 class AssistantResponse:
-    """One model response: its blocks in order, and why it stopped."""
+    """One model response: its blocks in order, and why it stopped.
 
-    parts: tuple[TextPart | ToolCall, ...]
+    ``context`` is set when the reply carries thinking blocks: the digest of
+    the conversation that came before it in the request that produced it
+    (:func:`runtime.thinking.context_digest`). A later request gives the
+    thinking blocks back only while what comes before the reply still has
+    that digest (the API verifies each block against what preceded it).
+    """
+
+    parts: tuple[Part, ...]
     stop_reason: str | None = None
+    context: str | None = None
     id: str = attrs.field(factory=new_message_id, kw_only=True)
     sha256: str = attrs.field(init=False, eq=False, repr=False)
     kind: Literal["assistant"] = attrs.field(default="assistant", init=False)
@@ -135,11 +170,19 @@ class AssistantResponse:
         _set_digest(self)
 
     def content(self) -> dict[str, Any]:
-        return {
+        value: dict[str, Any] = {
             "kind": "assistant",
             "parts": [p.content() for p in self.parts],
             "stop_reason": self.stop_reason,
         }
+        if self.context is not None:
+            # Only replies with thinking carry it: every other reply keeps its digest.
+            value["context"] = self.context
+        return value
+
+    @property
+    def thinking_parts(self) -> tuple[ThinkingBlock, ...]:
+        return tuple(p for p in self.parts if isinstance(p, (ThinkingPart, RedactedThinkingPart)))
 
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:

@@ -36,8 +36,11 @@ from runtime.messages import (
     Instruction,
     Message,
     Note,
+    Part,
+    RedactedThinkingPart,
     SystemMessage,
     TextPart,
+    ThinkingPart,
     ToolCall,
     ToolResult,
 )
@@ -66,14 +69,18 @@ def _keys(content: Mapping[str, Any], expected: set[str], kind: str) -> None:
         )
 
 
-def _part_from_content(part: Any) -> TextPart | ToolCall:
+def _part_from_content(part: Any) -> Part:
+    if isinstance(part, Mapping) and part.get("type") == "thinking" and set(part) == {"type", "thinking", "signature"}:
+        return ThinkingPart(part["thinking"], part["signature"])
+    if isinstance(part, Mapping) and part.get("type") == "redacted_thinking" and set(part) == {"type", "data"}:
+        return RedactedThinkingPart(part["data"])
     if isinstance(part, Mapping) and part.get("type") == "text" and set(part) == {"type", "text"}:
         return TextPart(part["text"])
     if isinstance(part, Mapping) and part.get("type") == "tool_call" and set(part) == {
         "type", "call_id", "name", "arguments",
     }:
         return ToolCall(call_id=part["call_id"], name=part["name"], arguments_json=part["arguments"])
-    raise StoreCorrupt(f"a stored assistant part {part!r:.200} is neither a text part nor a tool call")
+    raise StoreCorrupt(f"a stored assistant part {part!r:.200} is not a text, tool call, thinking or redacted_thinking part")
 
 
 def message_from_content(kind: str, content: Mapping[str, Any], id: str) -> Message:
@@ -95,11 +102,17 @@ def message_from_content(kind: str, content: Mapping[str, Any], id: str) -> Mess
             _keys(content, {"kind", "text", "notice"}, kind)
             return Instruction(content["text"], content["notice"], id=id)
         if kind == "assistant":
-            _keys(content, {"kind", "parts", "stop_reason"}, kind)
+            has_context = "context" in content
+            _keys(content, {"kind", "parts", "stop_reason"} | ({"context"} if has_context else set()), kind)
             parts = content["parts"]
             if not isinstance(parts, list):
                 raise StoreCorrupt(f"stored message {id}: assistant parts {parts!r:.200} is not a list")
-            return AssistantResponse(tuple(_part_from_content(p) for p in parts), content["stop_reason"], id=id)
+            return AssistantResponse(
+                tuple(_part_from_content(p) for p in parts),
+                content["stop_reason"],
+                content.get("context"),
+                id=id,
+            )
         if kind == "tool_result":
             _keys(
                 content,
