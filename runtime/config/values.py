@@ -22,6 +22,8 @@ This module is pure: no I/O, no clock.
 
 from __future__ import annotations
 
+import json
+
 from collections.abc import Collection, Mapping
 from types import MappingProxyType
 from typing import Any, Literal
@@ -29,6 +31,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
+from runtime.canonical import canonical_json
 from runtime.config.checks import (
     _ENV_NAME_EXPECTED,
     _ENV_NAME_RE,
@@ -70,6 +73,16 @@ FOLD_SCHEDULINGS = ("epoch", "immediate")
 CONTEXT_STRATEGIES = ("fold", "compaction")
 
 
+def _thinking_json(value: Any) -> Any:
+    """A thinking table as canonical JSON (anything else is left for the check to refuse)."""
+    if isinstance(value, Mapping):
+        try:
+            return canonical_json(dict(value))
+        except (TypeError, ValueError):
+            return value
+    return value
+
+
 @attrs.frozen(kw_only=True)
 class Profile:
     """How a node's agent talks to its model.
@@ -96,6 +109,10 @@ class Profile:
       recoverable by the model, no context tool).
     - ``max_tokens``: the output cap of each request (positive int).
     - ``model``: overrides the provider's model (None: the provider's).
+    - ``thinking``: the request's ``thinking`` field, as the API names it:
+      ``{type = "enabled", budget_tokens = N}`` (``1024 <= N < max_tokens``),
+      ``{type = "adaptive"}`` or ``{type = "disabled"}``; held as canonical
+      JSON (None: not sent).
     """
 
     system: str | None = None
@@ -111,6 +128,7 @@ class Profile:
     context_strategy: Literal["fold", "compaction"] = "fold"
     max_tokens: int = 1024
     model: str | None = None
+    thinking: str | None = attrs.field(default=None, converter=_thinking_json)
 
     def __attrs_post_init__(self) -> None:
         _check_profile(_values_of(self), "Profile")
@@ -128,6 +146,28 @@ class Profile:
 
 
 _PROFILE_DEFAULTS = _defaults_of(Profile)
+
+
+def _check_thinking(value: Any, max_tokens: Any, where: str) -> None:
+    expected = '{type = "enabled", budget_tokens = N}, {type = "adaptive"} or {type = "disabled"}'
+    try:
+        table = json.loads(value) if isinstance(value, str) else None
+    except ValueError:
+        table = None
+    if not isinstance(table, dict) or table.get("type") not in ("enabled", "adaptive", "disabled"):
+        raise ConfigError(f"{where}: {render_value(value)} is not a thinking table; expected {expected}")
+    allowed = {"type", "budget_tokens"} if table["type"] == "enabled" else {"type"}
+    extra = sorted(set(table) - allowed)
+    if extra:
+        raise ConfigError(f"{where}.{extra[0]}: not a key of a {table['type']!r} thinking table; expected {expected}")
+    if table["type"] == "enabled":
+        budget = table.get("budget_tokens")
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1024:
+            raise ConfigError(f"{where}.budget_tokens: {render_value(budget)} is not an integer >= 1024")
+        if isinstance(max_tokens, int) and budget >= max_tokens:
+            raise ConfigError(
+                f"{where}.budget_tokens: {budget} is not below max_tokens ({max_tokens}); the API requires it"
+            )
 
 
 def _check_profile(v: Mapping[str, Any], where: str) -> None:
@@ -184,6 +224,8 @@ def _check_profile(v: Mapping[str, Any], where: str) -> None:
     check_int(v["max_tokens"], at("max_tokens"), minimum=1, expected="a positive integer")
     if v["model"] is not None:
         check_text(v["model"], at("model"), expected="a model name (omit the key to use the provider's)")
+    if v["thinking"] is not None:
+        _check_thinking(v["thinking"], v["max_tokens"], at("thinking"))
 
 
 def check_known_tools(profile: Profile, tool_names: Collection[str], where: str) -> None:
