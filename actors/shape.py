@@ -51,13 +51,17 @@ class RequestShape:
     max_tokens: int
     result_bound: int | None
     counter: TokenCounter = attrs.field(eq=False)
+    thinking_json: str | None = None
+    """The profile's ``thinking`` field (canonical JSON), sent on main requests; None: not sent."""
 
     @property
     def offers_context_tool(self) -> bool:
         return any(t is CONTEXT_TOOL for t in self.tools)
 
     def settings(self, intent: Intent) -> RequestSettings:
-        return RequestSettings(model=self.model, max_tokens=self.max_tokens, intent=intent)
+        return RequestSettings(
+            model=self.model, max_tokens=self.max_tokens, intent=intent, thinking_json=self.thinking_json
+        )
 
     def projection(self) -> BoundProjection | None:
         """The result bound's projection (None when nothing is bounded).

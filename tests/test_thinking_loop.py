@@ -1,0 +1,153 @@
+"""Signed thinking through the official SDK against the simulator (issue 14).
+
+A tool loop with thinking on gives every earlier reply's blocks back, the
+simulator verifies each signature, and the blocks sit in the cached prefix; a
+fold drops exactly the blocks of replies made before it; a tampered block gets
+the API's 400 and the runtime reports a failed attempt.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import attrs
+import pytest
+
+from runtime.sim.clock import ManualClock
+from runtime.flow import Flow
+from runtime.policies import PolicyRegistry, ScriptPolicy, ScriptStep
+from runtime.providers.anthropic import AnthropicProvider
+from runtime.sim.config import SimConfig
+from runtime.sim.server import SimServer, serve_simulator
+from support import READER, calls, iterative, node, read, text
+
+THINKING = {"type": "enabled", "budget_tokens": 1024}
+SYSTEM = "You are a meticulous reader who thinks before each step. " * 60
+
+
+@attrs.define(eq=False)
+class Capture:
+    """Wraps the SDK provider: keeps each payload; ``tamper`` may change a payload before it is sent."""
+
+    inner: AnthropicProvider
+    payloads: list[dict[str, Any]] = attrs.field(factory=list)
+    tamper_on: int | None = None
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def caches_by_prefix(self) -> bool:
+        return self.inner.caches_by_prefix
+
+    @property
+    def max_retries(self) -> int:
+        return self.inner.max_retries
+
+    async def send(self, request, *, node_id):
+        payload = request.payload()
+        self.payloads.append(payload)
+        if self.tamper_on is not None and len(self.payloads) >= self.tamper_on:
+            return await self._send_tampered(payload, node_id)
+        return await self.inner.send(request, node_id=node_id)
+
+    async def _send_tampered(self, payload: dict[str, Any], node_id):
+        from runtime.compiler import Request  # the tampered payload goes through the SDK like any other
+
+        for message in payload["messages"]:
+            for block in message["content"] if message["role"] == "assistant" else ():
+                if block.get("type") == "thinking":
+                    block["thinking"] += " (edited)"
+                    break
+        fake = _PayloadRequest(payload)
+        return await self.inner.send(fake, node_id=node_id)  # type: ignore[arg-type]
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+@attrs.frozen
+class _PayloadRequest:
+    body: dict[str, Any]
+
+    def payload(self) -> dict[str, Any]:
+        return self.body
+
+
+@asynccontextmanager
+async def simulated(scripts: dict[str, Sequence[ScriptStep]]) -> AsyncIterator[tuple[SimServer, Capture, ManualClock]]:
+    clock = ManualClock(1_000.0)
+    key = "sim-" + secrets.token_hex(8)
+    policies = PolicyRegistry({n: ScriptPolicy(n, steps) for n, steps in scripts.items()})
+    async with serve_simulator(SimConfig(), policies, clock) as sim:
+        provider = AnthropicProvider.create(api_key=key, base_url=sim.base_url, max_retries=2)
+        capture = Capture(provider)
+        try:
+            yield sim, capture, clock
+        finally:
+            await provider.aclose()
+
+
+def thinking_of(payload: dict[str, Any]) -> list[list[str]]:
+    """Per assistant message, the types of its thinking blocks."""
+    return [
+        [b["type"] for b in m["content"] if b["type"] in ("thinking", "redacted_thinking")]
+        for m in payload["messages"]
+        if m["role"] == "assistant"
+    ]
+
+
+async def run_loop(capture: Capture, clock: ManualClock, profile, rounds: int):
+    from runtime.runtime import Runtime
+
+    async with Runtime(provider=capture, clock=clock, monotonic=clock) as rt:  # type: ignore[arg-type]
+        return await rt.run(Flow([node("n", iterative("read the docs", max_rounds=rounds + 1), profile=profile)]))
+
+
+@pytest.mark.anyio
+async def test_a_twelve_round_tool_loop_gives_every_earlier_block_back_verified_and_cached() -> None:
+    rounds = 12
+    script = [calls(read(f"doc{i}.md", 600)) for i in range(rounds)] + [text("all read")]
+    profile = READER.evolve(system=SYSTEM, prompt_caching=True, thinking=THINKING, max_tokens=4096)
+    async with simulated({"n": script}) as (sim, capture, clock):
+        result = await run_loop(capture, clock, profile, rounds)
+        assert result.status == "ok", result["n"].reason
+        payloads = capture.payloads
+        assert len(payloads) == rounds + 1
+        for k, payload in enumerate(payloads):
+            assert payload["thinking"] == THINKING
+            # every earlier reply carries its one thinking block, first among its blocks
+            assert thinking_of(payload) == [["thinking"]] * k
+            for m in payload["messages"]:
+                if m["role"] == "assistant":
+                    assert m["content"][0]["type"] == "thinking"
+                    assert all("cache_control" not in b for b in m["content"] if b["type"] == "thinking")
+        assert sim.app.thinking.verified == sum(range(rounds + 1))  # every given-back block verified
+        served = [r for r in sim.requests if r.path == "/v1/messages"]
+        assert all(r.status == 200 for r in served)
+        last = payloads[-1]
+        thinking_tokens = sum(
+            sim.app.counter.block_tokens(b)
+            for m in last["messages"][:-2]
+            for b in m["content"]
+            if b.get("type") == "thinking"
+        )
+        assert served[-1].usage is not None and served[-1].usage.cache_read_input_tokens > thinking_tokens > 0
+
+
+@pytest.mark.anyio
+async def test_a_tampered_block_gets_the_apis_400_and_fails_the_attempt_not_the_process() -> None:
+    script = [calls(read(f"doc{i}.md", 300)) for i in range(3)] + [text("done")]
+    profile = READER.evolve(thinking=THINKING, max_tokens=4096)
+    async with simulated({"n": script}) as (sim, capture, clock):
+        capture.tamper_on = 3
+        result = await run_loop(capture, clock, profile, 3)
+        assert result.status == "failed"
+        reason = result["n"].reason
+        assert "HTTP 400 invalid_request_error" in reason and "Invalid `signature` in `thinking` block" in reason
+        refused = [r for r in sim.requests if r.status == 400]
+        assert len(refused) == 1 and "messages.1.content.0" in (refused[0].error_message or "")
