@@ -8,88 +8,15 @@ the API's 400 and the runtime reports a failed attempt.
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
 from typing import Any
 
-import attrs
 import pytest
 
-from runtime.sim.clock import ManualClock
-from runtime.flow import Flow
-from runtime.policies import PolicyRegistry, ScriptPolicy, ScriptStep
-from runtime.providers.anthropic import AnthropicProvider
-from runtime.sim.config import SimConfig
-from runtime.sim.server import SimServer, serve_simulator
-from support import READER, calls, iterative, node, read, text
+from sdk_sim import run_node, simulated
+from support import READER, calls, iterative, read, text
 
 THINKING = {"type": "enabled", "budget_tokens": 1024}
 SYSTEM = "You are a meticulous reader who thinks before each step. " * 60
-
-
-@attrs.define(eq=False)
-class Capture:
-    """Wraps the SDK provider: keeps each payload; ``tamper`` may change a payload before it is sent."""
-
-    inner: AnthropicProvider
-    payloads: list[dict[str, Any]] = attrs.field(factory=list)
-    tamper_on: int | None = None
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def caches_by_prefix(self) -> bool:
-        return self.inner.caches_by_prefix
-
-    @property
-    def max_retries(self) -> int:
-        return self.inner.max_retries
-
-    async def send(self, request, *, node_id):
-        payload = request.payload()
-        self.payloads.append(payload)
-        if self.tamper_on is not None and len(self.payloads) >= self.tamper_on:
-            return await self._send_tampered(payload, node_id)
-        return await self.inner.send(request, node_id=node_id)
-
-    async def _send_tampered(self, payload: dict[str, Any], node_id):
-        from runtime.compiler import Request  # the tampered payload goes through the SDK like any other
-
-        for message in payload["messages"]:
-            for block in message["content"] if message["role"] == "assistant" else ():
-                if block.get("type") == "thinking":
-                    block["thinking"] += " (edited)"
-                    break
-        fake = _PayloadRequest(payload)
-        return await self.inner.send(fake, node_id=node_id)  # type: ignore[arg-type]
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
-@attrs.frozen
-class _PayloadRequest:
-    body: dict[str, Any]
-
-    def payload(self) -> dict[str, Any]:
-        return self.body
-
-
-@asynccontextmanager
-async def simulated(scripts: dict[str, Sequence[ScriptStep]]) -> AsyncIterator[tuple[SimServer, Capture, ManualClock]]:
-    clock = ManualClock(1_000.0)
-    key = "sim-" + secrets.token_hex(8)
-    policies = PolicyRegistry({n: ScriptPolicy(n, steps) for n, steps in scripts.items()})
-    async with serve_simulator(SimConfig(), policies, clock) as sim:
-        provider = AnthropicProvider.create(api_key=key, base_url=sim.base_url, max_retries=2)
-        capture = Capture(provider)
-        try:
-            yield sim, capture, clock
-        finally:
-            await provider.aclose()
 
 
 def thinking_of(payload: dict[str, Any]) -> list[list[str]]:
@@ -101,20 +28,13 @@ def thinking_of(payload: dict[str, Any]) -> list[list[str]]:
     ]
 
 
-async def run_loop(capture: Capture, clock: ManualClock, profile, rounds: int):
-    from runtime.runtime import Runtime
-
-    async with Runtime(provider=capture, clock=clock, monotonic=clock) as rt:  # type: ignore[arg-type]
-        return await rt.run(Flow([node("n", iterative("read the docs", max_rounds=rounds + 1), profile=profile)]))
-
-
 @pytest.mark.anyio
 async def test_a_twelve_round_tool_loop_gives_every_earlier_block_back_verified_and_cached() -> None:
     rounds = 12
     script = [calls(read(f"doc{i}.md", 600)) for i in range(rounds)] + [text("all read")]
     profile = READER.evolve(system=SYSTEM, prompt_caching=True, thinking=THINKING, max_tokens=4096)
     async with simulated({"n": script}) as (sim, capture, clock):
-        result = await run_loop(capture, clock, profile, rounds)
+        result = await run_node(capture, clock, profile, iterative("read", max_rounds=rounds + 1))
         assert result.status == "ok", result["n"].reason
         payloads = capture.payloads
         assert len(payloads) == rounds + 1
@@ -145,7 +65,7 @@ async def test_a_tampered_block_gets_the_apis_400_and_fails_the_attempt_not_the_
     profile = READER.evolve(thinking=THINKING, max_tokens=4096)
     async with simulated({"n": script}) as (sim, capture, clock):
         capture.tamper_on = 3
-        result = await run_loop(capture, clock, profile, 3)
+        result = await run_node(capture, clock, profile, iterative("read", max_rounds=4))
         assert result.status == "failed"
         reason = result["n"].reason
         assert "HTTP 400 invalid_request_error" in reason and "Invalid `signature` in `thinking` block" in reason

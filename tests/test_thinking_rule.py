@@ -15,7 +15,7 @@ from runtime.sim.thinking import ThinkingSigner
 from runtime.store.codec import message_from_content
 from runtime.usage import Usage
 
-SETTINGS = RequestSettings(model="claude-sonnet-4-5", max_tokens=4096, thinking_json='{"budget_tokens":1024,"type":"enabled"}')
+SETTINGS = RequestSettings(model="claude-haiku-5-5", max_tokens=4096, thinking_json='{"budget_tokens":1024,"type":"enabled"}')
 
 
 def payload_of(view: list[Message]) -> tuple[dict[str, Any], str]:
