@@ -20,7 +20,8 @@ from runtime.config import Profile
 from runtime.fold.context_tool import CONTEXT_TOOL, CONTEXT_TOOL_NAME
 from runtime.fold.measurer import ViewMeasurer
 from runtime.fold.projection import BoundProjection, request_projection
-from runtime.measure import Measurement, TokenCounter, measure
+from runtime.image_count import measure_request
+from runtime.measure import Measurement, TokenCounter
 from runtime.messages import Instruction, Message
 
 SUMMARY_MAX_TOKENS = 1024
@@ -89,7 +90,7 @@ class RequestShape:
         return compile_request(system=None, tools=(), view=(prompt,), settings=settings)
 
     def measure(self, request: Request) -> Measurement:
-        return measure(request.pieces(), self.counter, self.branch.scale)
+        return measure_request(request, self.counter, self.branch.scale)
 
     def measurer(self, intent: Intent) -> ViewMeasurer:
         """The fold planner's view measurer, under the same rule as :meth:`compile`."""

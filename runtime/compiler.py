@@ -34,6 +34,7 @@ from runtime.canonical import canonical_json, sha256_hex
 from runtime.errors import FoldlineError
 from runtime.messages import (
     AssistantResponse,
+    ImagePart,
     Instruction,
     Message,
     Note,
@@ -125,11 +126,18 @@ class RequestSettings:
 
 @attrs.frozen
 class Block:
-    """One rendered content block: its canonical JSON and the message it came from."""
+    """One rendered content block: its canonical JSON and the message it came from.
+
+    A block carrying images also has ``count_json``, its JSON with each
+    image's base64 data left empty, and ``image_tokens``, the images'
+    documented estimate: a measurement counts those instead of the base64 text.
+    """
 
     json: str
     kind: str
     source_id: str | None
+    count_json: str | None = None
+    image_tokens: int = 0
 
 
 @attrs.frozen
@@ -181,12 +189,24 @@ class Request:
     def _mark_map(self) -> dict[Location, str]:
         return {tuple(m.location): m.ttl for m in self.marks}
 
-    def pieces(self) -> tuple[tuple[str, str], ...]:
+    def image_tokens(self) -> dict[str, int]:
+        """The image estimate each message label carries (empty when the request has no images)."""
+        out: dict[str, int] = {}
+        for msg in self.messages:
+            for block in msg.blocks:
+                if block.image_tokens:
+                    label = block.source_id or "envelope"
+                    out[label] = out.get(label, 0) + block.image_tokens
+        return out
+
+    def pieces(self, *, counting: bool = False) -> tuple[tuple[str, str], ...]:
         """The payload as labelled canonical JSON pieces, in order.
 
         Labels are message ids for message blocks, ``"tools"``, ``"system"``
         or ``"envelope"`` otherwise. ``"".join`` of the texts is exactly
-        :meth:`payload_text`.
+        :meth:`payload_text`. With ``counting``, an image block's piece has
+        its base64 data left empty (:func:`runtime.image_count.measure_request`
+        adds the image estimate instead).
         """
         marks = self._mark_map()
         out: list[tuple[str, str]] = []
@@ -195,7 +215,7 @@ class Request:
         for mi, msg in enumerate(self.messages):
             out.append(("envelope", _CONTENT_OPEN if mi == 0 else "," + _CONTENT_OPEN))
             for bi, block in enumerate(msg.blocks):
-                text = block.json
+                text = block.count_json if counting and block.count_json is not None else block.json
                 ttl = marks.get(("messages", mi, bi))
                 if ttl is not None:
                     text = _with_cache_control(text, ttl)
@@ -305,11 +325,31 @@ def _tool_use_block(call: ToolCall, source_id: str) -> Block:
     return Block(text, "tool_use", source_id)
 
 
+def _image_value(image: ImagePart, data: str) -> dict[str, Any]:
+    return {"type": "image", "source": {"type": "base64", "media_type": image.media_type, "data": data}}
+
+
+def _image_block(image: ImagePart, source_id: str) -> Block:
+    return Block(
+        canonical_json(_image_value(image, image.data)),
+        "image",
+        source_id,
+        count_json=canonical_json(_image_value(image, "")),
+        image_tokens=image.tokens,
+    )
+
+
 def _tool_result_block(result: ToolResult, output: str) -> Block:
     value: dict[str, Any] = {"type": "tool_result", "tool_use_id": result.call_id, "content": output}
     if result.is_error:
         value["is_error"] = True
-    return Block(canonical_json(value), "tool_result", result.id)
+    if not result.images:
+        return Block(canonical_json(value), "tool_result", result.id)
+    text = [{"type": "text", "text": output}] if output else []
+    counted = value | {"content": text + [_image_value(image, "") for image in result.images]}
+    value["content"] = text + [_image_value(image, image.data) for image in result.images]
+    tokens = sum(image.tokens for image in result.images)
+    return Block(canonical_json(value), "tool_result", result.id, canonical_json(counted), tokens)
 
 
 def context_digest_of(messages: Sequence[RenderedMessage]) -> str:
@@ -363,7 +403,8 @@ def render_blocks(
     if cached is not None:
         return cached
     if isinstance(message, Instruction):
-        blocks: tuple[Block, ...] = (_text_block(message.rendered_text(), message.id),)
+        images = tuple(_image_block(image, message.id) for image in message.images)
+        blocks: tuple[Block, ...] = (_text_block(message.rendered_text(), message.id), *images)
     elif isinstance(message, Note):
         blocks = (_text_block(message.text, message.id),)
     elif isinstance(message, AssistantResponse):

@@ -22,6 +22,7 @@ Kinds:
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -30,6 +31,7 @@ import attrs
 
 from runtime.canonical import canonical_json, sha256_hex
 from runtime.ids import current_ids
+from runtime.images import image_tokens, inspect_image
 
 
 def new_message_id() -> str:
@@ -78,6 +80,52 @@ class TextPart:
 
     def content(self) -> dict[str, Any]:
         return {"type": "text", "text": self.text}
+
+
+@attrs.frozen
+class ImagePart:
+    """An image an instruction or a tool result carries: its bytes (base64) and what its header says.
+
+    Built with :meth:`from_bytes`, which refuses what the API would refuse
+    (:func:`runtime.images.inspect_image`). ``sha256`` is the digest of the
+    bytes; ``tokens`` the documented estimate the runtime counts it by.
+    """
+
+    media_type: str
+    data: str = attrs.field(repr=False)
+    sha256: str
+    width: int
+    height: int
+    size: int
+
+    @classmethod
+    def from_bytes(cls, data: bytes, where: str) -> ImagePart:
+        info = inspect_image(data, where)
+        encoded = base64.b64encode(data).decode("ascii")
+        return cls(info.media_type, encoded, info.sha256, info.width, info.height, info.size)
+
+    @property
+    def tokens(self) -> int:
+        return image_tokens(self.width, self.height)
+
+    def raw(self) -> bytes:
+        return base64.b64decode(self.data)
+
+    def content(self) -> dict[str, Any]:
+        return {
+            "type": "image",
+            "media_type": self.media_type,
+            "sha256": self.sha256,
+            "width": self.width,
+            "height": self.height,
+            "size": self.size,
+            "data": self.data,
+        }
+
+    def describe(self) -> str:
+        """One line naming the image: digest, format, pixel size, bytes and token estimate."""
+        kind = self.media_type.removeprefix("image/").upper()
+        return f"image sha256:{self.sha256[:16]} {kind} {self.width}x{self.height}, {self.size:,} bytes, ~{self.tokens} tokens"
 
 
 @attrs.frozen
@@ -131,6 +179,7 @@ class Instruction:
 
     text: str
     notice: str | None = None
+    images: tuple[ImagePart, ...] = attrs.field(default=(), kw_only=True, converter=tuple)
     id: str = attrs.field(factory=new_message_id, kw_only=True)
     sha256: str = attrs.field(init=False, eq=False, repr=False)
     kind: Literal["instruction"] = attrs.field(default="instruction", init=False)
@@ -139,7 +188,10 @@ class Instruction:
         _set_digest(self)
 
     def content(self) -> dict[str, Any]:
-        return {"kind": "instruction", "text": self.text, "notice": self.notice}
+        value: dict[str, Any] = {"kind": "instruction", "text": self.text, "notice": self.notice}
+        if self.images:
+            value["images"] = [image.content() for image in self.images]
+        return value
 
     def rendered_text(self) -> str:
         """The exact text sent for this turn, current or history alike."""
@@ -227,6 +279,7 @@ class ToolResult:
     output_format: Literal["text", "json"] = "text"
     clipped_from: str | None = None
     clip: ClipInfo | None = None
+    images: tuple[ImagePart, ...] = attrs.field(default=(), kw_only=True, converter=tuple)
     id: str = attrs.field(factory=new_message_id, kw_only=True)
     sha256: str = attrs.field(init=False, eq=False, repr=False)
     kind: Literal["tool_result"] = attrs.field(default="tool_result", init=False)
@@ -235,11 +288,13 @@ class ToolResult:
         _set_digest(self)
 
     @classmethod
-    def for_call(cls, call: ToolCall, output: Any, *, is_error: bool = False) -> ToolResult:
-        """Build the result of ``call`` from a tool's return value."""
+    def for_call(
+        cls, call: ToolCall, output: Any, *, is_error: bool = False, images: tuple[ImagePart, ...] = ()
+    ) -> ToolResult:
+        """Build the result of ``call`` from a tool's return value (and the images it returned)."""
         if isinstance(output, str):
-            return cls(call.call_id, call.name, call.arguments_json, output, is_error)
-        return cls(call.call_id, call.name, call.arguments_json, canonical_json(output), is_error, "json")
+            return cls(call.call_id, call.name, call.arguments_json, output, is_error, images=images)
+        return cls(call.call_id, call.name, call.arguments_json, canonical_json(output), is_error, "json", images=images)
 
     def content(self) -> dict[str, Any]:
         return {
@@ -252,7 +307,7 @@ class ToolResult:
             "is_error": self.is_error,
             "clipped_from": self.clipped_from,
             "clip": attrs.asdict(self.clip) if self.clip else None,
-        }
+        } | ({"images": [image.content() for image in self.images]} if self.images else {})
 
 
 @attrs.frozen
