@@ -31,6 +31,7 @@ import attrs
 from actors.branch import Branch, Turn
 from actors.env import RunEnv
 from actors.folding import Folding, context_call
+from actors.images import ImageOutput
 from actors.pipeline import SendPipeline, TurnProgress
 from actors.publisher import Publisher
 from actors.shape import RequestShape, offered_tools
@@ -162,4 +163,6 @@ class TurnDriver:
         tool = self.env.registry.get(call.name)
         context = ToolContext(node_id=self.node_id, branch_id=self.branch.id, spawn=self.spawn)
         output = await tool.func(call.arguments, context)
+        if isinstance(output, ImageOutput):
+            return ToolResult.for_call(call, output.text, images=output.images)
         return ToolResult.for_call(call, output)

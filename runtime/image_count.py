@@ -11,7 +11,13 @@ that carries it. A request without images is measured exactly as
 from __future__ import annotations
 
 from runtime.compiler import Request
-from runtime.measure import TOP_PARTS, Measurement, TokenCounter, measure, scaled_estimate
+from runtime.measure import (
+    TOP_PARTS,
+    Measurement,
+    TokenCounter,
+    measure,
+    scaled_estimate,
+)
 
 
 def measure_request(request: Request, counter: TokenCounter, scale: float) -> Measurement:

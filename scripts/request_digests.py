@@ -26,7 +26,7 @@ from runtime.bench.workloads import WORKLOADS, build  # noqa: E402
 from runtime.logs import configure_logging  # noqa: E402
 from runtime.config.loader import load_scenario  # noqa: E402
 from runtime.scenario_run import run_scenario  # noqa: E402
-from actors.tools import BUILTIN_TOOLS  # noqa: E402
+from actors.images import scenario_registry  # noqa: E402
 from signals.bus import SignalBus  # noqa: E402
 
 CAPTURED: list[tuple[str | None, str]] = []
@@ -51,7 +51,13 @@ async def collect() -> dict[str, Any]:
     SignalBus.publish = _capturing_publish  # type: ignore[method-assign]
     out: dict[str, Any] = {}
     for path in sorted((ROOT / "scenarios").glob("*.toml")):
-        await run_scenario(load_scenario(path, tool_names=BUILTIN_TOOLS.names()), provider_kind="scripted", clock=lambda: 1_000_000.0)
+        registry = scenario_registry(path)
+        await run_scenario(
+            load_scenario(path, tool_names=registry.names()),
+            provider_kind="scripted",
+            clock=lambda: 1_000_000.0,
+            registry=registry,
+        )
         out[path.name] = _group()
     for name in WORKLOADS:
         await run_workload_set(build(name), strategies_named(None), provider_kind="scripted")

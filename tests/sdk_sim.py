@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import attrs
+from support import node
 
 from runtime.flow import Flow
 from runtime.operation import Operation
@@ -16,7 +17,6 @@ from runtime.providers.anthropic import AnthropicProvider
 from runtime.sim.clock import ManualClock
 from runtime.sim.config import SimConfig
 from runtime.sim.server import SimServer, serve_simulator
-from support import node
 
 
 @attrs.define(eq=False)
@@ -47,7 +47,6 @@ class Capture:
         return await self.inner.send(request, node_id=node_id)
 
     async def _send_tampered(self, payload: dict[str, Any], node_id):
-        from runtime.compiler import Request  # the tampered payload goes through the SDK like any other
 
         for message in payload["messages"]:
             for block in message["content"] if message["role"] == "assistant" else ():

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import pytest
-
-from actors.operations import CONTINUE_TEXT, MAX_CONTINUATIONS
-from runtime.policies import ScriptStep
 from sdk_sim import run_node, simulated
 from support import READER, calls, iterative, read, text
 
-
-def events_of(capture) -> list[str]:
-    return [p["messages"][-1]["role"] for p in capture.payloads]
+from actors.operations import CONTINUE_TEXT, MAX_CONTINUATIONS
+from runtime.policies import ScriptStep
 
 
 @pytest.mark.anyio
@@ -32,7 +28,7 @@ async def test_a_streamed_4000_token_answer_arrives_whole_with_its_usage() -> No
 @pytest.mark.anyio
 async def test_a_max_tokens_stop_is_continued_by_the_iterative_operation() -> None:
     first = "word " * 200
-    async with simulated({"n": [text(first.strip()), text("and that is the end.")]}) as (sim, capture, clock):
+    async with simulated({"n": [text(first.strip()), text("and that is the end.")]}) as (_sim, capture, clock):
         result = await run_node(capture, clock, READER.evolve(max_tokens=60), iterative("write"))
         assert result.status == "ok", result["n"].reason
         answer = result["n"].result.answer
@@ -45,7 +41,7 @@ async def test_a_max_tokens_stop_is_continued_by_the_iterative_operation() -> No
 async def test_a_truncated_tool_call_is_not_run_and_continuation_is_bounded() -> None:
     long = "x " * 400
     script = [ScriptStep(text=long.strip(), tool_calls=calls(read("a")).tool_calls)] * (MAX_CONTINUATIONS + 1)
-    async with simulated({"n": script}) as (sim, capture, clock):
+    async with simulated({"n": script}) as (_sim, capture, clock):
         result = await run_node(capture, clock, READER.evolve(max_tokens=40), iterative("write", max_rounds=10))
         assert result.status == "failed"
         assert "cut off at max_tokens" in result["n"].reason
@@ -55,7 +51,7 @@ async def test_a_truncated_tool_call_is_not_run_and_continuation_is_bounded() ->
 @pytest.mark.anyio
 async def test_a_refusal_fails_its_node_with_the_reason() -> None:
     step = ScriptStep(text="I can't help with that request.", stop_reason="refusal")
-    async with simulated({"n": [step]}) as (sim, capture, clock):
+    async with simulated({"n": [step]}) as (_sim, capture, clock):
         result = await run_node(capture, clock, READER, iterative("do the bad thing"))
         assert result.status == "failed"
         assert result["n"].reason is not None
@@ -65,7 +61,7 @@ async def test_a_refusal_fails_its_node_with_the_reason() -> None:
 @pytest.mark.anyio
 async def test_pause_turn_is_continued_by_sending_the_conversation_again() -> None:
     paused = ScriptStep(text="searching", stop_reason="pause_turn")
-    async with simulated({"n": [paused, calls(read("a")), text("found it")]}) as (sim, capture, clock):
+    async with simulated({"n": [paused, calls(read("a")), text("found it")]}) as (_sim, capture, clock):
         result = await run_node(capture, clock, READER, iterative("find"))
         assert result.status == "ok", result["n"].reason
         assert result["n"].result.answer == "found it"

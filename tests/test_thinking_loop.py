@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from sdk_sim import run_node, simulated
 from support import READER, calls, iterative, read, text
 

@@ -7,7 +7,16 @@ from typing import Any
 import pytest
 
 from runtime.compiler import RequestSettings, compile_request
-from runtime.messages import AssistantResponse, Instruction, Message, Note, RedactedThinkingPart, TextPart, ToolCall, ToolResult
+from runtime.messages import (
+    AssistantResponse,
+    Instruction,
+    Message,
+    Note,
+    RedactedThinkingPart,
+    TextPart,
+    ToolCall,
+    ToolResult,
+)
 from runtime.policies import Reply
 from runtime.providers.base import ProviderReply
 from runtime.sim.errors import SimAPIError

@@ -75,10 +75,11 @@ def _cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from runtime.report import format_report
     from runtime.config.loader import load_scenario
     from runtime.scenario_run import run_scenario
-    from actors.tools import BUILTIN_TOOLS
+    from actors.images import scenario_registry
 
+    registry = scenario_registry(args.scenario)  # the built-in tools and read_image (next to the file)
     try:
-        scenario = load_scenario(args.scenario, tool_names=BUILTIN_TOOLS.names())
+        scenario = load_scenario(args.scenario, tool_names=registry.names())
     except ConfigError as exc:
         print(f"foldline: {exc}", file=err)
         return EXIT_BAD_INPUT
@@ -87,7 +88,9 @@ def _cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         with progress_view(err, quiet=args.quiet, plain=args.plain, plain_printer=progress_printer) as progress:
             run = anyio.run(
-                lambda: run_scenario(scenario, provider_kind=args.provider, signals_path=args.signals, progress=progress)
+                lambda: run_scenario(
+                    scenario, provider_kind=args.provider, signals_path=args.signals, progress=progress, registry=registry
+                )
             )
     except ConfigError as exc:
         print(f"foldline: {args.scenario}: {exc}", file=err)

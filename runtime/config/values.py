@@ -23,7 +23,6 @@ This module is pure: no I/O, no clock.
 from __future__ import annotations
 
 import json
-
 from collections.abc import Collection, Mapping
 from types import MappingProxyType
 from typing import Any, Literal

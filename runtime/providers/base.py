@@ -19,7 +19,14 @@ import attrs
 
 from runtime.compiler import Request
 from runtime.errors import FoldlineError
-from runtime.messages import AssistantResponse, Part, RedactedThinkingPart, TextPart, ThinkingPart, ToolCall
+from runtime.messages import (
+    AssistantResponse,
+    Part,
+    RedactedThinkingPart,
+    TextPart,
+    ThinkingPart,
+    ToolCall,
+)
 from runtime.usage import Usage
 
 
