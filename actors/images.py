@@ -32,7 +32,7 @@ class ImageOutput:
     """What a tool returns when it returns images: a line of text, then the images."""
 
     text: str
-    images: tuple[ImagePart, ...] = attrs.field(converter=tuple)
+    images: tuple[ImagePart, ...]
 
 
 def _inside(root: Path, path: str) -> Path:

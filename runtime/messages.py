@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 import attrs
@@ -128,6 +128,10 @@ class ImagePart:
         return f"image sha256:{self.sha256[:16]} {kind} {self.width}x{self.height}, {self.size:,} bytes, ~{self.tokens} tokens"
 
 
+def _images(value: Iterable[ImagePart]) -> tuple[ImagePart, ...]:
+    return tuple(value)
+
+
 @attrs.frozen
 class ThinkingPart:
     """A ``thinking`` block of a reply, exactly as the provider gave it (signature included)."""
@@ -179,7 +183,7 @@ class Instruction:
 
     text: str
     notice: str | None = None
-    images: tuple[ImagePart, ...] = attrs.field(default=(), kw_only=True, converter=tuple)
+    images: tuple[ImagePart, ...] = attrs.field(default=(), kw_only=True, converter=_images)
     id: str = attrs.field(factory=new_message_id, kw_only=True)
     sha256: str = attrs.field(init=False, eq=False, repr=False)
     kind: Literal["instruction"] = attrs.field(default="instruction", init=False)
@@ -279,7 +283,7 @@ class ToolResult:
     output_format: Literal["text", "json"] = "text"
     clipped_from: str | None = None
     clip: ClipInfo | None = None
-    images: tuple[ImagePart, ...] = attrs.field(default=(), kw_only=True, converter=tuple)
+    images: tuple[ImagePart, ...] = attrs.field(default=(), kw_only=True, converter=_images)
     id: str = attrs.field(factory=new_message_id, kw_only=True)
     sha256: str = attrs.field(init=False, eq=False, repr=False)
     kind: Literal["tool_result"] = attrs.field(default="tool_result", init=False)

@@ -25,6 +25,7 @@ from runtime.messages import (
     RedactedThinkingPart,
     TextPart,
     ThinkingPart,
+    ToolCall,
     ToolResult,
 )
 from runtime.tokenizer import count_tokens
@@ -184,7 +185,7 @@ def transcript(units: Sequence[Unit], record: RecordAccess, render_result) -> st
                     if isinstance(part, TextPart):
                         if part.text.strip():
                             lines.append(f"[assistant #{index}]\n{part.text}")
-                    else:
+                    elif isinstance(part, ToolCall):
                         lines.append(f"[assistant #{index} calls {part.name} {part.arguments_json}]")
             elif isinstance(message, ToolResult):
                 original, original_index = _original(message, record)

@@ -68,9 +68,10 @@ class ThinkingSigner:
         messages = payload.get("messages") or []
         thinking = _thinking_text(messages, reply)
         preceding = _conversation(messages)
-        block = {"type": "thinking", "thinking": thinking, "signature": ""}
+        block: dict[str, Any] = {"type": "thinking", "thinking": thinking, "signature": ""}
         block["signature"] = self._mac(preceding, [], block)
-        return attrs.evolve(reply, content=(block, *reply.content), output_tokens=None)
+        content: tuple[dict[str, Any], ...] = (block, *reply.content)
+        return Reply(content=content, stop_reason=reply.stop_reason, output_tokens=None)
 
     def verify(self, payload: Mapping[str, Any]) -> None:
         """Raise the API's 400 when a given-back thinking block was changed or its context was."""
@@ -85,15 +86,12 @@ class ThinkingSigner:
             for j, block in enumerate(blocks):
                 if block.get("type") not in THINKING_KINDS:
                     continue
-                given = block.get("signature") if block.get("type") == "thinking" else _redacted_mac(block)
+                # The simulator makes no redacted blocks, so a redacted block given back never verifies.
+                given = block.get("signature") if block.get("type") == "thinking" else None
                 expected = self._mac(preceding, blocks[:j], block)
                 if not isinstance(given, str) or not hmac.compare_digest(given, expected):
                     raise _invalid_signature(i, j, str(block.get("type")))
                 self.verified += 1
-
-
-def _redacted_mac(block: Mapping[str, Any]) -> str | None:
-    return None  # the simulator never makes redacted blocks, so none it is given can verify
 
 
 def _invalid_signature(message_index: int, block_index: int, kind: str) -> SimAPIError:
