@@ -136,3 +136,22 @@ def test_thinking_blocks_are_counted_and_never_marked() -> None:
     assert len(with_blocks.payload_text()) > len(plain.payload_text())  # the measured pieces carry the block
     assert any(label == view[1].id and '"signature"' in piece for label, piece in with_blocks.pieces())
     assert not is_markable({"type": "thinking", "thinking": "x", "signature": "y"})
+
+
+@pytest.mark.anyio
+async def test_a_clone_carries_the_blocks_its_view_carries() -> None:
+    from actors.branch import Branch
+
+    signer = ThinkingSigner()
+    view: list[Message] = [Instruction("task")]
+    loop(signer, view, 3)
+    emitter = Branch.create(system="s")
+    async with emitter.turn() as turn:
+        for message in view:
+            turn.append(message)
+    clone = emitter.clone()
+    payload, _ = payload_of(list(clone.view()))
+    assert thinking_counts(payload) == [1, 1, 1] and payload == payload_of(list(emitter.view()))[0]
+    signer.verify(payload)
+    cut = emitter.clone(upto=3)  # the first round only: its reply keeps its block
+    assert thinking_counts(payload_of(list(cut.view()))[0]) == [1]
