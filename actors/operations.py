@@ -48,8 +48,12 @@ CUT_CALL_TEXT = "not run: the reply was cut off at max_tokens, so this call may 
 
 async def _send(driver: TurnDriver, intent: Intent) -> AssistantResponse:
     """Send, continuing ``pause_turn`` replies; a ``refusal`` fails the operation with its reason."""
-    for _ in range(MAX_PAUSES + 1):
+    for pause in range(MAX_PAUSES + 1):
         message = await driver.send(intent)
+        if pause:
+            # The continuation is a second reply after the paused one: both render as one
+            # assistant turn, so the next request extends that turn's message (a known rewrite).
+            driver.turn.explain_rewrite("pause_turn: the continued reply joins the paused assistant turn")
         if message.stop_reason == "refusal":
             why = message.text.strip() or "no text given"
             raise OperationError(f"the model refused (stop_reason refusal): {why}")
