@@ -70,3 +70,29 @@ async def test_a_tampered_block_gets_the_apis_400_and_fails_the_attempt_not_the_
         assert "HTTP 400 invalid_request_error" in reason and "Invalid `signature` in `thinking` block" in reason
         refused = [r for r in sim.requests if r.status == 400]
         assert len(refused) == 1 and "messages.1.content.0" in (refused[0].error_message or "")
+
+
+@pytest.mark.anyio
+async def test_a_fold_mid_loop_drops_exactly_the_blocks_made_before_it_and_the_simulator_accepts() -> None:
+    rounds = 12
+    script = [calls(read(f"doc{i}.md", 1500)) for i in range(rounds)] + [text("all read")]
+    profile = READER.evolve(
+        thinking=THINKING, max_tokens=4096, max_input_tokens=6000, context_management=True, tools=("read_file",)
+    )
+    async with simulated({"n": script}) as (sim, capture, clock):
+        result = await run_node(capture, clock, profile, iterative("read the docs", max_rounds=rounds + 2))
+        assert result.status == "ok", result["n"].reason
+        served = [r for r in sim.requests if r.path == "/v1/messages"]
+        assert all(r.status == 200 for r in served)  # every request, folded or not, accepted
+        folded_at = [k for k, p in enumerate(capture.payloads) if "[fold f-" in str(p["messages"])]
+        assert folded_at, "the loop never folded"
+        first = folded_at[0]
+        before, after = capture.payloads[first - 1], capture.payloads[first]
+        # the first folded request gives back no block of a reply made before the fold ...
+        assert thinking_of(after) and all(kinds == [] for kinds in thinking_of(after))
+        assert any(kinds for kinds in thinking_of(before))
+        # ... and later requests keep the blocks of every reply made after it
+        later = capture.payloads[first + 2]
+        kept = thinking_of(later)
+        assert kept[-2:] == [["thinking"], ["thinking"]]
+        assert sim.app.thinking.verified > 0
