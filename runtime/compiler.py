@@ -45,7 +45,7 @@ from runtime.messages import (
     ToolCall,
     ToolResult,
 )
-from runtime.thinking import CONTEXT_SEED, extend_context
+from runtime.thinking import CONTEXT_SEED, context_digest, extend_context
 
 RECIPE_VERSION = 1
 """Version of the rendering rules; recorded with every request (for replay)."""
@@ -278,7 +278,7 @@ class Request:
         A reply to this request records it: its thinking goes back while what
         precedes the reply still has this digest.
         """
-        return context_digest_of(self.messages)
+        return context_digest((m.role, tuple(b.json for b in m.blocks)) for m in self.messages)
 
     def message_digests(self) -> tuple[str, ...]:
         """SHA-256 of each rendered message without marks (for prefix checks)."""
@@ -350,14 +350,6 @@ def _tool_result_block(result: ToolResult, output: str) -> Block:
     value["content"] = text + [_image_value(image, image.data) for image in result.images]
     tokens = sum(image.tokens for image in result.images)
     return Block(canonical_json(value), "tool_result", result.id, canonical_json(counted), tokens)
-
-
-def context_digest_of(messages: Sequence[RenderedMessage]) -> str:
-    """The thinking-context chain digest of rendered messages (cache marks are never in them)."""
-    chain = CONTEXT_SEED
-    for msg in messages:
-        chain = extend_context(chain, msg.role, tuple(b.json for b in msg.blocks))
-    return chain
 
 
 def _thinking_block(part: ThinkingPart | RedactedThinkingPart, source_id: str) -> Block:
