@@ -128,9 +128,7 @@ class RequestSettings:
 class Block:
     """One rendered content block: its canonical JSON and the message it came from.
 
-    A block carrying images also has ``count_json``, its JSON with each
-    image's base64 data left empty, and ``image_tokens``, the images'
-    documented estimate: a measurement counts those instead of the base64 text.
+    With images: ``count_json`` (their base64 left empty) and ``image_tokens`` (their estimate) are what is counted.
     """
 
     json: str
@@ -204,9 +202,7 @@ class Request:
 
         Labels are message ids for message blocks, ``"tools"``, ``"system"``
         or ``"envelope"`` otherwise. ``"".join`` of the texts is exactly
-        :meth:`payload_text`. With ``counting``, an image block's piece has
-        its base64 data left empty (:func:`runtime.image_count.measure_request`
-        adds the image estimate instead).
+        :meth:`payload_text`. With ``counting``, image data is left empty (see :mod:`runtime.image_count`).
         """
         marks = self._mark_map()
         out: list[tuple[str, str]] = []
@@ -273,11 +269,7 @@ class Request:
         return self._digest
 
     def context_digest(self) -> str:
-        """The digest of the conversation this request carries (:mod:`runtime.thinking`).
-
-        A reply to this request records it: its thinking goes back while what
-        precedes the reply still has this digest.
-        """
+        """The digest of the conversation this request carries; a reply records it (:mod:`runtime.thinking`)."""
         return context_digest((m.role, tuple(b.json for b in m.blocks)) for m in self.messages)
 
     def message_digests(self) -> tuple[str, ...]:
@@ -410,6 +402,20 @@ def render_blocks(
     return blocks
 
 
+@attrs.define
+class _ThinkingContext:
+    """The thinking-context digest of the messages compiled so far (extended only when a reply asks)."""
+
+    digest: str = CONTEXT_SEED
+    done: int = 0
+
+    def matches(self, out: Sequence[RenderedMessage], context: str | None) -> bool:
+        for msg in out[self.done :]:
+            self.digest = extend_context(self.digest, msg.role, tuple(b.json for b in msg.blocks))
+        self.done = len(out)
+        return self.digest == context
+
+
 def compile_request(
     *,
     system: str | SystemMessage | None,
@@ -440,17 +446,7 @@ def compile_request(
     sources: list[str] = []
     role: str | None = None
     placed: set[str] = set()
-    chain: list[Any] = [CONTEXT_SEED, 0]  # the thinking-context digest of out[:chain[1]], extended only when asked
-
-    def keeps_thinking(message: AssistantResponse) -> bool:
-        if message.context is None or role == "assistant":
-            return False
-        flush()
-        digest, done = chain
-        for msg in out[done:]:
-            digest = extend_context(digest, msg.role, tuple(b.json for b in msg.blocks))
-        chain[:] = [digest, len(out)]
-        return digest == message.context
+    chain = _ThinkingContext()
 
     def flush() -> None:
         nonlocal blocks, sources, role
@@ -478,7 +474,10 @@ def compile_request(
                 )
             continue
         if isinstance(message, AssistantResponse):
-            keep = keeps_thinking(message)
+            keep = message.context is not None and role != "assistant"
+            if keep:
+                flush()
+                keep = chain.matches(out, message.context)
             add("assistant", render_blocks(message, projection, keep_thinking=keep), message.id)
             calls = message.tool_calls
             if calls:
