@@ -95,13 +95,15 @@ def _cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from runtime.cli.store import run_run
 
         return run_run(args, out, err)
+    from actors.images import scenario_registry as image_tools
     from runtime.config.loader import load_scenario
     from runtime.scenario_tools import load_user_tools, scenario_registry, tool_names_for_loading
 
+    base = image_tools(args.scenario)  # the built-in tools and read_image (next to the file)
     try:
         user = load_user_tools(args.tools) if args.tools else None
-        scenario = load_scenario(args.scenario, tool_names=tool_names_for_loading(user))
-        registry = scenario_registry(scenario, user)
+        scenario = load_scenario(args.scenario, tool_names=tool_names_for_loading(user, base))
+        registry = scenario_registry(scenario, user, base)
     except ConfigError as exc:
         label = "" if str(exc).startswith((args.scenario, "--tools")) else f"{args.scenario}: "
         print(f"foldline: {label}{exc}", file=err)
