@@ -316,9 +316,7 @@ class Branch:
         if tools is not None and tuple(tools) != self._tools:
             self._tools = tuple(tools)
         if changes or tools is not None:
-            changes.append(
-                SetupSet(self._system.id if self._system else None, tuple(t.piece() for t in self._tools))
-            )
+            changes.append(SetupSet(self._system.id if self._system else None, tuple(t.piece() for t in self._tools)))
         if changes and self._journal is not None:
             self._journal.changed(self, tuple(changes))
 

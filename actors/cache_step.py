@@ -82,7 +82,9 @@ def record_cache_outcome(plan: CachePlan, usage: Usage, *, attempt_start: float,
     return plan.ledger.after_response(plan.placement, usage, attempt_start, env.route, env.process_id)
 
 
-def read_verdict(plan: CachePlan, usage: Usage, *, attempt_start: float | None = None, route: str | None = None) -> ReadVerdict:
+def read_verdict(
+    plan: CachePlan, usage: Usage, *, attempt_start: float | None = None, route: str | None = None
+) -> ReadVerdict:
     """How the completed attempt's read compares with what the placement aimed at."""
     return evaluate_read(plan.placement, usage, attempt_start=attempt_start, route=route)
 

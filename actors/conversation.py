@@ -55,6 +55,7 @@ class ConversationHost(Protocol):
 
     def env(self) -> RunEnv: ...
 
+
 DEFAULT_MAX_ROUNDS = 20
 REPORT_HANDLER = "report"
 """The name under which :class:`runtime.runtime.Runtime` feeds its report from the bus."""
@@ -136,7 +137,9 @@ class Conversation:
             await _report_settled(self.runtime)
             raise
         await bus.publish(
-            NodeFinished(rounds=result.rounds, answer_chars=len(result.answer)), node_id=self.name, branch_id=self.branch.id
+            NodeFinished(rounds=result.rounds, answer_chars=len(result.answer)),
+            node_id=self.name,
+            branch_id=self.branch.id,
         )
         self.last = result
         await _report_settled(self.runtime)

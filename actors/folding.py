@@ -178,7 +178,9 @@ class Folding:
             if m.estimate <= fold.ceiling or self.resumes >= MAX_RESUMES:
                 break
             self.resumes += 1
-            log.info("fold resumes after a refusal", branch=self.turn.branch.id, estimate=m.estimate, resume=self.resumes)
+            log.info(
+                "fold resumes after a refusal", branch=self.turn.branch.id, estimate=m.estimate, resume=self.resumes
+            )
         return Folded(view, request, m, FoldRun(tuple(plans), ran or any(p.landed for p in plans)))
 
     async def _plan(
@@ -211,7 +213,9 @@ class Folding:
 
     async def _commit(self, plan: FoldPlan) -> None:
         """Land a fold in one batch (its notes and copies, the view, the held marks, the rewrite cause)."""
-        self.turn.commit_fold(plan.added, plan.view_ids, plan.held_marks, f"fold {plan.fold_id} ({'+'.join(plan.stages)})")
+        self.turn.commit_fold(
+            plan.added, plan.view_ids, plan.held_marks, f"fold {plan.fold_id} ({'+'.join(plan.stages)})"
+        )
         await self.publish(
             FoldCommitted(
                 stages=list(plan.stages),

@@ -273,7 +273,9 @@ class SendPipeline:
                 reply = await provider.send(outgoing.request, node_id=node_id)
             except AttemptFailed as failure:
                 delay = self._retry_delay(failure, attempt)
-                log.info("retrying request", node=node_id, status=failure.status, attempt=attempt, delay_s=round(delay, 3))
+                log.info(
+                    "retrying request", node=node_id, status=failure.status, attempt=attempt, delay_s=round(delay, 3)
+                )
                 await anyio.sleep(delay)
                 continue
             return attrs.evolve(reply, attempts=attempt), attempt_start, self.env.monotonic() - started

@@ -119,7 +119,9 @@ class TurnDriver:
             # Decided on the request as sent, notice included (runtime.send_bounds).
             view = self.branch.view()
             choice = choose_notice(
-                lambda notice: self.shape.measure(self.shape.compile(view + (Instruction(text, notice=notice),), intent)),
+                lambda notice: self.shape.measure(
+                    self.shape.compile(view + (Instruction(text, notice=notice),), intent)
+                ),
                 self.ceiling,
             )
             instruction = Instruction(text, notice=choice.notice)

@@ -84,9 +84,7 @@ class RequestShape:
 
     def compile_side(self, prompt: Instruction) -> Request:
         """A ``side`` request carrying only ``prompt``: no tools, no system text, a small output cap."""
-        settings = RequestSettings(
-            model=self.model, max_tokens=min(self.max_tokens, SUMMARY_MAX_TOKENS), intent="side"
-        )
+        settings = RequestSettings(model=self.model, max_tokens=min(self.max_tokens, SUMMARY_MAX_TOKENS), intent="side")
         return compile_request(system=None, tools=(), view=(prompt,), settings=settings)
 
     def measure(self, request: Request) -> Measurement:

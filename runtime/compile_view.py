@@ -92,8 +92,13 @@ class _Builder:
         self.blocks.extend(new_blocks)
         self.sources.append(source)
 
-    def run(self, messages: Sequence[Message], results: dict[str, ToolResult], placed: set[str],
-            projection: ResultProjection | None) -> None:
+    def run(
+        self,
+        messages: Sequence[Message],
+        results: dict[str, ToolResult],
+        placed: set[str],
+        projection: ResultProjection | None,
+    ) -> None:
         for message in messages:
             if isinstance(message, SystemMessage):
                 raise CompileError("a system message belongs in the stable segment, not in the view")
@@ -179,8 +184,16 @@ def layout_view(view: Sequence[Message], projection: ResultProjection | None = N
     placed = set(start.results) if start is not None else set()
     builder.run(whole[done:], results, placed, projection)
     _remember(
-        _Layout(whole, _variants(results, projection), results, tuple(builder.out), tuple(builder.blocks),
-                tuple(builder.sources), builder.role, (builder.chain.digest, builder.chain.done)),
+        _Layout(
+            whole,
+            _variants(results, projection),
+            results,
+            tuple(builder.out),
+            tuple(builder.blocks),
+            tuple(builder.sources),
+            builder.role,
+            (builder.chain.digest, builder.chain.done),
+        ),
         start,
     )
     builder.flush()

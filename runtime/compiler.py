@@ -286,9 +286,7 @@ class Request:
 
     def message_digests(self) -> tuple[str, ...]:
         """SHA-256 of each rendered message without marks (for prefix checks)."""
-        return tuple(
-            sha256_hex(msg.role + "\x00" + "\x1e".join(b.json for b in msg.blocks)) for msg in self.messages
-        )
+        return tuple(sha256_hex(msg.role + "\x00" + "\x1e".join(b.json for b in msg.blocks)) for msg in self.messages)
 
 
 def compile_request(

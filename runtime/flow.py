@@ -80,7 +80,7 @@ class Node:
 
     def __attrs_post_init__(self) -> None:
         where = f"Node {self.id!r}" if isinstance(self.id, str) else "Node"
-        check_name(self.id, f"{where}.id", expected="a node id made of letters, digits, \"_\", \".\" and \"-\"")
+        check_name(self.id, f"{where}.id", expected='a node id made of letters, digits, "_", "." and "-"')
         if not isinstance(self.operation, Operation):
             raise ConfigError(f"{where}.operation: {self.operation!r} is not an Operation")
         if not isinstance(self.profile, Profile):
@@ -153,10 +153,10 @@ class Flow:
             if not isinstance(node, Node):
                 raise ConfigError(f"flow: nodes[{i}]: {node!r} is not a Node")
         _check_graph(self.nodes)
-        check_int(self.concurrency, "flow: concurrency", minimum=1, maximum=MAX_CONCURRENCY,
-                  expected="a positive integer")
-        check_int(self.spawn_limit, "flow: spawn_limit", minimum=0, maximum=MAX_SPAWN_LIMIT,
-                  expected="an integer >= 0")
+        check_int(
+            self.concurrency, "flow: concurrency", minimum=1, maximum=MAX_CONCURRENCY, expected="a positive integer"
+        )
+        check_int(self.spawn_limit, "flow: spawn_limit", minimum=0, maximum=MAX_SPAWN_LIMIT, expected="an integer >= 0")
 
 
 def _completed_view_length(branch: Branch) -> int:
@@ -258,9 +258,7 @@ class _Scheduler:
     async def _supervise(self, node: Node, branch: Branch, resume: bool) -> None:
         self.branches[node.id] = branch
         async with self.limiter:
-            await self.publish(
-                NodeStarted(operation=node.operation.kind, parent=node.spawned_by), node.id, branch.id
-            )
+            await self.publish(NodeStarted(operation=node.operation.kind, parent=node.spawned_by), node.id, branch.id)
             log.info("node started", node=node.id, branch=branch.id, operation=node.operation.kind)
             try:
                 result = await run_operation(

@@ -229,8 +229,9 @@ def measure(labelled_pieces: Sequence[tuple[str, str]], counter: TokenCounter, s
         done = counter.measure_segmented(labelled_pieces)
         if done is not None:
             counted, largest = done
-            return Measurement(counted=counted, scale=scale, estimate=scaled_estimate(counted, scale),
-                               parts=tuple(largest))
+            return Measurement(
+                counted=counted, scale=scale, estimate=scaled_estimate(counted, scale), parts=tuple(largest)
+            )
     labels: list[str] = []
     pieces: list[str] = []
     for index, item in enumerate(labelled_pieces):

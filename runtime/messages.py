@@ -298,7 +298,9 @@ class ToolResult:
         """Build the result of ``call`` from a tool's return value (and the images it returned)."""
         if isinstance(output, str):
             return cls(call.call_id, call.name, call.arguments_json, output, is_error, images=images)
-        return cls(call.call_id, call.name, call.arguments_json, canonical_json(output), is_error, "json", images=images)
+        return cls(
+            call.call_id, call.name, call.arguments_json, canonical_json(output), is_error, "json", images=images
+        )
 
     def content(self) -> dict[str, Any]:
         return {

@@ -105,9 +105,7 @@ def _frozen_modelcalibration(entries: Mapping[str, ModelCalibration]) -> Mapping
 class CalibrationBook:
     """The run's calibrations by model configuration, shared by all its branches."""
 
-    entries: Mapping[str, ModelCalibration] = attrs.field(
-        factory=dict, converter=_frozen_modelcalibration
-    )
+    entries: Mapping[str, ModelCalibration] = attrs.field(factory=dict, converter=_frozen_modelcalibration)
 
     def get(self, model: str) -> ModelCalibration:
         return self.entries.get(model, ModelCalibration())

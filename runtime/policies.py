@@ -124,9 +124,7 @@ class ScriptStep:
             raise ConfigError(f"{where}: a step needs 'text', 'tool_calls', or both; it has neither")
         stop_reason = obj.get("stop_reason")
         if stop_reason is not None and stop_reason not in SCRIPTED_STOP_REASONS:
-            raise ConfigError(
-                f"{where}.stop_reason: {stop_reason!r} is not one of {', '.join(SCRIPTED_STOP_REASONS)}"
-            )
+            raise ConfigError(f"{where}.stop_reason: {stop_reason!r} is not one of {', '.join(SCRIPTED_STOP_REASONS)}")
         return cls(text=text, tool_calls=calls, stop_reason=stop_reason)
 
 

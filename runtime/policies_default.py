@@ -115,7 +115,13 @@ class DefaultModel:
     def respond(self, payload: Mapping[str, Any]) -> Reply:
         messages = payload.get("messages") or []
         turn = _since_instruction(messages)
-        called = {b.get("name") for m in turn if m.get("role") == "assistant" for b in _blocks(m) if b.get("type") == "tool_use"}
+        called = {
+            b.get("name")
+            for m in turn
+            if m.get("role") == "assistant"
+            for b in _blocks(m)
+            if b.get("type") == "tool_use"
+        }
         offered = [t for t in payload.get("tools") or () if isinstance(t, Mapping) and "input_schema" in t]
         pending = [t for t in offered if t.get("name") not in called and t.get("name") not in NEVER_CALLED]
         if pending and _may_call(payload):

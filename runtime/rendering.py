@@ -116,8 +116,13 @@ def _text_block(text: str, source_id: str) -> Block:
 
 def _tool_use_block(call: ToolCall, source_id: str) -> Block:
     text = (
-        '{"id":' + canonical_json(call.call_id) + ',"input":' + call.arguments_json
-        + ',"name":' + canonical_json(call.name) + ',"type":"tool_use"}'
+        '{"id":'
+        + canonical_json(call.call_id)
+        + ',"input":'
+        + call.arguments_json
+        + ',"name":'
+        + canonical_json(call.name)
+        + ',"type":"tool_use"}'
     )
     return Block(text, "tool_use", source_id)
 

@@ -111,9 +111,7 @@ class Runtime:
         stack = AsyncExitStack()
         await stack.__aenter__()
         try:
-            self._bus = await stack.enter_async_context(
-                SignalBus(self.run_id, self.clock, first_seq=self.first_seq)
-            )
+            self._bus = await stack.enter_async_context(SignalBus(self.run_id, self.clock, first_seq=self.first_seq))
             if self.signals_path is not None:
                 JsonlSink(self.signals_path).attach(self._bus)
             self._report = ReportBuilder(self.pricing, self.model.name)

@@ -59,9 +59,7 @@ def _as_registry(value: object, spec: str) -> ToolRegistry:
         items = list(value)
         if all(isinstance(t, Tool) for t in items):
             return ToolRegistry({t.name: t for t in items})
-    raise ConfigError(
-        f"--tools: {spec!r} is a {type(value).__name__}, not a ToolRegistry, a Tool or a list of tools"
-    )
+    raise ConfigError(f"--tools: {spec!r} is a {type(value).__name__}, not a ToolRegistry, a Tool or a list of tools")
 
 
 def tool_names_for_loading(user: ToolRegistry | None = None, base: ToolRegistry = BUILTIN_TOOLS) -> frozenset[str]:

@@ -70,7 +70,9 @@ class NoticeChoice:
     reason: str
 
 
-def _notice_for(measure: Callable[[str | None], Measurement], first: Measurement, ceiling: int) -> tuple[str, Measurement]:
+def _notice_for(
+    measure: Callable[[str | None], Measurement], first: Measurement, ceiling: int
+) -> tuple[str, Measurement]:
     """The notice whose stated figure is the estimate of the request carrying it (a fixed point)."""
     stated = first
     text = notice_line(stated, ceiling)
@@ -113,12 +115,16 @@ def choose_notice(
     text, with_notice = _notice_for(measure, bare, ceiling)
     if with_notice.estimate <= ceiling:
         return NoticeChoice(
-            "notice", text, with_notice,
+            "notice",
+            text,
+            with_notice,
             f"estimate {with_notice.estimate} with the notice reaches the notice line {line:g} "
             f"({notice_at:g} x ceiling {ceiling}) and fits the ceiling",
         )
     return NoticeChoice(
-        "omit", None, bare,
+        "omit",
+        None,
+        bare,
         f"estimate {bare.estimate} fits the ceiling {ceiling} only without the notice "
         f"({with_notice.estimate} with it): sent without the notice",
     )

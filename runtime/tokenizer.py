@@ -53,8 +53,7 @@ def _load_ranks() -> dict[bytes, int]:
         packed = resources.files(_DATA_PACKAGE).joinpath(_DATA_FILE).read_bytes()
     except (ModuleNotFoundError, FileNotFoundError) as exc:
         raise TokenizerDataError(
-            f"o200k_base data not found: expected {_DATA_FILE} in the installed "
-            f"'{_DATA_PACKAGE}' package ({exc})"
+            f"o200k_base data not found: expected {_DATA_FILE} in the installed '{_DATA_PACKAGE}' package ({exc})"
         ) from exc
     raw = gzip.decompress(packed)
     actual = hashlib.sha256(raw).hexdigest()

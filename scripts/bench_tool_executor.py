@@ -37,8 +37,9 @@ async def main() -> None:
     tool = Tool(ToolSpec.create("io", "Waits on I/O.", {"type": "object"}), io)
     calls = [ToolCall.create(f"c{i}", "io", {}) for i in range(CALLS)]
     for limit in (1, CALLS):
-        setup = RoundTools(offered=frozenset({"io"}), tools={"io": tool}, context=ToolContext(None, "b"),
-                           max_concurrent=limit)
+        setup = RoundTools(
+            offered=frozenset({"io"}), tools={"io": tool}, context=ToolContext(None, "b"), max_concurrent=limit
+        )
         best = min([await once(setup, calls) for _ in range(REPEATS)])
         print(f"max_concurrent={limit}: {best * 1000:.0f} ms for {CALLS} calls of {WAIT_S * 1000:.0f} ms each")
 

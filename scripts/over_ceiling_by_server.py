@@ -39,10 +39,12 @@ async def one(path, factor):
                 over += 1
     return sent, over
 
+
 async def main():
     for factor in (1.15, 1.37):
         for path in sorted(Path("scenarios").glob("*.toml")):
             sent, over = await one(path, factor)
             print(f"factor {factor} {path.name}: {sent} responses, {over} over the ceiling by the server's count")
+
 
 anyio.run(main)

@@ -55,7 +55,10 @@ async def collect() -> dict[str, Any]:
         base = image_tools(path)  # the built-in tools and read_image (next to the file)
         scenario = load_scenario(path, tool_names=tool_names_for_loading(None, base))
         await run_scenario(
-            scenario, provider_kind="scripted", clock=lambda: 1_000_000.0, registry=scenario_registry(scenario, None, base)
+            scenario,
+            provider_kind="scripted",
+            clock=lambda: 1_000_000.0,
+            registry=scenario_registry(scenario, None, base),
         )
         out[path.name] = _group()
     for name in WORKLOADS:

@@ -74,7 +74,9 @@ def main() -> None:
     h = r["history"]
     print(f"{args.scenario}: {r['requests']} requests (provider attempts; tool calls are activities too)")
     print(f"in process: {r['local_s']:.3f} s   on Temporal: {r['temporal_s']:.3f} s   overhead: {per:.1f} ms/request")
-    print(f"flow workflow history: {h['events']} events, {h['bytes']} bytes, largest event {h['largest_event_bytes']} B")
+    print(
+        f"flow workflow history: {h['events']} events, {h['bytes']} bytes, largest event {h['largest_event_bytes']} B"
+    )
     sys.stdout.flush()
     os._exit(0)  # the SDK's native threads can abort the interpreter at exit (temporalio/sdk-python#300)
 

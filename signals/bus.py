@@ -54,6 +54,7 @@ from signals.subscription import (
 
 _log = structlog.get_logger("signals.bus")
 
+
 class BusClosedError(FoldlineError, RuntimeError):
     """The bus is not open: used before ``async with`` entered it, or after it exited."""
 

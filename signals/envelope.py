@@ -220,8 +220,15 @@ class Event:
         """
         event = object.__new__(cls)
         for name, value in (
-            ("schema_version", schema_version), ("type", type), ("id", id), ("time", time), ("seq", seq),
-            ("run_id", run_id), ("branch_id", branch_id), ("node_id", node_id), ("request_id", request_id),
+            ("schema_version", schema_version),
+            ("type", type),
+            ("id", id),
+            ("time", time),
+            ("seq", seq),
+            ("run_id", run_id),
+            ("branch_id", branch_id),
+            ("node_id", node_id),
+            ("request_id", request_id),
             ("data", data),
         ):
             object.__setattr__(event, name, value)
@@ -326,4 +333,3 @@ def _slot_setter(name: str) -> Any:
 
 
 _SLOT_SETTERS = {name: _slot_setter(name) for name in ENVELOPE_FIELDS}
-

@@ -169,8 +169,13 @@ def _to_node_statuses(value: Any, instance: Any, field: attrs.Attribute) -> Mapp
 def _to_usage(value: Any, instance: Any, field: attrs.Attribute) -> Usage:
     if type(value) is Usage:
         # The hot path (every ResponseReceived): a Usage whose counts are all non-negative ints.
-        for count in (value.input_tokens, value.cache_read_input_tokens, value.cache_write_5m_tokens,
-                      value.cache_write_1h_tokens, value.output_tokens):
+        for count in (
+            value.input_tokens,
+            value.cache_read_input_tokens,
+            value.cache_write_5m_tokens,
+            value.cache_write_1h_tokens,
+            value.output_tokens,
+        ):
             if type(count) is not int or count < 0:
                 break
         else:

@@ -97,8 +97,11 @@ def outside_references(text: str, *, textual: bool = True) -> list[str]:
         problems.append("@import in a style")
     if not textual:
         return problems
-    problems += [f"url({m.group(1)[:40]}" for m in re.finditer(r"url\(\s*['\"]?([^)]*)", text)
-                 if not m.group(1).startswith("data:")]
+    problems += [
+        f"url({m.group(1)[:40]}"
+        for m in re.finditer(r"url\(\s*['\"]?([^)]*)", text)
+        if not m.group(1).startswith("data:")
+    ]
     problems += [f"an attribute naming {m.group(0)}" for m in re.finditer(r"(?:src|href)\s*=\s*['\"]?\s*https?:", text)]
     return problems
 

@@ -102,7 +102,6 @@ async def simulated(
             await provider.aclose()
 
 
-
 async def run_node(capture: Capture, clock: ManualClock, profile, operation: Operation):
     from runtime.runtime import Runtime
 

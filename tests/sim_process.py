@@ -34,9 +34,7 @@ def foldline_sim(*options: str) -> Iterator[SimProcess]:
     """``foldline sim --port 0 OPTIONS`` in a subprocess; yields it once it listens."""
     command = [sys.executable, "-m", "runtime.cli", "sim", "--port", "0", *options]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    process = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
-    )
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     try:
         seen: list[str] = []
         sim = SimProcess(_wait_for_url(process, seen), seen, process.pid)

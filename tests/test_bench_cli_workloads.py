@@ -26,8 +26,9 @@ def test_the_built_in_workloads_run_from_a_directory_without_scenario_files(
 ) -> None:
     monkeypatch.chdir(tmp_path)  # no scenarios/bench here; the workloads are rendered in memory
     target = tmp_path / "b.json"
-    code, out, err = run("--provider", "scripted", "--workloads", "reading-20k", "--strategies", "naive",
-                         "--json", str(target))
+    code, out, err = run(
+        "--provider", "scripted", "--workloads", "reading-20k", "--strategies", "naive", "--json", str(target)
+    )
     assert code == 0, err
     assert "== reading-20k: lower bound" in out and "peer compaction (replayed" in out
     document = json.loads(target.read_text(encoding="utf-8"))
@@ -45,23 +46,42 @@ def test_workload_files_run_under_every_strategy_and_repeat(tmp_path: Path, monk
     first = tmp_path / "mine.toml"
     first.write_text(workloads.render("fits", workloads.SMALL).replace('name = "fits"', 'name = "mine"'))
     second = tmp_path / "theirs.toml"
-    second.write_text(workloads.render("staged-curl", workloads.SMALL).replace('name = "staged-curl"',
-                                                                               'name = "theirs"'))
+    second.write_text(
+        workloads.render("staged-curl", workloads.SMALL).replace('name = "staged-curl"', 'name = "theirs"')
+    )
     target = tmp_path / "b.json"
-    code, out, err = run("--provider", "scripted", "--workload", str(first), "--workload", str(second),
-                         "--json", str(target))
+    code, out, err = run(
+        "--provider", "scripted", "--workload", str(first), "--workload", str(second), "--json", str(target)
+    )
     assert code == 0, err
     assert "== mine: lower bound" in out and "== theirs: lower bound" in out and "== fits" not in out
     document = json.loads(target.read_text(encoding="utf-8"))
     for w in document["workloads"]:
-        assert set(w["runs"]) | set(w["not_run"]) == {"naive", "cache-only", "compaction", "fold-immediate", "foldline",
-                                                         "foldline-cost"}
+        assert set(w["runs"]) | set(w["not_run"]) == {
+            "naive",
+            "cache-only",
+            "compaction",
+            "fold-immediate",
+            "foldline",
+            "foldline-cost",
+        }
 
 
 def test_model_picks_another_priced_model(tmp_path: Path) -> None:
     target = tmp_path / "b.json"
-    code, _, err = run("--small", "--provider", "scripted", "--workloads", "fits", "--strategies", "naive",
-                       "--model", "claude-sonnet-4-5", "--json", str(target))
+    code, _, err = run(
+        "--small",
+        "--provider",
+        "scripted",
+        "--workloads",
+        "fits",
+        "--strategies",
+        "naive",
+        "--model",
+        "claude-sonnet-4-5",
+        "--json",
+        str(target),
+    )
     assert code == 0, err
     document = json.loads(target.read_text(encoding="utf-8"))
     assert document["model"] == "claude-sonnet-4-5" and "Sonnet 4.5" in document["pricing"]
@@ -87,7 +107,8 @@ def test_a_workload_file_on_an_unpriced_model_is_refused_unless_a_model_is_given
     path.write_text(workloads.render("fits", workloads.SMALL).replace(workloads.MODEL, "claude-haiku-5-5"))
     code, _, err = run("--provider", "scripted", "--workload", str(path))
     assert code == 2 and "workload 'fits' (from --workload): --model: 'claude-haiku-5-5' has no output price" in err
-    code, out, err = run("--provider", "scripted", "--workload", str(path), "--strategies", "naive",
-                         "--model", "claude-opus-5")
+    code, out, err = run(
+        "--provider", "scripted", "--workload", str(path), "--strategies", "naive", "--model", "claude-opus-5"
+    )
     assert code == 0, err
     assert "== fits" in out

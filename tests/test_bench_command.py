@@ -37,16 +37,30 @@ def test_the_small_bench_prints_the_table_and_writes_the_same_figures_as_json(tm
     assert document["sizes"] == "small" and document["provider"] == "scripted"
     assert [w["workload"] for w in document["workloads"]] == ["fits", "staged-64"]
     for w in document["workloads"]:
-        assert set(w["runs"]) | set(w["not_run"]) == {"naive", "cache-only", "compaction", "fold-immediate", "foldline",
-                                                         "foldline-cost"}
+        assert set(w["runs"]) | set(w["not_run"]) == {
+            "naive",
+            "cache-only",
+            "compaction",
+            "fold-immediate",
+            "foldline",
+            "foldline-cost",
+        }
         naive = w["runs"]["naive"]
         assert f"{naive['cost']['bit']:,.0f}" in out
 
 
 def test_the_workload_files_are_found_and_run_from_a_directory(tmp_path: Path) -> None:
     workloads.write_all(tmp_path, workloads.SMALL)
-    code, out, _ = run("--dir", str(tmp_path), "--provider", "scripted", "--workloads", "reading-40k",
-                       "--strategies", "naive,cache-only")
+    code, out, _ = run(
+        "--dir",
+        str(tmp_path),
+        "--provider",
+        "scripted",
+        "--workloads",
+        "reading-40k",
+        "--strategies",
+        "naive,cache-only",
+    )
     assert code == 0 and "== reading-40k" in out
     rows = [line.split()[0] for line in out.split("targets:")[0].splitlines() if line and not line.startswith("==")]
     assert {"naive", "cache-only"} <= set(rows) and "foldline" not in rows
@@ -73,7 +87,7 @@ def test_a_broken_workload_file_is_refused_naming_the_file_and_key(tmp_path: Pat
     path = tmp_path / "fits.toml"
     path.write_text(path.read_text(encoding="utf-8").replace('tools = ["read_doc", "answer"]', 'tools = ["read_dog"]'))
     code, _, err = run("--dir", str(tmp_path), "--workloads", "fits")
-    assert code == 2 and "fits.toml: profiles.default.tools[0]: \"read_dog\" is not a known tool" in err
+    assert code == 2 and 'fits.toml: profiles.default.tools[0]: "read_dog" is not a known tool' in err
 
 
 def test_the_micro_figures_measure_what_they_name() -> None:
@@ -90,7 +104,10 @@ def test_the_micro_figures_measure_what_they_name() -> None:
     line = clone.line()
     assert line.startswith("clone of a 300-message branch: median ") and "3 runs" in line
     assert micro.Figure("x", "ms", note="not built yet").to_json() == {
-        "name": "x", "unit": "ms", "measured": False, "note": "not built yet"
+        "name": "x",
+        "unit": "ms",
+        "measured": False,
+        "note": "not built yet",
     }
 
 

@@ -110,26 +110,56 @@ def test_recalls_are_judged_against_the_facts_real_values() -> None:
 
 def metrics(workload: str, strategy: str, bit: float, **changes: Any) -> RunMetrics:
     values: dict[str, Any] = {
-        "workload": workload, "strategy": strategy, "status": "ok", "nodes": {"ok": 1, "failed": 0, "skipped": 0},
-        "requests": 10, "usage": {"input_tokens": 100, "cache_read_input_tokens": 900, "cache_write_5m_tokens": 50,
-                                  "cache_write_1h_tokens": 0, "output_tokens": 20},
-        "cost_bit": bit, "cost_usd": None, "output_priced": False, "cached_share": 0.9, "peak_request_tokens": 1000,
-        "refusals": 0, "notices": 0, "folds": 0, "fold_commits": 0, "rewrites_explained": 0,
-        "rewrites_unexplained": 0, "bytes_unrecoverable": 0, "over_ceiling_estimate": 0, "over_ceiling_reported": 0,
-        "probes": ProbeTally(view=2), "keys": ProbeTally(), "summaries": 0, "wall_s": 0.1,
+        "workload": workload,
+        "strategy": strategy,
+        "status": "ok",
+        "nodes": {"ok": 1, "failed": 0, "skipped": 0},
+        "requests": 10,
+        "usage": {
+            "input_tokens": 100,
+            "cache_read_input_tokens": 900,
+            "cache_write_5m_tokens": 50,
+            "cache_write_1h_tokens": 0,
+            "output_tokens": 20,
+        },
+        "cost_bit": bit,
+        "cost_usd": None,
+        "output_priced": False,
+        "cached_share": 0.9,
+        "peak_request_tokens": 1000,
+        "refusals": 0,
+        "notices": 0,
+        "folds": 0,
+        "fold_commits": 0,
+        "rewrites_explained": 0,
+        "rewrites_unexplained": 0,
+        "bytes_unrecoverable": 0,
+        "over_ceiling_estimate": 0,
+        "over_ceiling_reported": 0,
+        "probes": ProbeTally(view=2),
+        "keys": ProbeTally(),
+        "summaries": 0,
+        "wall_s": 0.1,
     }
     values.update(changes)
     return RunMetrics(**values)
 
 
 def result(
-    workload: str, bound: float, runs: list[RunMetrics], not_run: dict[str, str] | None = None,
+    workload: str,
+    bound: float,
+    runs: list[RunMetrics],
+    not_run: dict[str, str] | None = None,
     peer_bit: float | None = None,
 ) -> WorkloadResult:
     figures = BoundFigures(requests=3, write_tokens=100, read_tokens=200, output_tokens=5, output_ratio=None, bit=bound)
-    peers = () if peer_bit is None else (
-        PeerFigures(PeerParams(4_000, "hit"), feasible=True, bit=peer_bit, summaries=1),
-        PeerFigures(PeerParams(16_000, "hit"), feasible=False, note="the kept context crosses the trigger"),
+    peers = (
+        ()
+        if peer_bit is None
+        else (
+            PeerFigures(PeerParams(4_000, "hit"), feasible=True, bit=peer_bit, summaries=1),
+            PeerFigures(PeerParams(16_000, "hit"), feasible=False, note="the kept context crosses the trigger"),
+        )
     )
     return WorkloadResult(workload, "made up", figures, {r.strategy: r for r in runs}, not_run or {}, peers)
 
@@ -137,18 +167,36 @@ def result(
 def test_targets_are_met_missed_or_not_measured_from_the_figures() -> None:
     results = [
         result("fits", 1000, [metrics("fits", "foldline", 1015)]),
-        result("reading-20k", 1000, [
-            metrics("reading-20k", "compaction", 2000),
-            metrics("reading-20k", "foldline", 900, probes=ProbeTally(read_result=3, rerun=1)),
-        ], peer_bit=1800),
+        result(
+            "reading-20k",
+            1000,
+            [
+                metrics("reading-20k", "compaction", 2000),
+                metrics("reading-20k", "foldline", 900, probes=ProbeTally(read_result=3, rerun=1)),
+            ],
+            peer_bit=1800,
+        ),
         result("reading-40k", 1000, [metrics("reading-40k", "foldline", 900)], peer_bit=1000),
-        result("staged-64", 1000, [
-            metrics("staged-64", "compaction", 2000),
-            metrics("staged-64", "foldline", 1000),
-            metrics("staged-64", "fold-immediate", 3000,
-                    usage={"input_tokens": 0, "cache_read_input_tokens": 0, "cache_write_5m_tokens": 250,
-                           "cache_write_1h_tokens": 0, "output_tokens": 0}),
-        ]),
+        result(
+            "staged-64",
+            1000,
+            [
+                metrics("staged-64", "compaction", 2000),
+                metrics("staged-64", "foldline", 1000),
+                metrics(
+                    "staged-64",
+                    "fold-immediate",
+                    3000,
+                    usage={
+                        "input_tokens": 0,
+                        "cache_read_input_tokens": 0,
+                        "cache_write_5m_tokens": 250,
+                        "cache_write_1h_tokens": 0,
+                        "output_tokens": 0,
+                    },
+                ),
+            ],
+        ),
     ]
     states = [(t.name, t.met) for t in evaluate_targets(results)]
     assert ("fits: foldline <= 1.02 x lower bound", True) in states
@@ -164,7 +212,9 @@ def test_targets_are_met_missed_or_not_measured_from_the_figures() -> None:
 
 
 def test_a_run_over_its_ceiling_or_with_an_unexplained_rewrite_misses_its_target() -> None:
-    results = [result("fits", 1000, [metrics("fits", "cache-only", 1000, rewrites_unexplained=2, over_ceiling_reported=1)])]
+    results = [
+        result("fits", 1000, [metrics("fits", "cache-only", 1000, rewrites_unexplained=2, over_ceiling_reported=1)])
+    ]
     states = {t.name: (t.met, t.detail) for t in evaluate_targets(results)}
     assert states["0 unexplained rewrites in every run"] == (False, "unexplained rewrites: fits/cache-only 2")
     met, detail = states["every request under its ceiling (our estimate and the server's count)"]
@@ -183,8 +233,13 @@ def test_a_workload_where_foldline_loses_bytes_misses_the_every_workload_target(
 
 def test_the_table_and_the_json_carry_every_run_and_the_targets() -> None:
     results = [
-        result("reading-20k", 1000, [metrics("reading-20k", "naive", 5000), metrics("reading-20k", "compaction", 2000)],
-               {"foldline": "strategy 'foldline' is not built yet"}, peer_bit=2500),
+        result(
+            "reading-20k",
+            1000,
+            [metrics("reading-20k", "naive", 5000), metrics("reading-20k", "compaction", 2000)],
+            {"foldline": "strategy 'foldline' is not built yet"},
+            peer_bit=2500,
+        ),
     ]
     table = format_table(results, wall_s=1.5)
     assert "== reading-20k: lower bound 1,000 BIT" in table
@@ -192,8 +247,11 @@ def test_the_table_and_the_json_carry_every_run_and_the_targets() -> None:
     assert "targets:" in table and "[not measured]" in table and "wall time: 1.5 s" in table
     assert "hit/4k" in table and "hit/16k   infeasible: the kept context crosses the trigger" in table
     assert ratios(results[0], results[0].runs["naive"]) == {"to_bound": 5.0, "to_compaction": 2.5, "to_peer": 2.0}
-    document = json.loads(json.dumps(bench_json(results, provider="scripted", model="m", wall_s=1.5, sizes="small",
-                                                pricing_note="m: somewhere")))
+    document = json.loads(
+        json.dumps(
+            bench_json(results, provider="scripted", model="m", wall_s=1.5, sizes="small", pricing_note="m: somewhere")
+        )
+    )
     (workload,) = document["workloads"]
     assert workload["runs"]["naive"]["ratios"] == {"to_bound": 5.0, "to_compaction": 2.5, "to_peer": 2.0}
     peers = workload["peer_compaction"]

@@ -152,10 +152,30 @@ def test_each_node_compacts_under_its_own_ceiling_and_a_scenario_without_one_has
 
     uncapped = NAIVE.apply(workloads.build("fits", workloads.SMALL))  # naive lifts every ceiling
     baseline = RunMetrics(
-        workload="fits", strategy="naive", status="ok", nodes={}, requests=0, usage={}, cost_bit=0.0, cost_usd=None,
-        output_priced=True, cached_share=0.0, peak_request_tokens=0, refusals=0, notices=0, folds=0, fold_commits=0,
-        rewrites_explained=0, rewrites_unexplained=0, bytes_unrecoverable=0, over_ceiling_estimate=0,
-        over_ceiling_reported=0, probes=None, keys=None, summaries=0, wall_s=0.0,  # type: ignore[arg-type]
+        workload="fits",
+        strategy="naive",
+        status="ok",
+        nodes={},
+        requests=0,
+        usage={},
+        cost_bit=0.0,
+        cost_usd=None,
+        output_priced=True,
+        cached_share=0.0,
+        peak_request_tokens=0,
+        refusals=0,
+        notices=0,
+        folds=0,
+        fold_commits=0,
+        rewrites_explained=0,
+        rewrites_unexplained=0,
+        bytes_unrecoverable=0,
+        over_ceiling_estimate=0,
+        over_ceiling_reported=0,
+        probes=None,
+        keys=None,
+        summaries=0,
+        wall_s=0.0,  # type: ignore[arg-type]
     )
     figures, note = peer_figures(uncapped, baseline, PRICING)
     assert figures == () and note == "no node has a numeric ceiling: nothing to compact under"

@@ -17,8 +17,15 @@ def test_a_row_judges_its_median_against_its_target() -> None:
     assert unset.met is None and unset.line().startswith("[reported]")
     assert unset.to_json()["target"] == "no target set" and unset.to_json()["met"] is None
     assert scaling.Row("x", "ms", (3.0,), 2.5).to_json() | {"note": ""} == {
-        "name": "x", "unit": "ms", "median": 3.0, "min": 3.0, "max": 3.0, "runs": 1, "target": "<= 2.50 ms",
-        "met": False, "note": "",
+        "name": "x",
+        "unit": "ms",
+        "median": 3.0,
+        "min": 3.0,
+        "max": 3.0,
+        "runs": 1,
+        "target": "<= 2.50 ms",
+        "met": False,
+        "note": "",
     }
 
 
@@ -43,6 +50,7 @@ def test_the_start_up_rows_run_the_commands_they_name(tmp_path) -> None:
     bad.write_text('schema = "foldline.scenario/v1"\n', encoding="utf-8")
     assert scaling.cli("help", ["--help"], 0, 300.0, runs=1).samples[0] > 0
     assert scaling.cli("bad", ["run", str(bad)], 2, 300.0, runs=1).samples[0] > 0
-    load = scaling.in_child("tokenizer load", "tokenizer.encoding()", 100.0, runs=1,
-                            prelude="from runtime import tokenizer\n")
+    load = scaling.in_child(
+        "tokenizer load", "tokenizer.encoding()", 100.0, runs=1, prelude="from runtime import tokenizer\n"
+    )
     assert load.samples[0] > 0

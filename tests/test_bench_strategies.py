@@ -48,7 +48,9 @@ def test_the_baselines_have_no_ceiling_and_the_others_keep_the_workloads() -> No
 def test_a_strategy_needing_a_key_this_build_lacks_says_it_is_not_built() -> None:
     future = Strategy("future", "needs a key nobody has", {"prompt_caching": True, "fold_quantum": 3})
     assert future.missing_keys() == ("fold_quantum",)
-    with pytest.raises(StrategyNotBuilt, match=r"strategy 'future' is not built yet: it needs the profile key\(s\) fold_quantum"):
+    with pytest.raises(
+        StrategyNotBuilt, match=r"strategy 'future' is not built yet: it needs the profile key\(s\) fold_quantum"
+    ):
         future.apply(workloads.build("fits", workloads.SMALL))
 
 

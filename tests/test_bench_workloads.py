@@ -52,7 +52,9 @@ def test_fits_has_about_20k_tokens_of_system_and_2k_per_round_for_50_rounds() ->
 
 
 @pytest.mark.parametrize(("name", "reads", "ceiling"), [("reading-20k", 40, 20_000), ("reading-40k", 24, 40_000)])
-def test_the_reading_workloads_read_enough_mixed_documents_under_their_ceiling(name: str, reads: int, ceiling: int) -> None:
+def test_the_reading_workloads_read_enough_mixed_documents_under_their_ceiling(
+    name: str, reads: int, ceiling: int
+) -> None:
     scenario = workloads.build(name)
     sizes = [c.arguments["size"] for c in _calls(name) if c.name == "read_doc"]
     assert len(sizes) >= reads

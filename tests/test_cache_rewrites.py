@@ -115,7 +115,9 @@ words = st.lists(st.sampled_from(["a", "b", "c", "read it", "done"]), min_size=1
 
 @settings(max_examples=60)
 @given(words, words, st.booleans())
-def test_the_detector_names_the_message_the_payload_oracle_names(first: list[str], second: list[str], extend: bool) -> None:
+def test_the_detector_names_the_message_the_payload_oracle_names(
+    first: list[str], second: list[str], extend: bool
+) -> None:
     later = first + second if extend else second
     prev, nxt = _compiled(first), _compiled(later)
     (stable_a, digests_a), (stable_b, digests_b) = _digests(prev), _digests(nxt)

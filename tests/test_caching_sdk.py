@@ -33,5 +33,8 @@ async def test_cache_scenario_reads_what_each_request_marked(tmp_path: Path) -> 
     assert second["usage"]["cache_read_input_tokens"] >= marked_first > 0
     assert second["cache"]["g1"] == "met" and second["cache"]["read"] == "at_or_above"
     # with caching off the requests carry no marks at all
-    assert all(e.data["cache"] is None for e in read_jsonl(signals)
-               if e.type == "ResponseReceived" and e.node_id == "uncached-reader")
+    assert all(
+        e.data["cache"] is None
+        for e in read_jsonl(signals)
+        if e.type == "ResponseReceived" and e.node_id == "uncached-reader"
+    )

@@ -183,7 +183,11 @@ async def test_a_tool_set_change_is_a_rewrite_with_its_cause() -> None:
         await run_operation(branch, bounded("third"), env=env, profile=profile, node_id="n")
     rewrites = [e.data for e in events if e.type == "CacheRewrite"]
     assert rewrites == [
-        {"cause": "stable segment changed: tools", "first_changed_message": 0, "request_digest": rewrites[0]["request_digest"]}
+        {
+            "cause": "stable segment changed: tools",
+            "first_changed_message": 0,
+            "request_digest": rewrites[0]["request_digest"],
+        }
     ]
     report = rt.report()
     assert report["rewrites"] == {"explained": 1, "unexplained": 0}

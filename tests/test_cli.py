@@ -16,10 +16,27 @@ ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "scenarios" / "quickstart.toml"
 
 REPORT_KEYS = {
-    "run_id", "status", "nodes", "requests", "usage", "cached_share", "cost", "peak_request_tokens",
-    "notices", "refusals", "folds", "rewrites", "bytes_unrecoverable",
+    "run_id",
+    "status",
+    "nodes",
+    "requests",
+    "usage",
+    "cached_share",
+    "cost",
+    "peak_request_tokens",
+    "notices",
+    "refusals",
+    "folds",
+    "rewrites",
+    "bytes_unrecoverable",
 }
-USAGE_KEYS = {"input_tokens", "cache_read_input_tokens", "cache_write_5m_tokens", "cache_write_1h_tokens", "output_tokens"}
+USAGE_KEYS = {
+    "input_tokens",
+    "cache_read_input_tokens",
+    "cache_write_5m_tokens",
+    "cache_write_1h_tokens",
+    "output_tokens",
+}
 
 
 def run_cli(*argv: str) -> tuple[int, str, str]:
@@ -47,8 +64,14 @@ def test_quickstart_runs_against_the_simulated_server(tmp_path: Path) -> None:
     seqs = [e.seq for e in events]
     assert all(b > a for a, b in itertools.pairwise(seqs))
     assert {e.type for e in events} >= {
-        "RunStarted", "RunFinished", "NodeStarted", "NodeFinished", "ChildSpawned",
-        "RequestSent", "ResponseReceived", "ContextDecision",
+        "RunStarted",
+        "RunFinished",
+        "NodeStarted",
+        "NodeFinished",
+        "ChildSpawned",
+        "RequestSent",
+        "ResponseReceived",
+        "ContextDecision",
     }
 
     report = json.loads(report_path.read_text())

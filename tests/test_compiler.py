@@ -334,26 +334,50 @@ def test_a_message_renders_once_and_a_projection_key_renders_it_again() -> None:
 @pytest.mark.parametrize(
     ("messages", "error"),
     [
-        ([{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a"}]}],
-         "message 0: tool_result for ['a'] answers no tool_use of message -1"),
-        ([{"role": "user", "content": [{"type": "text", "text": "t"}]},
-          {"role": "assistant", "content": [{"type": "tool_use", "id": "a"}, {"type": "tool_use", "id": "b"}]},
-          {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a"}]}],
-         "message 1: tool_use ['b'] has no tool_result in message 2"),
-        ([{"role": "assistant", "content": [{"type": "tool_use", "id": "a"}]},
-          {"role": "user", "content": [
-              {"type": "tool_result", "tool_use_id": "a"}, {"type": "tool_result", "tool_use_id": "z"},
-          ]}],
-         "message 1: tool_result for ['z'] answers no tool_use of message 0"),
-        ([{"role": "assistant", "content": [{"type": "tool_use", "id": "a"}]}],
-         "message 0: tool_use ['a'] has no tool_result in message 1"),
-        ([{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a"}]},
-          {"role": "assistant", "content": [{"type": "tool_use", "id": "a"}]}],
-         "message 0: tool_result for ['a'] answers no tool_use of message -1"),
-        ([{"role": "assistant", "content": [{"type": "tool_use", "id": "a"}]},
-          {"role": "user", "content": [{"type": "text", "text": "no result"}]},
-          {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a"}]}],
-         "message 0: tool_use ['a'] has no tool_result in message 1"),
+        (
+            [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a"}]}],
+            "message 0: tool_result for ['a'] answers no tool_use of message -1",
+        ),
+        (
+            [
+                {"role": "user", "content": [{"type": "text", "text": "t"}]},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "a"}, {"type": "tool_use", "id": "b"}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a"}]},
+            ],
+            "message 1: tool_use ['b'] has no tool_result in message 2",
+        ),
+        (
+            [
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "a"}]},
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": "a"},
+                        {"type": "tool_result", "tool_use_id": "z"},
+                    ],
+                },
+            ],
+            "message 1: tool_result for ['z'] answers no tool_use of message 0",
+        ),
+        (
+            [{"role": "assistant", "content": [{"type": "tool_use", "id": "a"}]}],
+            "message 0: tool_use ['a'] has no tool_result in message 1",
+        ),
+        (
+            [
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a"}]},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "a"}]},
+            ],
+            "message 0: tool_result for ['a'] answers no tool_use of message -1",
+        ),
+        (
+            [
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "a"}]},
+                {"role": "user", "content": [{"type": "text", "text": "no result"}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a"}]},
+            ],
+            "message 0: tool_use ['a'] has no tool_result in message 1",
+        ),
     ],
 )
 def test_check_pairing_names_the_message_and_the_orphan(messages: list, error: str) -> None:
@@ -365,7 +389,11 @@ def test_check_pairing_names_the_message_and_the_orphan(messages: list, error: s
 def test_check_pairing_accepts_a_paired_payload_and_one_with_no_messages() -> None:
     check_pairing({})
     check_pairing({"messages": []})
-    check_pairing({"messages": [
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "a"}, {"type": "text", "text": "x"}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a"}]},
-    ]})
+    check_pairing(
+        {
+            "messages": [
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "a"}, {"type": "text", "text": "x"}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a"}]},
+            ]
+        }
+    )

@@ -89,7 +89,11 @@ PROFILE_REFUSALS = [
     ({"context_fold_at": math.nan}, "Profile.context_fold_at", "nan is not a finite number"),
     ({"context_fold_at": math.inf}, "Profile.context_fold_at", "inf is not a finite number"),
     ({"context_fold_at": None}, "Profile.context_fold_at", "null is not a finite number"),
-    ({"context_fold_target": 0.0}, "Profile.context_fold_target", "0.0 is not a finite number with 0 < context_fold_target"),
+    (
+        {"context_fold_target": 0.0},
+        "Profile.context_fold_target",
+        "0.0 is not a finite number with 0 < context_fold_target",
+    ),
     ({"context_fold_target": False}, "Profile.context_fold_target", "false is a boolean"),
     (
         {"context_fold_target": 0.8},
@@ -160,7 +164,9 @@ def test_profile_from_obj_names_the_key_path() -> None:
 def test_profile_from_obj_refuses_explicit_null_unknown_key_and_non_table() -> None:
     with pytest.raises(ConfigError, match=r"^p\.system: null is not allowed; omit the key to leave it unset$"):
         Profile.from_obj({"system": None}, "p")
-    with pytest.raises(ConfigError, match=r'^p\.prompt_cache: unknown key; expected one of .*did you mean "prompt_caching"'):
+    with pytest.raises(
+        ConfigError, match=r'^p\.prompt_cache: unknown key; expected one of .*did you mean "prompt_caching"'
+    ):
         Profile.from_obj({"prompt_cache": True}, "p")
     with pytest.raises(ConfigError, match=r'^p: "fast" is a string, not a table$'):
         Profile.from_obj("fast", "p")  # type: ignore[arg-type]
@@ -169,8 +175,8 @@ def test_profile_from_obj_refuses_explicit_null_unknown_key_and_non_table() -> N
 def test_render_value_is_short_and_toml_like() -> None:
     assert render_value(True) == "true"
     assert render_value(None) == "null"
-    assert render_value("a\"b") == '"a\\"b"'
-    assert render_value(["x", 1, 2.5]) == '[x, 1, 2.5]'.replace("x", '"x"')
+    assert render_value('a"b') == '"a\\"b"'
+    assert render_value(["x", 1, 2.5]) == "[x, 1, 2.5]".replace("x", '"x"')
     assert render_value({"a": 1}) == "{ a = 1 }"
     assert len(render_value(list(range(10_000)))) <= 120
     assert len(render_value("y" * 10_000)) <= 120
@@ -205,12 +211,24 @@ def test_provider_model_config_carries_the_model_ceiling() -> None:
 
 
 PROVIDER_REFUSALS = [
-    ({"kind": "simulate"}, "ProviderSpec.kind", '"simulate" is not one of "scripted", "simulated", "anthropic" (did you mean "simulated"?)'),
+    (
+        {"kind": "simulate"},
+        "ProviderSpec.kind",
+        '"simulate" is not one of "scripted", "simulated", "anthropic" (did you mean "simulated"?)',
+    ),
     ({"kind": 1}, "ProviderSpec.kind", "1 is an integer"),
     ({"model": ""}, "ProviderSpec.model", "is not a model name"),
     ({"max_input_tokens": 0}, "ProviderSpec.max_input_tokens", "positive integer"),
-    ({"base_url": "http://127.0.0.1:9"}, "ProviderSpec.base_url", 'set for provider kind "simulated"; base_url applies only to kind "anthropic"'),
-    ({"kind": "anthropic", "base_url": "ftp://x"}, "ProviderSpec.base_url", '"ftp://x" is not an http:// or https:// URL with a host'),
+    (
+        {"base_url": "http://127.0.0.1:9"},
+        "ProviderSpec.base_url",
+        'set for provider kind "simulated"; base_url applies only to kind "anthropic"',
+    ),
+    (
+        {"kind": "anthropic", "base_url": "ftp://x"},
+        "ProviderSpec.base_url",
+        '"ftp://x" is not an http:// or https:// URL with a host',
+    ),
     ({"kind": "anthropic", "base_url": "https://"}, "ProviderSpec.base_url", "is not an http"),
     ({"kind": "anthropic", "base_url": "http://h:99999"}, "ProviderSpec.base_url", "is not an http"),
     ({"kind": "anthropic", "base_url": 8080}, "ProviderSpec.base_url", "8080 is an integer"),
@@ -308,8 +326,16 @@ NODE_REFUSALS = [
         'a planned sequence is a bounded operation, but operation is "iterative"',
     ),
     ({"instruction": None, "operation": "bounded", "instructions": []}, "NodeSpec.instruction", "missing"),
-    ({"instruction": None, "operation": "bounded", "instructions": ["a", ""]}, "NodeSpec.instructions[1]", "is not non-empty"),
-    ({"instruction": None, "operation": "bounded", "instructions": "a"}, "NodeSpec.instructions", "is a string, not an array"),
+    (
+        {"instruction": None, "operation": "bounded", "instructions": ["a", ""]},
+        "NodeSpec.instructions[1]",
+        "is not non-empty",
+    ),
+    (
+        {"instruction": None, "operation": "bounded", "instructions": "a"},
+        "NodeSpec.instructions",
+        "is a string, not an array",
+    ),
     ({"depends_on": "a"}, "NodeSpec.depends_on", '"a" is a string, not an array of node ids'),
     ({"depends_on": ["a", "a"]}, "NodeSpec.depends_on[1]", '"a" is listed twice'),
     ({"depends_on": ["a", "b c"]}, "NodeSpec.depends_on[1]", '"b c" is not a name'),
@@ -321,7 +347,11 @@ NODE_REFUSALS = [
     ({"script": "hi"}, "NodeSpec.script", "is a string, not an array of script steps"),
     ({"spawned_by": ""}, "NodeSpec.spawned_by", "is not a node id"),
     ({"spawned_by": "lead", "inherit": "full"}, "NodeSpec.inherit", '"full" is not one of "view", "none"'),
-    ({"inherit": "none"}, "NodeSpec.inherit", "set on a node that is not a child; inherit applies only with spawned_by"),
+    (
+        {"inherit": "none"},
+        "NodeSpec.inherit",
+        "set on a node that is not a child; inherit applies only with spawned_by",
+    ),
 ]
 
 
@@ -353,14 +383,17 @@ def test_node_from_obj_refusals_name_the_path() -> None:
         NodeSpec.from_obj({"instruction": "x"}, "nodes[3]")
     with pytest.raises(ConfigError, match=r"^nodes\[0\]\.script\[1\]"):
         NodeSpec.from_obj({"id": "a", "instruction": "x", "script": [{"text": "ok"}, {}]}, "nodes[0]")
-    with pytest.raises(ConfigError, match=r'^nodes\[0\]\.instrution: unknown key; expected one of .*did you mean "instruction"'):
+    with pytest.raises(
+        ConfigError, match=r'^nodes\[0\]\.instrution: unknown key; expected one of .*did you mean "instruction"'
+    ):
         NodeSpec.from_obj({"id": "a", "instrution": "x"}, "nodes[0]")
     # Presence of inherit on a non-child is refused even with the default value.
     with pytest.raises(ConfigError, match=r"^nodes\[0\]\.inherit: set on a node that is not a child"):
         NodeSpec.from_obj({"id": "a", "instruction": "x", "inherit": "view"}, "nodes[0]")
-    assert NodeSpec.from_obj(
-        {"id": "a", "instruction": "x", "spawned_by": "b", "inherit": "view"}, "nodes[0]"
-    ).inherit == "view"
+    assert (
+        NodeSpec.from_obj({"id": "a", "instruction": "x", "spawned_by": "b", "inherit": "view"}, "nodes[0]").inherit
+        == "view"
+    )
 
 
 def test_node_evolve_revalidates() -> None:

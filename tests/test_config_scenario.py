@@ -100,7 +100,7 @@ def test_scenario_evolve_reruns_the_graph_checks() -> None:
         ({"provider": "simulated"}, 'provider: "simulated" is a string, not a ProviderSpec'),
         ({"profiles": ["x"]}, 'profiles: ["x"] is an array, not a mapping of profile names to Profile values'),
         ({"profiles": {"my profile": Profile()}}, 'profiles."my profile": "my profile" is not a profile name'),
-        ({"profiles": {"x": {"system": "s"}}}, "profiles.x: { system = \"s\" } is a table, not a Profile"),
+        ({"profiles": {"x": {"system": "s"}}}, 'profiles.x: { system = "s" } is a table, not a Profile'),
     ],
 )
 def test_scenario_field_refusals(fields: dict, message: str) -> None:
@@ -160,7 +160,11 @@ def test_nodes_must_be_present_and_node_specs() -> None:
         ),
         ((node("top"), node("a", spawned_by="a")), "nodes[1].spawned_by: spawn cycle a -> a"),
         (
-            (node("lead", script=(ScriptStep(text="Reading."), spawn_step("kid", "other"))), node("kid", spawned_by="lead"), node("other")),
+            (
+                node("lead", script=(ScriptStep(text="Reading."), spawn_step("kid", "other"))),
+                node("kid", spawned_by="lead"),
+                node("other"),
+            ),
             'nodes[0].script[1].tool_calls[1].arguments.node: "other" is not a child template of "lead"; '
             'its children (nodes with spawned_by = "lead"): kid',
         ),

@@ -82,12 +82,24 @@ def test_a_1500_deep_chain_built_in_code_is_checked_without_recursion() -> None:
 @pytest.mark.parametrize(
     ("build", "says"),
     [
-        (lambda: Profile(max_tokens=10**30), "Profile.max_tokens: 1000000000000000000000000000000 is above the upper bound"),
-        (lambda: Profile(max_input_tokens=10**30), "Profile.max_input_tokens: 1000000000000000000000000000000 is above"),
-        (lambda: NodeSpec(id="a", instruction="x", max_rounds=10**30), "NodeSpec.max_rounds: 1000000000000000000000000000000"),
+        (
+            lambda: Profile(max_tokens=10**30),
+            "Profile.max_tokens: 1000000000000000000000000000000 is above the upper bound",
+        ),
+        (
+            lambda: Profile(max_input_tokens=10**30),
+            "Profile.max_input_tokens: 1000000000000000000000000000000 is above",
+        ),
+        (
+            lambda: NodeSpec(id="a", instruction="x", max_rounds=10**30),
+            "NodeSpec.max_rounds: 1000000000000000000000000000000",
+        ),
         (lambda: RunSettings(concurrency=10**30), "RunSettings.concurrency: 1000000000000000000000000000000"),
         (lambda: ProviderSpec(max_retries=10**30), "ProviderSpec.max_retries: 1000000000000000000000000000000"),
-        (lambda: ProviderSpec(max_input_tokens=10**30), "ProviderSpec.max_input_tokens: 1000000000000000000000000000000"),
+        (
+            lambda: ProviderSpec(max_input_tokens=10**30),
+            "ProviderSpec.max_input_tokens: 1000000000000000000000000000000",
+        ),
     ],
 )
 def test_huge_integers_are_refused_in_code(build, says: str) -> None:
@@ -137,6 +149,9 @@ def test_code_and_files_refuse_the_same_value_with_the_same_words() -> None:
     with pytest.raises(ConfigError) as in_code:
         Profile(max_tokens=0)
     with pytest.raises(ScenarioError) as in_file:
-        loads_scenario(HEAD + '[profiles.p]\nmax_tokens = 0\n[[nodes]]\nid = "a"\ninstruction = "x"\n',
-                       path_label="f.toml", tool_names=BUILTIN_TOOLS.names())
+        loads_scenario(
+            HEAD + '[profiles.p]\nmax_tokens = 0\n[[nodes]]\nid = "a"\ninstruction = "x"\n',
+            path_label="f.toml",
+            tool_names=BUILTIN_TOOLS.names(),
+        )
     assert str(in_code.value).split(": ", 1)[1] == str(in_file.value).split(": ", 2)[2]

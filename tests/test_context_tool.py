@@ -158,8 +158,10 @@ def test_the_status_page_lists_the_newest_notes_and_marks_and_the_five_largest_r
     c = Conversation()
     c.task("Read.")
     sizes = [700, 3000, 100, 2500, 900, 1800, 400]
-    results = [c.round([("read_file", {"path": f"d/{i}.md"}, synthetic_text(f"d/{i}.md", n))])[1][0]
-               for i, n in enumerate(sizes)]
+    results = [
+        c.round([("read_file", {"path": f"d/{i}.md"}, synthetic_text(f"d/{i}.md", n))])[1][0]
+        for i, n in enumerate(sizes)
+    ]
     copy = clipped_copy(results[1], index=c.branch().index_of(results[1].id), allowance=1500, bound=None)
     c.add(copy)
     notes = [Note(f"note {i}", ("x",) * (i + 1), 1, "tool_io" if i % 2 else "all") for i in range(9)]
@@ -176,7 +178,8 @@ def test_the_status_page_lists_the_newest_notes_and_marks_and_the_five_largest_r
         f"view: {len(view)} messages of {branch.record_length()} recorded.",
         "notes in view: 9: " + ", ".join(f"#{index(n.id)} ({n.stage}, {len(n.replaced)} msgs)" for n in notes[1:]),
         "pending fold marks: " + ", ".join(f"#{m.start}-#{m.end}" for m in marks[1:]),
-        "largest results in view: " + "; ".join(
+        "largest results in view: "
+        + "; ".join(
             f"{'clipped copy of ' if r is copy else ''}#{index(results[1].id) if r is copy else index(r.id)} "
             f"read_file {len(r.output)} chars"
             for r in largest
@@ -265,17 +268,16 @@ def test_fold_mark_answers_say_when_the_marks_land() -> None:
         "fold mark recorded: #2-#5. 1 mark(s) pending; nothing moves now: they land together at the next fold "
         "commit, when the request reaches its fold line."
     )
-    immediate = call(c, {"action": "fold", "start": 4, "end": 4}, settings=FoldSettings(ceiling=20_000,
-                                                                                       scheduling="immediate"))
+    immediate = call(
+        c, {"action": "fold", "start": 4, "end": 4}, settings=FoldSettings(ceiling=20_000, scheduling="immediate")
+    )
     assert immediate.text == (
         "fold mark recorded: #4-#4. 1 mark(s) pending; nothing moves now: it lands before the next request."
     )
     last = c.branch().record_length() - 1
     assert not call(c, {"action": "fold", "start": 2, "end": last}).is_error
     beyond = call(c, {"action": "fold", "start": 2, "end": last + 1})
-    assert beyond.is_error and beyond.text == (
-        f"context: fold end {last + 1} is beyond the record (indices 0..{last})"
-    )
+    assert beyond.is_error and beyond.text == (f"context: fold end {last + 1} is beyond the record (indices 0..{last})")
 
 
 @pytest.mark.parametrize(
@@ -286,10 +288,14 @@ def test_fold_mark_answers_say_when_the_marks_land() -> None:
         ({"action": "restore"}, 'context: restore needs "index" (or "start" and "end" for a range)'),
         ({"action": "fold", "start": 2}, 'context: fold needs "start" and "end", full-record indices of the span'),
         ({"action": "fold", "start": 3, "end": 2}, "context: fold end 2 is before start 3; expected start <= end"),
-        ({"action": "read_result", "index": 3, "limit": 0},
-         "context: limit is 0; expected a positive integer (at most 16000)"),
-        ({"action": "read_result", "index": 3, "limit": "9"},
-         "context: limit is '9'; expected a positive integer (at most 16000)"),
+        (
+            {"action": "read_result", "index": 3, "limit": 0},
+            "context: limit is 0; expected a positive integer (at most 16000)",
+        ),
+        (
+            {"action": "read_result", "index": 3, "limit": "9"},
+            "context: limit is '9'; expected a positive integer (at most 16000)",
+        ),
     ],
 )
 def test_bad_calls_are_answered_with_the_exact_error(arguments: object, message: str) -> None:

@@ -104,10 +104,12 @@ async def test_a_fork_clones_the_view_and_lives_on_its_own() -> None:
             tg.start_soon(right.run, "Right question.")
         assert lead.branch.view_ids() == before  # the children never touch the lead
         assert left.branch.view_ids()[: len(before)] == before
-        assert left.branch.view_ids()[len(before):] != right.branch.view_ids()[len(before):]
+        assert left.branch.view_ids()[len(before) :] != right.branch.view_ids()[len(before) :]
         report = rt.report()
     assert {n: report["nodes"][n]["requests"] for n in ("lead", "lead.fork-1", "other")} == {
-        "lead": 2, "lead.fork-1": 2, "other": 2
+        "lead": 2,
+        "lead.fork-1": 2,
+        "other": 2,
     }
 
 
@@ -145,7 +147,9 @@ async def test_a_flow_may_wrap_a_conversations_branch() -> None:
     async with runtime(provider()) as rt:
         talk = rt.branch(Profile(tools=[double]), name="talk")
         await talk.run("Double 1.")
-        flow = Flow([Node("wrapped", Operation("iterative", ("Once more.",)), profile=talk.profile, branch=talk.branch)])
+        flow = Flow(
+            [Node("wrapped", Operation("iterative", ("Once more.",)), profile=talk.profile, branch=talk.branch)]
+        )
         result = await rt.run(flow)
     assert result["wrapped"].status == "ok"
     instructions = [m.text for m in talk.branch.view() if isinstance(m, Instruction)]

@@ -22,7 +22,6 @@ from other events, such as fold commits, may miss an event the kill caught
 between its batch and its own write; requests and usage may not.)
 """
 
-
 from __future__ import annotations
 
 import itertools
@@ -244,7 +243,9 @@ class Driver:
         self.scenario = scenario
         self.process = subprocess.Popen(
             [sys.executable, __file__, "serve", str(directory), str(scenario)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         first = self._read()
         assert first["returncode"] == 0, first

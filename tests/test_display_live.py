@@ -28,8 +28,14 @@ def _under_pty(*argv: str, timeout: float = 240.0) -> tuple[int, str, str]:
     master, slave = pty.openpty()
     env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "150", "LINES": "40"}
     env.pop("NO_COLOR", None)
-    process = subprocess.Popen([sys.executable, "-m", "runtime.cli", *argv], cwd=ROOT, stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=slave, env=env)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "runtime.cli", *argv],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        env=env,
+    )
     os.close(slave)
     chunks: list[bytes] = []
     try:
@@ -71,8 +77,10 @@ def test_live_board_under_a_terminal(tmp_path: Path) -> None:
     assert "run run-" in out and "nodes:" in out  # the report still goes to stdout
     assert "\x1b[" in screen and "\x1b[?25l" in screen  # drawn in place, cursor hidden while drawing
     events = read_jsonl(signals)
-    responses = {node: sum(1 for e in events if e.type == "ResponseReceived" and e.node_id == node)
-                 for node in ("reader", "lead", "digest")}
+    responses = {
+        node: sum(1 for e in events if e.type == "ResponseReceived" and e.node_id == node)
+        for node in ("reader", "lead", "digest")
+    }
     frames = _last_frame_lines(screen, list(responses))
     assert set(frames) == set(responses)
     for node, count in responses.items():
@@ -136,9 +144,20 @@ def test_the_view_chosen_for_each_case() -> None:
 
 
 def _event(seq: int, kind: str, node: str | None, data: dict, request: str | None = None) -> Event:
-    return Event.from_json({"schema_version": 1, "type": kind, "id": f"run-x:{seq}", "time": float(seq), "seq": seq,
-                            "run_id": "run-x", "branch_id": "br-1" if node else None, "node_id": node,
-                            "request_id": request, "data": data})
+    return Event.from_json(
+        {
+            "schema_version": 1,
+            "type": kind,
+            "id": f"run-x:{seq}",
+            "time": float(seq),
+            "seq": seq,
+            "run_id": "run-x",
+            "branch_id": "br-1" if node else None,
+            "node_id": node,
+            "request_id": request,
+            "data": data,
+        }
+    )
 
 
 def test_board_lines_follow_the_events() -> None:
@@ -146,9 +165,19 @@ def test_board_lines_follow_the_events() -> None:
     board.feed(_event(1, "RunStarted", None, {"scenario": "s", "provider": "scripted", "nodes": ["a", "b"]}))
     assert board.lines() == ["waiting: a, b"]
     board.feed(_event(2, "NodeStarted", "a", {"operation": "iterative", "parent": None}))
-    decision = {"action": "refuse", "ceiling": 4000, "ceiling_source": "profile", "estimate_after": 5000,
-                "estimate_before": 5000, "folded_ids": [], "method": "m", "reason": "over", "sent": False,
-                "stages": [], "tier": None}
+    decision = {
+        "action": "refuse",
+        "ceiling": 4000,
+        "ceiling_source": "profile",
+        "estimate_after": 5000,
+        "estimate_before": 5000,
+        "folded_ids": [],
+        "method": "m",
+        "reason": "over",
+        "sent": False,
+        "stages": [],
+        "tier": None,
+    }
     changed, message = board.feed(_event(3, "ContextDecision", "a", decision, "br-1:1"))
     assert changed and message == "[a] refuse: over"
     changed, message = board.feed(_event(4, "NodeFailed", "a", {"error_type": "InputCeilingExceeded", "message": "m"}))

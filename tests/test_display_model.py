@@ -26,33 +26,72 @@ class Events:
 
     def add(self, kind: str, node: str | None, data: dict[str, Any], request: str | None = None) -> None:
         seq = len(self.items) + 1
-        self.items.append(Event.from_json({
-            "schema_version": 1, "type": kind, "id": f"run-t:{seq}", "time": 100.0 + seq, "seq": seq,
-            "run_id": "run-t", "branch_id": "br-1" if node else None, "node_id": node, "request_id": request,
-            "data": data,
-        }))
+        self.items.append(
+            Event.from_json(
+                {
+                    "schema_version": 1,
+                    "type": kind,
+                    "id": f"run-t:{seq}",
+                    "time": 100.0 + seq,
+                    "seq": seq,
+                    "run_id": "run-t",
+                    "branch_id": "br-1" if node else None,
+                    "node_id": node,
+                    "request_id": request,
+                    "data": data,
+                }
+            )
+        )
 
 
 def _decision(action: str, estimate: int, ceiling: int = 1000, reason: str = "r") -> dict[str, Any]:
-    return {"action": action, "ceiling": ceiling, "ceiling_source": "profile", "estimate_after": estimate,
-            "estimate_before": estimate, "folded_ids": [], "method": "m", "reason": reason,
-            "sent": action != "refuse", "stages": [], "tier": None}
+    return {
+        "action": action,
+        "ceiling": ceiling,
+        "ceiling_source": "profile",
+        "estimate_after": estimate,
+        "estimate_before": estimate,
+        "folded_ids": [],
+        "method": "m",
+        "reason": reason,
+        "sent": action != "refuse",
+        "stages": [],
+        "tier": None,
+    }
 
 
 def _sent(attempt: int) -> dict[str, Any]:
-    return {"attempt": attempt, "bytes": 10, "digest": DIGEST, "intent": "continuing", "marks": [],
-            "model": "claude-haiku-5-5"}
+    return {
+        "attempt": attempt,
+        "bytes": 10,
+        "digest": DIGEST,
+        "intent": "continuing",
+        "marks": [],
+        "model": "claude-haiku-5-5",
+    }
 
 
 def _response(read: int, fresh: int, out: int = 5) -> dict[str, Any]:
-    usage = {"cache_read_input_tokens": read, "cache_write_1h_tokens": 0, "cache_write_5m_tokens": 0,
-             "input_tokens": fresh, "output_tokens": out}
+    usage = {
+        "cache_read_input_tokens": read,
+        "cache_write_1h_tokens": 0,
+        "cache_write_5m_tokens": 0,
+        "input_tokens": fresh,
+        "output_tokens": out,
+    }
     return {"usage": usage, "stop_reason": "tool_use", "duration_s": 0.1, "cache": None}
 
 
 def _fold(freed: int) -> dict[str, Any]:
-    return {"stages": ["tool_io"], "agent_marks": 0, "host_stages": 1, "tokens_freed": freed, "target_reached": True,
-            "estimate_before": 900, "estimate_after": 900 - freed}
+    return {
+        "stages": ["tool_io"],
+        "agent_marks": 0,
+        "host_stages": 1,
+        "tokens_freed": freed,
+        "target_reached": True,
+        "estimate_before": 900,
+        "estimate_after": 900 - freed,
+    }
 
 
 def a_run(node: str = "a", reason: str = "r") -> Events:
@@ -67,8 +106,12 @@ def a_run(node: str = "a", reason: str = "r") -> Events:
     e.add("ContextDecision", node, _decision("fold", 500), "br-1:2")
     e.add("RequestSent", node, _sent(1), "br-1:2")
     e.add("ResponseReceived", node, _response(100, 410), "br-1:2")
-    e.add("CacheRewrite", node, {"cause": "fold f-1 (tool_io)", "first_changed_message": 2,
-                                 "request_digest": DIGEST}, "br-1:2")
+    e.add(
+        "CacheRewrite",
+        node,
+        {"cause": "fold f-1 (tool_io)", "first_changed_message": 2, "request_digest": DIGEST},
+        "br-1:2",
+    )
     e.add("ContextDecision", node, _decision("refuse", 1200, reason=reason), "br-1:3")
     e.add("FoldCommitted", node, _fold(100))
     e.add("NodeFailed", node, {"error_type": "InputCeilingExceeded", "message": reason})
@@ -106,10 +149,42 @@ def test_hostile_strings_are_escaped_and_fetch_nothing(tmp_path: Path) -> None:
     # Only the hostile text mentions url( or @import, and as escaped text, never as markup or style.
     assert "@import" not in "".join(page.styles)
     assert outside_references(text, textual=False) == []
-    assert {e.tag for e in page.elements} <= {"html", "head", "meta", "title", "style", "body", "header", "h1", "h2",
-                                              "h3", "p", "section", "div", "span", "b", "ul", "li", "details",
-                                              "summary", "pre", "table", "thead", "tbody", "tr", "th", "td", "code",
-                                              "svg", "g", "rect", "line", "path", "text", "polygon"}
+    assert {e.tag for e in page.elements} <= {
+        "html",
+        "head",
+        "meta",
+        "title",
+        "style",
+        "body",
+        "header",
+        "h1",
+        "h2",
+        "h3",
+        "p",
+        "section",
+        "div",
+        "span",
+        "b",
+        "ul",
+        "li",
+        "details",
+        "summary",
+        "pre",
+        "table",
+        "thead",
+        "tbody",
+        "tr",
+        "th",
+        "td",
+        "code",
+        "svg",
+        "g",
+        "rect",
+        "line",
+        "path",
+        "text",
+        "polygon",
+    }
 
 
 def test_axis_tops_are_round_and_cover_the_value() -> None:

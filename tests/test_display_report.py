@@ -20,8 +20,9 @@ pytestmark = pytest.mark.slow
 
 def _run(tmp: Path, scenario: str) -> tuple[Path, Path]:
     store, signals = tmp / f"{scenario}.db", tmp / f"{scenario}.jsonl"
-    code, _, err = run_cli("run", str(SCENARIOS / f"{scenario}.toml"), "--store", str(store), "--signals", str(signals),
-                           "--quiet")
+    code, _, err = run_cli(
+        "run", str(SCENARIOS / f"{scenario}.toml"), "--store", str(store), "--signals", str(signals), "--quiet"
+    )
     assert code in (0, 1), err
     return store, signals
 

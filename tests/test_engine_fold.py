@@ -138,15 +138,23 @@ async def test_a_long_reading_run_folds_at_the_line_and_every_request_stays_unde
 
 @pytest.mark.anyio
 async def test_a_100045_character_result_is_clipped_before_the_next_request_with_its_marker() -> None:
-    script = [calls(read("README.md", 2000)), calls(("synthetic_read", {"path": "dump.txt", "size": 100_045})), text("ok")]
+    script = [
+        calls(read("README.md", 2000)),
+        calls(("synthetic_read", {"path": "dump.txt", "size": 100_045})),
+        text("ok"),
+    ]
     capture = provider({"n": script})
-    result, events, _ = await run(capture, node("n", iterative("read"), profile=FOLDING.evolve(max_input_tokens=30_000)))
+    result, events, _ = await run(
+        capture, node("n", iterative("read"), profile=FOLDING.evolve(max_input_tokens=30_000))
+    )
     assert result.status == "ok", result["n"].reason
     fold = next(d.data for d in of(events, "ContextDecision") if d.data["action"] == "fold")
     assert "clip" in fold["stages"] and fold["estimate_after"] <= 18_000
     assert capture.side() == []
     last = capture.main()[-1]
-    (block,) = [b for m in last["messages"] for b in m["content"] if b.get("type") == "tool_result" and len(b["content"]) > 5000]
+    (block,) = [
+        b for m in last["messages"] for b in m["content"] if b.get("type") == "tool_result" and len(b["content"]) > 5000
+    ]
     (marker,) = parse_clip_marker(block["content"])
     branch = result.branches["n"]
     original = branch.message_at(marker.index)
@@ -171,9 +179,7 @@ async def test_a_bounded_operation_is_refused_never_folded() -> None:
     async with branch.turn() as turn:
         turn.append(Instruction("brief " * 30_000))
     capture = provider({"n": [text("never")]})
-    result, events, _ = await run(
-        capture, node("n", Operation("bounded", ("review",)), profile=FOLDING, branch=branch)
-    )
+    result, events, _ = await run(capture, node("n", Operation("bounded", ("review",)), profile=FOLDING, branch=branch))
     assert result["n"].status == "failed" and isinstance(result["n"].error, InputCeilingExceeded)
     assert of(events, "FoldCommitted") == [] and capture.sent == []
 
@@ -231,8 +237,12 @@ async def _history_then_big_round(capture: Capture, journal: Journal | None = No
         if journal is not None:
             branch.attach_journal(journal)
         for i in range(4):
-            await run_operation(branch, Operation("iterative", (f"Question {i}?",)), env=env, profile=profile, node_id="n")
-        outcome = await run_operation(branch, iterative("Now read the small files."), env=env, profile=profile, node_id="n")
+            await run_operation(
+                branch, Operation("iterative", (f"Question {i}?",)), env=env, profile=profile, node_id="n"
+            )
+        outcome = await run_operation(
+            branch, iterative("Now read the small files."), env=env, profile=profile, node_id="n"
+        )
     return branch, events, outcome
 
 
@@ -290,7 +300,9 @@ async def test_with_caching_the_first_round_is_protected_anchored_and_the_stable
     capture = provider({"n": reading(30)})
     profile = FOLDING.evolve(prompt_caching=True)
     journal = Journal()
-    result, events, report = await run(capture, node("n", iterative("read", max_rounds=40), profile=profile), journal=journal)
+    result, events, report = await run(
+        capture, node("n", iterative("read", max_rounds=40), profile=profile), journal=journal
+    )
     assert result.status == "ok", result["n"].reason
     branch = result.branches["n"]
     decision = branch.state.protected_round
@@ -306,7 +318,10 @@ async def test_with_caching_the_first_round_is_protected_anchored_and_the_stable
         before, after = main[i - 1], main[i]
         assert before["tools"] == after["tools"] and before["system"] == after["system"]
         assert after["system"][-1]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
-        roles = [m["role"] for m in next(e for e in of(events, "RequestSent") if e.data["digest"] == _digest(after)).data["marks"]]
+        roles = [
+            m["role"]
+            for m in next(e for e in of(events, "RequestSent") if e.data["digest"] == _digest(after)).data["marks"]
+        ]
         assert roles.count("anchor") == 2  # the end of the first round and the newest note
     assert report["rewrites"]["unexplained"] == 0
     skipped = [r for r in journal.requests() if r.prompt_cache and "tail_skip" in r.prompt_cache]
@@ -336,7 +351,9 @@ async def test_pending_marks_move_no_byte_and_land_at_the_next_commit() -> None:
         assert first_divergence(before, after) is None  # the mark moved nothing
     assert commits[0].data["agent_marks"] == 1 and "marks" in commits[0].data["stages"]
     assert result.branches["n"].state.pending_marks == ()
-    answer = next(m for m in result.branches["n"].record_messages() if isinstance(m, ToolResult) and m.name == "context")
+    answer = next(
+        m for m in result.branches["n"].record_messages() if isinstance(m, ToolResult) and m.name == "context"
+    )
     assert answer.output.startswith("fold mark recorded: #2-#5")
 
 
@@ -351,7 +368,9 @@ async def test_immediate_scheduling_commits_each_fold_once_the_line_was_reached(
     later = commits[1:]
     assert later and any(c.data["estimate_before"] < 16_000 for c in later)  # then every eligible unit, at once
     assert all(c.data["stages"] == ("tool_io",) for c in later)
-    epoch_result, epoch_events, _ = await run(provider({"n": reading(12)}), node("n", iterative("read"), profile=FOLDING))
+    epoch_result, epoch_events, _ = await run(
+        provider({"n": reading(12)}), node("n", iterative("read"), profile=FOLDING)
+    )
     assert epoch_result.status == "ok"
     assert len(commits) > len(of(epoch_events, "FoldCommitted"))
 
@@ -450,7 +469,9 @@ class FlakySide(Capture):
             self.side_calls += 1
             if self.side_calls == 1:
                 raise AttemptFailed(
-                    "HTTP 529 overloaded_error: busy", status=529, error_type="overloaded_error",
+                    "HTTP 529 overloaded_error: busy",
+                    status=529,
+                    error_type="overloaded_error",
                     headers={"retry-after-ms": "1"},
                 )
         return await super().send(request, node_id=node_id)
@@ -465,6 +486,8 @@ async def test_a_summary_request_is_retried_by_the_pipeline_and_every_attempt_is
     sent = [e for e in of(events, "RequestSent") if e.data["intent"] == "side"]
     assert [e.data["attempt"] for e in sent] == [1, 2] and sent[0].request_id == sent[1].request_id
     decisions = [e.data for e in of(events, "ContextDecision") if e.request_id == sent[0].request_id]
-    assert len(decisions) == 2 and all(d["sent"] and d["reason"].startswith("fold summary request: ") for d in decisions)
+    assert len(decisions) == 2 and all(
+        d["sent"] and d["reason"].startswith("fold summary request: ") for d in decisions
+    )
     note = next(m for m in branch.view() if isinstance(m, Note) and m.stage == "all")
     assert note.text.split("\n")[1] == "Summary:"

@@ -81,9 +81,7 @@ async def test_a_failing_node_fails_alone_dependents_skip_siblings_finish() -> N
     # The failed node's view stays paired: the failing call got an error result.
     view = result.branches["broken"].view()
     assert isinstance(view[-1], ToolResult) and view[-1].is_error
-    request = compile_request(
-        system=None, tools=(), view=view, settings=RequestSettings(model="claude-haiku-5-5")
-    )
+    request = compile_request(system=None, tools=(), view=view, settings=RequestSettings(model="claude-haiku-5-5"))
     check_pairing(request.payload())
 
 
@@ -114,8 +112,9 @@ async def test_spawned_children_clone_the_emitters_view_and_run_their_own_setup(
     lead_ids = lead.view_ids()
     kid_ids = kid.view_ids()
     assert kid_ids[:3] == lead_ids[:3]
-    assert not any(isinstance(m, AssistantResponse) and m.tool_calls and m.tool_calls[0].name == "spawn"
-                   for m in kid.view())
+    assert not any(
+        isinstance(m, AssistantResponse) and m.tool_calls and m.tool_calls[0].name == "spawn" for m in kid.view()
+    )
     assert kid.system.text == "You review." and [t.name for t in kid.tools] == ["synthetic_read"]
     assert len(fresh.view_ids()) == 2  # its instruction and its answer
     spawned = [e for e in events if e.type == "ChildSpawned"]
@@ -126,7 +125,10 @@ async def test_spawned_children_clone_the_emitters_view_and_run_their_own_setup(
 @pytest.mark.anyio
 async def test_unspawned_children_are_skipped_with_a_reason_and_spawn_errors_fail_the_emitter() -> None:
     provider = scripted({"lead": [calls(("spawn", {"node": "stranger"}))], "kid": [text("never")]})
-    fl = flow(node("lead", iterative("go"), profile=READER.evolve(tool_errors="fail")), node("kid", bounded("x"), spawned_by="lead"))
+    fl = flow(
+        node("lead", iterative("go"), profile=READER.evolve(tool_errors="fail")),
+        node("kid", bounded("x"), spawned_by="lead"),
+    )
     async with runtime_for(provider) as rt:
         result, _ = await collect(rt, fl)
     assert result["lead"].status == "failed" and "cannot spawn 'stranger'" in result["lead"].reason

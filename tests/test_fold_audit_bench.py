@@ -43,13 +43,15 @@ def test_folded_originals_are_recoverable_and_compaction_drops_are_counted() -> 
 
 def test_the_scripted_summarizer_lists_the_spans_calls_deterministically() -> None:
     transcript = (
-        "Summarize this span.\n\n[assistant #4 calls read_file {\"path\":\"a.md\"}]\n\n"
+        'Summarize this span.\n\n[assistant #4 calls read_file {"path":"a.md"}]\n\n'
         "[result #5 of read_file]\nfirst line of a\nsecond\n\n[user #6]\nplease continue"
     )
     summary = extractive_summary(transcript)
     assert '- #4 calls read_file {"path":"a.md"}' in summary
     assert "- result #5 of read_file: first line of a" in summary and "please continue" in summary
-    reply = FoldSummaryPolicy().respond({"messages": [{"role": "user", "content": [{"type": "text", "text": transcript}]}]})
+    reply = FoldSummaryPolicy().respond(
+        {"messages": [{"role": "user", "content": [{"type": "text", "text": transcript}]}]}
+    )
     assert reply.stop_reason == "end_turn" and reply.content[0]["text"] == summary
 
 

@@ -67,7 +67,9 @@ def test_the_largest_body_goes_first_and_bodies_under_the_floor_stay_whole() -> 
     small, large, medium = results
     _, _, _, outcome = clip(c, target=estimate_of(c) - 2000)
     assert [copy.clipped_from for copy in outcome.copies] == [large.id]
-    assert all(m is small or m is medium or m.clipped_from == large.id for m in outcome.view if isinstance(m, ToolResult))
+    assert all(
+        m is small or m is medium or m.clipped_from == large.id for m in outcome.view if isinstance(m, ToolResult)
+    )
 
 
 def test_clip_never_cuts_below_the_floor_and_keeps_what_lowers_the_estimate() -> None:
@@ -166,10 +168,10 @@ def test_a_tool_io_fold_after_a_clip_lists_a_folded_copy_once_with_its_originals
     for i in range(4):
         c.round([read(f"later/{i}.md", 3000)])
     branch = c.branch()
-    plan, _ = run_planner(FoldPlanner(fold_input(branch, settings, refusal=True), measurer_for(branch, counter=COUNTER)))
-    assert "tool_io" not in plan.stages or all(
-        not isinstance(m, Note) or copy.id not in m.replaced for m in plan.added
+    plan, _ = run_planner(
+        FoldPlanner(fold_input(branch, settings, refusal=True), measurer_for(branch, counter=COUNTER))
     )
+    assert "tool_io" not in plan.stages or all(not isinstance(m, Note) or copy.id not in m.replaced for m in plan.added)
     response = next(m for m in branch.view() if getattr(m, "tool_calls", ()) and m.tool_calls[0].call_id == big.call_id)
     assert response.id in plan.view_ids  # the call stays in view with (a copy of) its result
     c.deliver()  # now the copy has been carried by a completed request
@@ -182,7 +184,8 @@ def test_a_tool_io_fold_after_a_clip_lists_a_folded_copy_once_with_its_originals
     plan, _ = run_planner(
         # A target the copy's round alone does not overshoot far: the fold then takes it (issue 11 stops at the target).
         FoldPlanner(
-            fold_input(branch, FoldSettings(ceiling=int(estimate / 0.85), target=0.4)), measurer_for(branch, counter=COUNTER)
+            fold_input(branch, FoldSettings(ceiling=int(estimate / 0.85), target=0.4)),
+            measurer_for(branch, counter=COUNTER),
         )
     )
     assert copy.id in plan.folded_ids

@@ -115,8 +115,9 @@ def test_realised_prices_usage_in_the_same_units() -> None:
 
 
 candidates = st.builds(
-    lambda after, share, out: Candidate("c", tokens_after=after, rewrite_tokens=int(after * share),
-                                        summary_output_tokens=out),
+    lambda after, share, out: Candidate(
+        "c", tokens_after=after, rewrite_tokens=int(after * share), summary_output_tokens=out
+    ),
     st.integers(min_value=0, max_value=150_000),
     st.floats(min_value=0, max_value=1),
     st.integers(min_value=0, max_value=4_000),

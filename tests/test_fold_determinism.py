@@ -26,8 +26,14 @@ def test_messages_differing_only_in_ids_have_one_structural_digest() -> None:
     assert span_digest([a, c1]) == span_digest([b, c2])
     # content still counts: a different text or a different original index is a different span
     assert structural_digest(Note("folded #2-#6", ("id-a",), 2, "tool_io")) != structural_digest(a)
-    other = ToolResult("toolu_1", "read_file", "{}", "head…tail", clipped_from="orig-1",
-                       clip=ClipInfo(original_index=5, total=9000, head=750, tail=250))
+    other = ToolResult(
+        "toolu_1",
+        "read_file",
+        "{}",
+        "head…tail",
+        clipped_from="orig-1",
+        clip=ClipInfo(original_index=5, total=9000, head=750, tail=250),
+    )
     assert structural_digest(other) != structural_digest(c1)
     plain = Instruction("task")
     assert structural_digest(plain) == plain.sha256
@@ -37,9 +43,25 @@ def test_the_fold_scenario_sends_the_same_bytes_on_every_run(tmp_path: Path) -> 
     runs = []
     for i in range(2):
         signals = tmp_path / f"s{i}.jsonl"
-        code = main(["run", str(ROOT / "scenarios" / "fold.toml"), "--provider", "scripted", "--quiet",
-                     "--signals", str(signals)], out=io.StringIO(), err=io.StringIO())
+        code = main(
+            [
+                "run",
+                str(ROOT / "scenarios" / "fold.toml"),
+                "--provider",
+                "scripted",
+                "--quiet",
+                "--signals",
+                str(signals),
+            ],
+            out=io.StringIO(),
+            err=io.StringIO(),
+        )
         assert code == 0
-        runs.append([json.loads(line)["data"]["digest"] for line in signals.read_text().splitlines()
-                     if '"type":"RequestSent"' in line])
+        runs.append(
+            [
+                json.loads(line)["data"]["digest"]
+                for line in signals.read_text().splitlines()
+                if '"type":"RequestSent"' in line
+            ]
+        )
     assert len(runs[0]) > 40 and runs[0] == runs[1]

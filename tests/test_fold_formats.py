@@ -38,7 +38,9 @@ def test_a_call_line_names_the_index_function_arguments_and_size() -> None:
 def test_a_path_argument_is_whole_up_to_1000_and_others_are_clipped_to_160() -> None:
     path = "a/" * 450  # 900 characters
     long_path = "b" * 1500
-    shown = json.loads(listed_arguments({"path": path, "file_path": long_path, "query": "q" * 500, "n": list(range(200))}))
+    shown = json.loads(
+        listed_arguments({"path": path, "file_path": long_path, "query": "q" * 500, "n": list(range(200))})
+    )
     assert shown["path"] == path
     assert len(shown["file_path"]) == PATH_ARG_LIMIT and shown["file_path"].endswith("...")
     assert len(shown["query"]) == ARG_LIMIT and shown["query"].endswith("...")

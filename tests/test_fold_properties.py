@@ -79,7 +79,9 @@ def check_request(c: Conversation, payload: dict, system: str, task: Instruction
     assert payload["system"] == [{"type": "text", "text": system}]
     first = payload["messages"][0]["content"][0]
     assert first == {"type": "text", "text": task.rendered_text()}
-    recorded = {p.text for m in c.record if isinstance(m, AssistantResponse) for p in m.parts if isinstance(p, TextPart)}
+    recorded = {
+        p.text for m in c.record if isinstance(m, AssistantResponse) for p in m.parts if isinstance(p, TextPart)
+    }
     for message in payload["messages"]:
         if message["role"] != "assistant":
             continue
@@ -130,7 +132,9 @@ def test_random_conversations_and_fold_sequences_keep_every_invariant(script: li
             estimate = measurer.estimate(branch.view())
             fold = FoldSettings(ceiling=max(50, int(estimate / share)), caching=caching, result_bound=bound)
             protected = protected_ids(None, branch.view()) if caching else frozenset()
-            answer = SummaryResult(text="Summary: the span read files.") if summary_ok else SummaryResult(failure="down")
+            answer = (
+                SummaryResult(text="Summary: the span read files.") if summary_ok else SummaryResult(failure="down")
+            )
             plan, _ = run_planner(
                 FoldPlanner(fold_input(branch, fold, protected=protected, marks=marks), measurer),
                 lambda need, answer=answer: answer,
@@ -168,7 +172,10 @@ async def _echo(arguments, context):
     return str(arguments.get("text", ""))
 
 
-ECHO = Tool(ToolSpec.create("echo", "Return the text given.", {"type": "object", "properties": {"text": {"type": "string"}}}), _echo)
+ECHO = Tool(
+    ToolSpec.create("echo", "Return the text given.", {"type": "object", "properties": {"text": {"type": "string"}}}),
+    _echo,
+)
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -229,7 +236,10 @@ def test_the_send_path_keeps_every_invariant_on_random_runs(
             assert event.data["estimate_after"] <= ceiling
     for payload in payloads:
         check_pairing(payload)
-        assert payload["system"][0]["text"] == "You echo." and payload["messages"][0]["content"][0]["text"] == "Echo everything."
+        assert (
+            payload["system"][0]["text"] == "You echo."
+            and payload["messages"][0]["content"][0]["text"] == "Echo everything."
+        )
     causes = {e.data["request_digest"]: e.data["cause"] for e in events if e.type == "CacheRewrite"}
     for before, after in zip(payloads, payloads[1:], strict=False):
         if first_divergence(before, after) is not None:

@@ -23,8 +23,9 @@ def scenario(profile_lines: str) -> str:
 def test_the_strategy_keys_default_to_epoch_and_fold() -> None:
     profile = Profile()
     assert (profile.fold_scheduling, profile.context_strategy) == ("epoch", "fold")
-    loaded = loads_scenario(scenario('fold_scheduling = "immediate"\ncontext_strategy = "compaction"'),
-                            path_label="x.toml", tool_names=())
+    loaded = loads_scenario(
+        scenario('fold_scheduling = "immediate"\ncontext_strategy = "compaction"'), path_label="x.toml", tool_names=()
+    )
     assert loaded.profiles["p"].fold_scheduling == "immediate"
     assert loaded.profiles["p"].context_strategy == "compaction"
 
@@ -52,8 +53,13 @@ def test_bad_values_are_refused_naming_the_key_the_value_and_the_choices(key: st
 
 def test_a_fold_is_installed_only_with_context_management_and_a_ceiling() -> None:
     common: dict[str, Any] = {
-        "fold_at": 0.8, "target": 0.6, "tail_margin": 0.045, "result_bound": None, "caching": False,
-        "scheduling": "epoch", "strategy": "fold",
+        "fold_at": 0.8,
+        "target": 0.6,
+        "tail_margin": 0.045,
+        "result_bound": None,
+        "caching": False,
+        "scheduling": "epoch",
+        "strategy": "fold",
     }
     assert fold_settings(context_management=False, ceiling=20_000, **common) is None
     assert fold_settings(context_management=True, ceiling=None, **common) is None

@@ -116,7 +116,11 @@ def test_the_first_round_decision_records_everything_it_was_decided_on() -> None
         members, estimate_of=lambda ms: 150, ceiling=1_500, scale=1.25, result_bound=4_096, now=7, by="br-1"
     )
     assert (decision.included, decision.member_ids, decision.ceiling, decision.budget, decision.size) == (
-        True, (call.id, results[0].id), 1_500, 150, 150
+        True,
+        (call.id, results[0].id),
+        1_500,
+        150,
+        150,
     )
     assert decision.digest == sha256_hex("\n".join(m.sha256 for m in members))
     recorded = (decision.scale, decision.result_bound, decision.decided_at, decision.decided_by)

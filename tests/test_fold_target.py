@@ -58,7 +58,9 @@ def test_a_fold_asked_for_12000_tokens_lands_within_ten_percent_of_it() -> None:
     sizes=st.lists(st.integers(1500, 9000), min_size=12, max_size=24),
     ceiling=st.integers(12_000, 30_000),
 )
-def test_with_enough_foldable_material_the_fold_lands_within_ten_percent_of_its_target(sizes: list[int], ceiling: int) -> None:
+def test_with_enough_foldable_material_the_fold_lands_within_ten_percent_of_its_target(
+    sizes: list[int], ceiling: int
+) -> None:
     c = conversation(sizes)
     fold_settings = FoldSettings(ceiling=ceiling)
     start = measurer_for(c.branch(), counter=COUNTER).estimate(c.messages())

@@ -19,7 +19,9 @@ CONTEXT = ToolContext(node_id=None, branch_id="b")
 
 
 @tool
-async def forecast(city: str, days: Annotated[int, pydantic.Field(ge=1, le=7)] = 1, unit: Literal["C", "F"] = "C") -> str:
+async def forecast(
+    city: str, days: Annotated[int, pydantic.Field(ge=1, le=7)] = 1, unit: Literal["C", "F"] = "C"
+) -> str:
     """The weather forecast for a city.
 
     Longer text about the forecast.

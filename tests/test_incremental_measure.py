@@ -31,8 +31,27 @@ from runtime.tokenizer import count_tokens
 TOOLS = (ToolSpec.create("read_file", "Read a file.", {"type": "object", "properties": {"path": {"type": "string"}}}),)
 SETTINGS = RequestSettings(model="claude-haiku-5-5")
 WORDS = [
-    "fold", "the", "ceiling", "cache", "résumé", "上下文", "🙂", "x = 1", "def f(a):", "\n", "\n\n", "  ", "{\"k\": [1, 2]}",
-    "12345", "naïve", "—", "Контекст", "\t", "return", "'s", "http://example.org/a/b",
+    "fold",
+    "the",
+    "ceiling",
+    "cache",
+    "résumé",
+    "上下文",
+    "🙂",
+    "x = 1",
+    "def f(a):",
+    "\n",
+    "\n\n",
+    "  ",
+    '{"k": [1, 2]}',
+    "12345",
+    "naïve",
+    "—",
+    "Контекст",
+    "\t",
+    "return",
+    "'s",
+    "http://example.org/a/b",
 ]
 
 
@@ -71,7 +90,10 @@ class Conversation:
             return
         calls = [ToolCall.create(self._id("toolu"), "read_file", {"path": f"f{i}"}) for i in range(len(outputs))]
         self.view.append(AssistantResponse((TextPart(text), *calls), id=self._id("response")))
-        self.view += [ToolResult(c.call_id, c.name, c.arguments_json, out, id=self._id("result")) for c, out in zip(calls, outputs, strict=True)]
+        self.view += [
+            ToolResult(c.call_id, c.name, c.arguments_json, out, id=self._id("result"))
+            for c, out in zip(calls, outputs, strict=True)
+        ]
 
     def fold(self, first: int, span: int) -> None:
         starts = [i for i, m in enumerate(self.view) if isinstance(m, AssistantResponse)]
@@ -145,7 +167,11 @@ def test_one_appended_turn_renders_counts_and_certifies_only_the_turn() -> None:
     assert after.reused_segments - before.reused_segments == len(first.messages)
     assert after.misses - before.misses <= 3  # the assistant text, the call, the result
     again = place_marks(
-        second.prepared(), ledger=CacheLedger.empty(), now=0.0, route="direct", process_id="p",
+        second.prepared(),
+        ledger=CacheLedger.empty(),
+        now=0.0,
+        route="direct",
+        process_id="p",
         previous=placed.certified,
     )
     assert again.certified.reused_messages(placed.certified) == len(first.messages)
@@ -172,11 +198,23 @@ def test_placement_from_the_prepared_request_equals_placement_from_the_payload()
         conversation.append((f"step {n}", ["fold the ceiling " * (5 + n)], "round" if n % 4 else "instruction"))
         request = compile_request(system="S", tools=TOOLS, view=conversation.view, settings=settings)
         placed = {
-            "prepared": place_marks(request.prepared(), ledger=ledgers["prepared"], now=float(n), route="direct",
-                                    process_id="p", anchors=[("messages", 0, 0)],
-                                    previous=None if previous is None else previous.certified),
-            "payload": place_marks(request.payload(), ledger=ledgers["payload"], now=float(n), route="direct",
-                                   process_id="p", anchors=[("messages", 0, 0)]),
+            "prepared": place_marks(
+                request.prepared(),
+                ledger=ledgers["prepared"],
+                now=float(n),
+                route="direct",
+                process_id="p",
+                anchors=[("messages", 0, 0)],
+                previous=None if previous is None else previous.certified,
+            ),
+            "payload": place_marks(
+                request.payload(),
+                ledger=ledgers["payload"],
+                now=float(n),
+                route="direct",
+                process_id="p",
+                anchors=[("messages", 0, 0)],
+            ),
         }
         assert placed["prepared"] == placed["payload"]
         assert placed["prepared"].certified.refs == placed["payload"].certified.refs

@@ -91,7 +91,13 @@ def test_every_record_message_outside_the_view_is_accounted_for() -> None:
     note = picture.entries[1]
     assert [(o.index, o.chars) for o in note.stands_for] == [(2, 15), (3, 5000)]
     assert note.stands_for[1].read_call == read_call(3, 0, 5000)
-    assert picture.outside == {"replaced": (2, 3), "clipped": (), "system": (0,), "inherited": (), "unreachable": (4, 5)}
+    assert picture.outside == {
+        "replaced": (2, 3),
+        "clipped": (),
+        "system": (0,),
+        "inherited": (),
+        "unreachable": (4, 5),
+    }
     text = format_branch(picture)
     assert "2 NOT reachable from the view" in text and "branch " + branch.id + " (node n)" in text
 

@@ -32,7 +32,14 @@ KNOWN: dict[str, Path] = graph_tool.modules()
 GRAPH: dict[str, set[str]] = graph_tool.edges(KNOWN)
 
 # What the issue names as the pure core, and what it must never reach.
-CORE = ("runtime.fold", "runtime.cache", "runtime.compiler", "runtime.measure", "runtime.ceiling", "runtime.calibration")
+CORE = (
+    "runtime.fold",
+    "runtime.cache",
+    "runtime.compiler",
+    "runtime.measure",
+    "runtime.ceiling",
+    "runtime.calibration",
+)
 FORBIDDEN_IN_CORE = (
     "actors",
     "signals",
@@ -122,7 +129,15 @@ def test_the_configuration_is_one_package_below_the_shells() -> None:
     assert (ROOT / "runtime" / "config" / "__init__.py").is_file()
     for old in ("config.py", "checks.py", "scenario.py"):
         assert not (ROOT / "runtime" / old).exists(), f"runtime/{old} belongs in runtime/config/"
-    above = ("actors", "signals", "runtime.providers", "runtime.store", "runtime.cli", "runtime.flow", "runtime.runtime")
+    above = (
+        "actors",
+        "signals",
+        "runtime.providers",
+        "runtime.store",
+        "runtime.cli",
+        "runtime.flow",
+        "runtime.runtime",
+    )
     bad = sorted(
         f"{mod} -> {name}"
         for mod, path in KNOWN.items()

@@ -37,8 +37,16 @@ def _probe(commands: list[list[str]]) -> dict[str, object]:
 def test_help_argument_errors_and_a_bad_scenario_leave_the_sdk_unimported(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text('schema = "foldline.scenario/v1"\n[flow]\nname = 3\n', encoding="utf-8")
-    result = _probe([["--help"], ["run", "--no-such-option"], ["bench", "--workloads", ""], ["run", str(bad)],
-                     ["run", str(tmp_path / "missing.toml")], ["bench", "--help"]])
+    result = _probe(
+        [
+            ["--help"],
+            ["run", "--no-such-option"],
+            ["bench", "--workloads", ""],
+            ["run", str(bad)],
+            ["run", str(tmp_path / "missing.toml")],
+            ["bench", "--help"],
+        ]
+    )
     assert result["codes"] == [0, 2, 2, 2, 2, 0]
     assert result["anthropic"] == []
 
@@ -47,9 +55,22 @@ def test_help_argument_errors_and_a_bad_scenario_leave_the_sdk_unimported(tmp_pa
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("lazy") / "run.db"
     done = subprocess.run(
-        [sys.executable, "-m", "runtime.cli", "run", str(ROOT / "scenarios" / "quickstart.toml"), "--provider",
-         "scripted", "--quiet", "--store", str(path)],
-        capture_output=True, text=True, cwd=ROOT, check=False,
+        [
+            sys.executable,
+            "-m",
+            "runtime.cli",
+            "run",
+            str(ROOT / "scenarios" / "quickstart.toml"),
+            "--provider",
+            "scripted",
+            "--quiet",
+            "--store",
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return path

@@ -34,7 +34,9 @@ class Failing:
         self.calls += 1
         if self.calls <= self.failures:
             headers = {"retry-after-ms": "1", "x-should-retry": "true" if self.retry else "false"}
-            raise AttemptFailed("HTTP 529 overloaded_error: busy", status=529, error_type="overloaded_error", headers=headers)
+            raise AttemptFailed(
+                "HTTP 529 overloaded_error: busy", status=529, error_type="overloaded_error", headers=headers
+            )
         return await self.inner.send(request, node_id=node_id)
 
     async def aclose(self) -> None:

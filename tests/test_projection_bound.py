@@ -33,7 +33,13 @@ def recovered_interval(original: ToolResult, index: int, text: str, record: Reco
         offset, got = marker.offset, []
         while offset < marker.end:
             page = parse_read_result(
-                read_result(RecordReader(record), marker.index, offset=offset, limit=min(marker.limit, marker.end - offset), bound=bound).text
+                read_result(
+                    RecordReader(record),
+                    marker.index,
+                    offset=offset,
+                    limit=min(marker.limit, marker.end - offset),
+                    bound=bound,
+                ).text
             )
             got.append(page.text)
             offset += len(page.text)
@@ -53,7 +59,7 @@ def test_a_100045_character_result_fits_the_bound_marker_included_and_recovers_e
     assert marker.index == index and marker.limit <= min(bound, 16_000)
     kept = projected.kept[0]
     head = (3 * kept) // 4
-    assert projected.output.startswith(BIG[:head]) and projected.output.endswith(BIG[len(BIG) - (kept - head):])
+    assert projected.output.startswith(BIG[:head]) and projected.output.endswith(BIG[len(BIG) - (kept - head) :])
     assert (marker.start, marker.end) == (head, len(BIG) - (kept - head))
     assert recovered_interval(original, index, projected.output, record, bound) == BIG[marker.start : marker.end]
     # The greatest retained count: one more source character would not fit.
@@ -104,7 +110,9 @@ def test_mapping_outputs_keep_every_key_protected_fields_whole_and_previews_labe
     # Every marker's interval is the original's recovery text, labels and separators included.
     recovery = recovery_text(original)
     for marker in parse_clip_marker(projected.output):
-        page = parse_read_result(read_result(RecordReader(record), 3, offset=marker.offset, limit=marker.end - marker.offset).text)
+        page = parse_read_result(
+            read_result(RecordReader(record), 3, offset=marker.offset, limit=marker.end - marker.offset).text
+        )
         assert page.text == recovery[marker.start : marker.end][: len(page.text)]
 
 
@@ -145,13 +153,20 @@ def test_a_copy_is_projected_from_its_original_never_from_its_own_text() -> None
     assert bounded_copy == project(original, index=index, allowance=20_000, bound=4000).output
     assert len(parse_clip_marker(bounded_copy)) == 1  # never a second marker around the copy's marker
     request = compile_request(
-        system="s", tools=(), view=[Instruction("task"), call_message, copy],
-        settings=RequestSettings(model="claude-haiku-5-5"), projection=projection,
+        system="s",
+        tools=(),
+        view=[Instruction("task"), call_message, copy],
+        settings=RequestSettings(model="claude-haiku-5-5"),
+        projection=projection,
     )
     assert request.payload()["messages"][2]["content"][0]["content"] == bounded_copy
     # Without a bound the stored copy is sent as stored.
-    plain = compile_request(system="s", tools=(), view=[Instruction("task"), call_message, copy],
-                            settings=RequestSettings(model="claude-haiku-5-5"))
+    plain = compile_request(
+        system="s",
+        tools=(),
+        view=[Instruction("task"), call_message, copy],
+        settings=RequestSettings(model="claude-haiku-5-5"),
+    )
     assert plain.payload()["messages"][2]["content"][0]["content"] == copy.output
 
 
@@ -241,8 +256,11 @@ def test_a_request_projection_keeps_an_included_protected_rounds_own_bound() -> 
     projection = request_projection(record, 4000, decided)
     assert projection is not None and projection.frozen == {kept.id: 20_000}
     assert len(projection.output_of(other)) <= 4000 < len(projection.output_of(kept)) <= 20_000
-    for plain in (None, SimpleNamespace(included=False, result_bound=20_000, member_ids=ids_of([kept])),
-                  SimpleNamespace(included=True, result_bound=4000, member_ids=ids_of([kept]))):
+    for plain in (
+        None,
+        SimpleNamespace(included=False, result_bound=20_000, member_ids=ids_of([kept])),
+        SimpleNamespace(included=True, result_bound=4000, member_ids=ids_of([kept])),
+    ):
         unfrozen = request_projection(record, 4000, plain)
         assert unfrozen is not None and unfrozen.frozen == {} and len(unfrozen.output_of(kept)) <= 4000
     undecided = SimpleNamespace(result_bound=20_000, member_ids=ids_of([kept]))  # no "included": not included

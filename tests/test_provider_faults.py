@@ -86,7 +86,9 @@ async def test_the_api_key_never_appears_in_events_or_errors(tmp_path, monkeypat
     monkeypatch.setattr(factory.AnthropicProvider, "create", staticmethod(spy))
     monkeypatch.setattr(factory, "sim_config_for", lambda spec, api_key: _sim_config(secret))
     signals = tmp_path / "s.jsonl"
-    run = await run_scenario(scenario('faults = [{ kind = "500", every = 1, retry_after_ms = 1 }]'), signals_path=signals)
+    run = await run_scenario(
+        scenario('faults = [{ kind = "500", every = 1, retry_after_ms = 1 }]'), signals_path=signals
+    )
     assert run.report["status"] == "failed"
     assert secret not in signals.read_text()
     assert secret not in str(run.report)
@@ -97,4 +99,7 @@ def _sim_config(secret: str):
     from runtime.sim.config import SimConfig
     from runtime.sim.faults import FaultRule
 
-    return SimConfig(api_keys=frozenset({secret}), faults=(FaultRule.from_obj({"kind": "500", "every": 1, "retry_after_ms": 1}, "f"),))
+    return SimConfig(
+        api_keys=frozenset({secret}),
+        faults=(FaultRule.from_obj({"kind": "500", "every": 1, "retry_after_ms": 1}, "f"),),
+    )

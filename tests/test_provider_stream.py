@@ -38,7 +38,9 @@ async def test_a_stream_cut_mid_way_is_retried_measured_again_and_counted_once(t
     assert len(received) == 1 and received[0].data["stop_reason"] == "tool_use"
     assert run.report["requests"] == 2 and run.report["attempts"] == 3
     totals = run.report["usage"]
-    assert totals["output_tokens"] == sum(e.data["usage"]["output_tokens"] for e in events if e.type == "ResponseReceived")
+    assert totals["output_tokens"] == sum(
+        e.data["usage"]["output_tokens"] for e in events if e.type == "ResponseReceived"
+    )
 
 
 @pytest.mark.anyio
@@ -57,7 +59,9 @@ async def test_the_provider_reports_a_mid_stream_error_as_a_retryable_failed_att
 
     config = SimConfig(faults=(FaultRule.from_obj({"kind": "stream_error", "on_request": 1}, "f"),))
     request = compile_request(
-        system="s", tools=(), view=(Instruction("say something long enough to stream"),),
+        system="s",
+        tools=(),
+        view=(Instruction("say something long enough to stream"),),
         settings=RequestSettings(model="claude-haiku-5-5"),
     )
     async with serve_simulator(config, PolicyRegistry(default=DefaultModel()), ManualClock(0.0)) as sim:

@@ -78,18 +78,33 @@ def test_a_visible_fact_is_answered_from_view_without_an_extra_round() -> None:
     assert answer["name"] == "answer" and answer["input"] == {"fact": "F1", "value": fact_value("F1")}
     (outcome,) = policy.log
     assert (outcome.fact, outcome.kind, outcome.outcome, outcome.value, outcome.rounds) == (
-        "F1", "probe", "view", fact_value("F1"), 0,
+        "F1",
+        "probe",
+        "view",
+        fact_value("F1"),
+        0,
     )
     final = policy.respond(payload(*messages, assistant(answer), user(result(answer["id"], "noted"))))
     assert final.stop_reason == "end_turn" and final.content == ({"type": "text", "text": "done"},)
     with pytest.raises(PolicyExhausted, match="its plan had 3 step"):
-        policy.respond(payload(*messages, assistant(answer), user(result(answer["id"], "noted")), assistant(text("done")), user(text("more?"))))
+        policy.respond(
+            payload(
+                *messages,
+                assistant(answer),
+                user(result(answer["id"], "noted")),
+                assistant(text("done")),
+                user(text("more?")),
+            )
+        )
 
 
 def folded(messages: list[dict[str, Any]], call: dict[str, Any], index: int) -> list[dict[str, Any]]:
     """The conversation after a fold replaced the read's round with a note listing it."""
-    note = "[fold f-000000000000 · tool_io · 2 messages from #2 · span sha256 " + "0" * 64 + "]\n" + call_line(
-        index, "read_doc", READ_A, 40_000, False
+    note = (
+        "[fold f-000000000000 · tool_io · 2 messages from #2 · span sha256 "
+        + "0" * 64
+        + "]\n"
+        + call_line(index, "read_doc", READ_A, 40_000, False)
     )
     return [messages[0], assistant(text("reading")), user(text(note))]
 
@@ -105,14 +120,20 @@ def test_a_folded_fact_is_read_back_page_by_page_from_the_notes_index() -> None:
     (read1,) = tool_uses(first)
     assert read1["name"] == "context"
     assert read1["input"] == {"action": "read_result", "index": 3, "offset": 0, "limit": PAGE_CHARS}
-    view += [assistant(read1), user(result(read1["id"], read_result_text(3, 0, PAGE_CHARS, 40_000, PAGE_CHARS, doc[:PAGE_CHARS])))]
+    view += [
+        assistant(read1),
+        user(result(read1["id"], read_result_text(3, 0, PAGE_CHARS, 40_000, PAGE_CHARS, doc[:PAGE_CHARS]))),
+    ]
 
     second = policy.respond(payload(*view))
     (read2,) = tool_uses(second)
     offset = read2["input"]["offset"]
     assert read2["input"]["action"] == "read_result" and offset < PAGE_CHARS <= offset + read2["input"]["limit"]
     chunk = doc[offset : offset + read2["input"]["limit"]]
-    view += [assistant(read2), user(result(read2["id"], read_result_text(3, offset, len(chunk), 40_000, offset + len(chunk), chunk)))]
+    view += [
+        assistant(read2),
+        user(result(read2["id"], read_result_text(3, offset, len(chunk), 40_000, offset + len(chunk), chunk))),
+    ]
 
     answered = policy.respond(payload(*view))
     (answer,) = tool_uses(answered)
@@ -201,8 +222,11 @@ def test_a_fact_first_seen_in_a_cloned_view_is_traced_through_the_note_that_name
     # A child starts from a parent's view in which the read was already folded: the
     # child never saw the result, but the note lists read_doc with facts ["F1"].
     policy = ReaderPolicy("child", (step(probe("F1")),))
-    note = "[fold f-000000000000 · tool_io · 2 messages from #2 · span sha256 " + "0" * 64 + "]\n" + call_line(
-        5, "read_doc", READ_A, 40_000, False
+    note = (
+        "[fold f-000000000000 · tool_io · 2 messages from #2 · span sha256 "
+        + "0" * 64
+        + "]\n"
+        + call_line(5, "read_doc", READ_A, 40_000, False)
     )
     (read,) = tool_uses(policy.respond(payload(user(text("task")), assistant(text("ok")), user(text(note)))))
     assert read["input"] == {"action": "read_result", "index": 5, "offset": 0, "limit": PAGE_CHARS}

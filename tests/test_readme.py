@@ -29,7 +29,13 @@ from runtime.sim.server import SimConfig, SimServer, serve_simulator
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 DEFINITIONS = (
-    ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign
+    ast.Import,
+    ast.ImportFrom,
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.Assign,
+    ast.AnnAssign,
 )
 
 
@@ -59,9 +65,7 @@ README_POLICIES = PolicyRegistry(default=ScriptPolicy("default", [ScriptStep(tex
 SIM_URL = "http://127.0.0.1:8765"
 """The address the "Point your own client" snippets name: tests/test_clients_readme.py runs them against a
 ``foldline sim`` it starts (with their framework extras), so they are compiled here, not run twice."""
-PROGRAMS = [
-    (line, source) for line, source in python_blocks() if is_complete_program(source) and SIM_URL not in source
-]
+PROGRAMS = [(line, source) for line, source in python_blocks() if is_complete_program(source) and SIM_URL not in source]
 
 
 def test_the_complete_program_test_tells_programs_from_fragments() -> None:

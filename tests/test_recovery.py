@@ -102,7 +102,9 @@ def test_a_corrupted_original_is_an_error_naming_what_failed_never_wrong_text() 
     branch = c.branch()
     index = branch.index_of(result.id)
     object.__setattr__(result, "output", result.output.replace("a.md", "b.md", 1))  # corrupt the stored bytes
-    with pytest.raises(RecoveryCorrupted, match=rf"record message #{index} \(id {result.id}, tool_result\) fails its SHA-256"):
+    with pytest.raises(
+        RecoveryCorrupted, match=rf"record message #{index} \(id {result.id}, tool_result\) fails its SHA-256"
+    ):
         read_result(branch, index)
     with pytest.raises(RecoveryCorrupted, match=f"#{index}"):
         plan_restore(branch.view(), branch, start=index)
@@ -112,8 +114,10 @@ def fold_then(c: Conversation, ceiling_share: float = 0.85, **kw) -> None:
     branch = c.branch()
     estimate = measurer_for(branch, counter=COUNTER).estimate(branch.view())
     plan, _ = run_planner(
-        FoldPlanner(fold_input(branch, FoldSettings(ceiling=int(estimate / ceiling_share)), **kw),
-                    measurer_for(branch, counter=COUNTER))
+        FoldPlanner(
+            fold_input(branch, FoldSettings(ceiling=int(estimate / ceiling_share)), **kw),
+            measurer_for(branch, counter=COUNTER),
+        )
     )
     assert plan.landed
     c.land(plan)

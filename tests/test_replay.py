@@ -117,7 +117,7 @@ def test_requests_after_folds_clips_bounds_and_restores_rebuild_exactly(recover_
     results = verified(recover_store)
     with StoreReader(recover_store) as reader:
         notes = reader._rows("SELECT COUNT(*) FROM contents WHERE kind = 'note'")[0][0]
-        copies = reader._rows("SELECT COUNT(*) FROM contents WHERE content LIKE '%\"clipped_from\":\"%'")[0][0]
+        copies = reader._rows('SELECT COUNT(*) FROM contents WHERE content LIKE \'%"clipped_from":"%\'')[0][0]
         bounded = [r for r in reader.requests() if r.result_bound == 30000]
     assert notes >= 1 and copies >= 1 and bounded  # the run folded, clipped and bounded
     assert len(results) == 13
@@ -162,7 +162,9 @@ def _users_of(store: Path, message_id: str) -> list[str]:
         return [r.label for r in reader.requests() if message_id in r.view_ids]
 
 
-def test_a_tampered_message_fails_replay_naming_every_request_that_carried_it(recover_store: Path, tmp_path: Path) -> None:
+def test_a_tampered_message_fails_replay_naming_every_request_that_carried_it(
+    recover_store: Path, tmp_path: Path
+) -> None:
     store = _copy(recover_store, tmp_path)
     connection = sqlite3.connect(store)
     message_id, sha = connection.execute(
@@ -171,7 +173,9 @@ def test_a_tampered_message_fails_replay_naming_every_request_that_carried_it(re
     ).fetchone()
     content = connection.execute("SELECT content FROM contents WHERE sha256 = ?", (sha,)).fetchone()[0]
     with connection:
-        connection.execute("UPDATE contents SET content = ? WHERE sha256 = ?", (content.replace("a.md", "A.md", 1), sha))
+        connection.execute(
+            "UPDATE contents SET content = ? WHERE sha256 = ?", (content.replace("a.md", "A.md", 1), sha)
+        )
     connection.close()
     users = _users_of(store, message_id)
     assert users
@@ -193,7 +197,9 @@ def test_a_consistently_rewritten_message_is_a_digest_mismatch(recover_store: Pa
     text = canonical_json(forged)
     connection = sqlite3.connect(store)
     with connection:
-        connection.execute("INSERT INTO contents(sha256, kind, content) VALUES (?, ?, ?)", (sha256_hex(text), original.kind, text))
+        connection.execute(
+            "INSERT INTO contents(sha256, kind, content) VALUES (?, ?, ?)", (sha256_hex(text), original.kind, text)
+        )
         connection.execute("UPDATE messages SET sha256 = ? WHERE id = ?", (sha256_hex(text), original.id))
     connection.close()
     with StoreReader(store) as reader:

@@ -152,9 +152,7 @@ def outcome_of(store: Path) -> dict[str, Any]:
         "usage": report["usage"],
         "cost": report["cost"]["bit"],
         "digests": {n: [r.digest for r in rows if r.node_id == n] for n in node_branch},
-        "records": {
-            n: [m.sha256 for m in branches[b].record_messages()] for n, b in node_branch.items()
-        },
+        "records": {n: [m.sha256 for m in branches[b].record_messages()] for n, b in node_branch.items()},
     }
 
 
@@ -244,7 +242,11 @@ async def cut_stored_run(scenario_path: Path, store_path: Path, *, cut_at: int, 
             async with open_provider(spec, build_policies(scenario), clock=time.time) as inner:
                 provider = _CutProvider(inner, cut_at, reply, scope, watched.ended)
                 async with Runtime(
-                    provider=provider, model=spec.model_config, run_id=store.run_id, scenario=scenario.name, journal=store
+                    provider=provider,
+                    model=spec.model_config,
+                    run_id=store.run_id,
+                    scenario=scenario.name,
+                    journal=store,
                 ) as rt:
                     SqliteSink(watched).attach(rt.signals)
                     await rt.run(build_flow(scenario))

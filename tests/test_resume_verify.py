@@ -53,7 +53,9 @@ def test_a_tampered_finished_store_fails_naming_the_message(finished_store: Path
     ).fetchone()
     content = connection.execute("SELECT content FROM contents WHERE sha256 = ?", (sha,)).fetchone()[0]
     with connection:
-        connection.execute("UPDATE contents SET content = ? WHERE sha256 = ?", (content.replace("a.md", "A.md", 1), sha))
+        connection.execute(
+            "UPDATE contents SET content = ? WHERE sha256 = ?", (content.replace("a.md", "A.md", 1), sha)
+        )
     connection.close()
     code, out, err = resume_cli(store)
     assert code == 1

@@ -18,7 +18,7 @@ TOOLS = frozenset({"read_file", "search", "spawn", "fail"})
 HEAD = 'schema = "foldline.scenario/v1"\n'
 ONE_NODE = '\n[[nodes]]\nid = "solo"\ninstruction = "Answer."\n'
 
-QUICKSTART = '''\
+QUICKSTART = """\
 schema = "foldline.scenario/v1"
 name = "quickstart"
 description = "A lead reads, spawns two dependent children; an independent node runs beside it."
@@ -62,7 +62,7 @@ script = [{ text = "The style is consistent." }]
 id = "side"
 instruction = "Search for prior art."
 script = [{ text = "None found." }]
-'''
+"""
 
 
 def write(tmp_path: Path, text: str, name: str = "x.toml") -> Path:
@@ -93,14 +93,19 @@ def test_quickstart_loads_into_values(tmp_path: Path) -> None:
     assert s.run == RunSettings(concurrency=4)
     assert s.provider == ProviderSpec(kind="simulated", model="claude-haiku-5-5")
     assert dict(s.profiles) == {
-        "default": Profile(system="You are a careful research agent.", tools=("read_file", "spawn"), prompt_caching=True)
+        "default": Profile(
+            system="You are a careful research agent.", tools=("read_file", "spawn"), prompt_caching=True
+        )
     }
     assert [n.id for n in s.top_level_nodes()] == ["lead", "side"]
     assert [n.id for n in s.children_of("lead")] == ["review-a", "review-b"]
     assert s.node("lead").script == (
         ScriptStep(tool_calls=(ScriptCall.create("read_file", {"path": "notes/design.md", "size": 6000}),)),
         ScriptStep(
-            tool_calls=(ScriptCall.create("spawn", {"node": "review-a"}), ScriptCall.create("spawn", {"node": "review-b"}))
+            tool_calls=(
+                ScriptCall.create("spawn", {"node": "review-a"}),
+                ScriptCall.create("spawn", {"node": "review-b"}),
+            )
         ),
         ScriptStep(text="Delegated both reviews."),
     )
@@ -113,7 +118,7 @@ def test_quickstart_loads_into_values(tmp_path: Path) -> None:
     )
 
 
-FULL = '''\
+FULL = """\
 schema = "foldline.scenario/v1"
 name = "everything"
 description = "Every key of every table."
@@ -171,7 +176,7 @@ id = "after"
 depends_on = ["lead"]
 instruction = "After."
 max_input_tokens = 120000
-'''
+"""
 
 
 def test_every_key_round_trips_into_the_same_values_as_code() -> None:
@@ -223,7 +228,9 @@ def test_every_key_round_trips_into_the_same_values_as_code() -> None:
                     ScriptStep(text="Done."),
                 ),
             ),
-            NodeSpec(id="kid", spawned_by="lead", inherit="none", operation="bounded", instructions=("First.", "Second.")),
+            NodeSpec(
+                id="kid", spawned_by="lead", inherit="none", operation="bounded", instructions=("First.", "Second.")
+            ),
             NodeSpec(id="after", depends_on=("lead",), instruction="After.", max_input_tokens=120_000),
         ),
     )
@@ -267,7 +274,7 @@ def test_directory_and_non_utf8_are_named(tmp_path: Path) -> None:
 
 
 def test_syntax_error_names_file_line_and_column(tmp_path: Path) -> None:
-    path = write(tmp_path, HEAD + '\n[run]\nconcurrency = = 4\n')
+    path = write(tmp_path, HEAD + "\n[run]\nconcurrency = = 4\n")
     with pytest.raises(ScenarioError) as info:
         load_scenario(path, tool_names=TOOLS)
     assert str(info.value).startswith(f"{path}: line 4, column 15: TOML syntax error: ")
@@ -300,15 +307,30 @@ def test_schema_is_required_and_exact() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        (HEAD + 'nmae = "x"\n' + ONE_NODE, 'nmae: unknown key; expected one of description, name, nodes, profiles, provider, run, schema (did you mean "name"?)'),
-        (HEAD + "[runs]\nconcurrency = 1\n" + ONE_NODE, 'runs: unknown key; expected one of description, name, nodes, profiles, provider, run, schema (did you mean "run"?)'),
-        (HEAD + "exec = 1\n" + ONE_NODE, "exec: unknown key; expected one of description, name, nodes, profiles, provider, run, schema"),
-        (HEAD + "[run]\nconcurency = 1\n" + ONE_NODE, 'run.concurency: unknown key; expected one of concurrency, spawn_limit, workspace (did you mean "concurrency"?)'),
-        (HEAD + '[provider]\nmodle = "m"\n' + ONE_NODE, 'provider.modle: unknown key; expected one of '),
-        (HEAD + "[profiles.reader]\ncontext_fold = 0.7\n" + ONE_NODE, "profiles.reader.context_fold: unknown key; expected one of "),
+        (
+            HEAD + 'nmae = "x"\n' + ONE_NODE,
+            'nmae: unknown key; expected one of description, name, nodes, profiles, provider, run, schema (did you mean "name"?)',
+        ),
+        (
+            HEAD + "[runs]\nconcurrency = 1\n" + ONE_NODE,
+            'runs: unknown key; expected one of description, name, nodes, profiles, provider, run, schema (did you mean "run"?)',
+        ),
+        (
+            HEAD + "exec = 1\n" + ONE_NODE,
+            "exec: unknown key; expected one of description, name, nodes, profiles, provider, run, schema",
+        ),
+        (
+            HEAD + "[run]\nconcurency = 1\n" + ONE_NODE,
+            'run.concurency: unknown key; expected one of concurrency, spawn_limit, workspace (did you mean "concurrency"?)',
+        ),
+        (HEAD + '[provider]\nmodle = "m"\n' + ONE_NODE, "provider.modle: unknown key; expected one of "),
+        (
+            HEAD + "[profiles.reader]\ncontext_fold = 0.7\n" + ONE_NODE,
+            "profiles.reader.context_fold: unknown key; expected one of ",
+        ),
         (
             HEAD + ONE_NODE + '\n[[nodes]]\nid = "b"\ninstrution = "x"\n',
-            'nodes[1].instrution: unknown key; expected one of depends_on, id, inherit, instruction, instructions, '
+            "nodes[1].instrution: unknown key; expected one of depends_on, id, inherit, instruction, instructions, "
             'max_input_tokens, max_rounds, operation, profile, script, spawned_by (did you mean "instruction"?)',
         ),
         (HEAD + '[profiles."odd key"]\n' + ONE_NODE, 'profiles."odd key": "odd key" is not a profile name'),
@@ -349,25 +371,74 @@ def test_table_shapes(text: str, message: str) -> None:
     ("text", "message"),
     [
         (
-            ONE_NODE + '\n[[nodes]]\nid = "b"\ninstruction = "x"\n\n[[nodes]]\nid = "c"\ninstruction = "x"\nmax_input_tokens = 0\n',
+            ONE_NODE
+            + '\n[[nodes]]\nid = "b"\ninstruction = "x"\n\n[[nodes]]\nid = "c"\ninstruction = "x"\nmax_input_tokens = 0\n',
             'nodes[2].max_input_tokens: 0 is not a positive integer, "auto" or "none"',
         ),
-        ("[profiles.reader]\ncontext_fold_at = 1.5\n" + ONE_NODE, "profiles.reader.context_fold_at: 1.5 is not a finite number"),
-        ("[profiles.reader]\ncontext_fold_at = true\n" + ONE_NODE, "profiles.reader.context_fold_at: true is a boolean, not a finite number"),
-        ('[profiles.reader]\ncontext_fold_at = "0.8"\n' + ONE_NODE, 'profiles.reader.context_fold_at: "0.8" is a string, not a finite number'),
-        ("[profiles.reader]\ncontext_fold_at = nan\n" + ONE_NODE, "profiles.reader.context_fold_at: nan is not a finite number"),
-        ("[profiles.reader]\ncontext_fold_target = 0.7\ncontext_fold_at = 0.7\n" + ONE_NODE, "profiles.reader.context_fold_target: 0.7 is not below context_fold_at (0.7)"),
-        ("[profiles.reader]\ncontext_fold_tail_margin = 0.9\n" + ONE_NODE, "profiles.reader.context_fold_tail_margin: 0.9 is not below context_fold_at (0.8)"),
-        ("[profiles.reader]\ntool_result_max_chars = 1000\n" + ONE_NODE, "profiles.reader.tool_result_max_chars: 1000 is not an integer >= 1024"),
-        ("[profiles.reader]\ntool_result_max_chars = 2048.0\n" + ONE_NODE, "profiles.reader.tool_result_max_chars: 2048.0 is a float"),
-        ("[profiles.reader]\nmax_input_tokens = -1\n" + ONE_NODE, "profiles.reader.max_input_tokens: -1 is not a positive integer"),
-        ('[profiles.reader]\nmax_input_tokens = "50000"\n' + ONE_NODE, "profiles.reader.max_input_tokens: \"50000\" is not a positive integer"),
-        ('[profiles.reader]\nprompt_caching = "yes"\n' + ONE_NODE, 'profiles.reader.prompt_caching: "yes" is a string, not a boolean'),
-        ('[profiles.reader]\ntools = ["read_file", "grep"]\n' + ONE_NODE, 'profiles.reader.tools[1]: "grep" is not a known tool; known tools: fail, read_file, search, spawn'),
-        ('[profiles.reader]\ntools = ["serch"]\n' + ONE_NODE, 'profiles.reader.tools[0]: "serch" is not a known tool (did you mean "search"?); known tools: fail, read_file, search, spawn'),
-        ('[provider]\nkind = "openai"\n' + ONE_NODE, 'provider.kind: "openai" is not one of "scripted", "simulated", "anthropic"'),
-        ('[provider]\nbase_url = "http://127.0.0.1:1"\n' + ONE_NODE, 'provider.base_url: set for provider kind "simulated"'),
-        ('[provider]\nkind = "anthropic"\nfaults = [{ kind = "429", every = 1 }]\n' + ONE_NODE, 'provider.faults: set for provider kind "anthropic"; fault injection applies only to kind "simulated"'),
+        (
+            "[profiles.reader]\ncontext_fold_at = 1.5\n" + ONE_NODE,
+            "profiles.reader.context_fold_at: 1.5 is not a finite number",
+        ),
+        (
+            "[profiles.reader]\ncontext_fold_at = true\n" + ONE_NODE,
+            "profiles.reader.context_fold_at: true is a boolean, not a finite number",
+        ),
+        (
+            '[profiles.reader]\ncontext_fold_at = "0.8"\n' + ONE_NODE,
+            'profiles.reader.context_fold_at: "0.8" is a string, not a finite number',
+        ),
+        (
+            "[profiles.reader]\ncontext_fold_at = nan\n" + ONE_NODE,
+            "profiles.reader.context_fold_at: nan is not a finite number",
+        ),
+        (
+            "[profiles.reader]\ncontext_fold_target = 0.7\ncontext_fold_at = 0.7\n" + ONE_NODE,
+            "profiles.reader.context_fold_target: 0.7 is not below context_fold_at (0.7)",
+        ),
+        (
+            "[profiles.reader]\ncontext_fold_tail_margin = 0.9\n" + ONE_NODE,
+            "profiles.reader.context_fold_tail_margin: 0.9 is not below context_fold_at (0.8)",
+        ),
+        (
+            "[profiles.reader]\ntool_result_max_chars = 1000\n" + ONE_NODE,
+            "profiles.reader.tool_result_max_chars: 1000 is not an integer >= 1024",
+        ),
+        (
+            "[profiles.reader]\ntool_result_max_chars = 2048.0\n" + ONE_NODE,
+            "profiles.reader.tool_result_max_chars: 2048.0 is a float",
+        ),
+        (
+            "[profiles.reader]\nmax_input_tokens = -1\n" + ONE_NODE,
+            "profiles.reader.max_input_tokens: -1 is not a positive integer",
+        ),
+        (
+            '[profiles.reader]\nmax_input_tokens = "50000"\n' + ONE_NODE,
+            'profiles.reader.max_input_tokens: "50000" is not a positive integer',
+        ),
+        (
+            '[profiles.reader]\nprompt_caching = "yes"\n' + ONE_NODE,
+            'profiles.reader.prompt_caching: "yes" is a string, not a boolean',
+        ),
+        (
+            '[profiles.reader]\ntools = ["read_file", "grep"]\n' + ONE_NODE,
+            'profiles.reader.tools[1]: "grep" is not a known tool; known tools: fail, read_file, search, spawn',
+        ),
+        (
+            '[profiles.reader]\ntools = ["serch"]\n' + ONE_NODE,
+            'profiles.reader.tools[0]: "serch" is not a known tool (did you mean "search"?); known tools: fail, read_file, search, spawn',
+        ),
+        (
+            '[provider]\nkind = "openai"\n' + ONE_NODE,
+            'provider.kind: "openai" is not one of "scripted", "simulated", "anthropic"',
+        ),
+        (
+            '[provider]\nbase_url = "http://127.0.0.1:1"\n' + ONE_NODE,
+            'provider.base_url: set for provider kind "simulated"',
+        ),
+        (
+            '[provider]\nkind = "anthropic"\nfaults = [{ kind = "429", every = 1 }]\n' + ONE_NODE,
+            'provider.faults: set for provider kind "anthropic"; fault injection applies only to kind "simulated"',
+        ),
         ('[provider]\nfaults = [{ kind = "429" }]\n' + ONE_NODE, "provider.faults[0]."),
         ("[provider]\nmax_retries = -1\n" + ONE_NODE, "provider.max_retries: -1 is not an integer >= 0"),
         ("[run]\nconcurrency = 0\n" + ONE_NODE, "run.concurrency: 0 is not a positive integer"),
@@ -375,12 +446,27 @@ def test_table_shapes(text: str, message: str) -> None:
         ('[[nodes]]\nid = "a b"\ninstruction = "x"\n', 'nodes[0].id: "a b" is not a node id'),
         ('[[nodes]]\ninstruction = "x"\n', "nodes[0].id: missing; this key is required"),
         ('[[nodes]]\nid = "a"\n', "nodes[0].instruction: missing"),
-        ('[[nodes]]\nid = "a"\ninstructions = ["x"]\n', 'nodes[0].instructions: a planned sequence is a bounded operation, but operation is "iterative"'),
-        ('[[nodes]]\nid = "a"\noperation = "bounded"\ninstruction = "x"\ninstructions = ["y"]\n', "nodes[0].instructions: set together with instruction"),
-        ('[[nodes]]\nid = "a"\ninstruction = "x"\ninherit = "view"\n', "nodes[0].inherit: set on a node that is not a child"),
-        ('[[nodes]]\nid = "a"\ninstruction = "x"\nmax_rounds = 0\n', "nodes[0].max_rounds: 0 is not a positive integer"),
+        (
+            '[[nodes]]\nid = "a"\ninstructions = ["x"]\n',
+            'nodes[0].instructions: a planned sequence is a bounded operation, but operation is "iterative"',
+        ),
+        (
+            '[[nodes]]\nid = "a"\noperation = "bounded"\ninstruction = "x"\ninstructions = ["y"]\n',
+            "nodes[0].instructions: set together with instruction",
+        ),
+        (
+            '[[nodes]]\nid = "a"\ninstruction = "x"\ninherit = "view"\n',
+            "nodes[0].inherit: set on a node that is not a child",
+        ),
+        (
+            '[[nodes]]\nid = "a"\ninstruction = "x"\nmax_rounds = 0\n',
+            "nodes[0].max_rounds: 0 is not a positive integer",
+        ),
         ('[[nodes]]\nid = "a"\ninstruction = "x"\nscript = [{ text = "" }]\n', "nodes[0].script[0].text: "),
-        ('[[nodes]]\nid = "a"\ninstruction = "x"\nscript = [{ tool_calls = [{ name = "read_file", args = {} }] }]\n', "nodes[0].script[0].tool_calls[0].args: unknown key"),
+        (
+            '[[nodes]]\nid = "a"\ninstruction = "x"\nscript = [{ tool_calls = [{ name = "read_file", args = {} }] }]\n',
+            "nodes[0].script[0].tool_calls[0].args: unknown key",
+        ),
     ],
 )
 def test_value_refusals_name_file_and_key_path(text: str, message: str) -> None:
@@ -390,18 +476,27 @@ def test_value_refusals_name_file_and_key_path(text: str, message: str) -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('\n[[nodes]]\nid = "a"\ninstruction = "x"\n[[nodes]]\nid = "a"\ninstruction = "y"\n', 'nodes[1].id: "a" is already the id of nodes[0]'),
+        (
+            '\n[[nodes]]\nid = "a"\ninstruction = "x"\n[[nodes]]\nid = "a"\ninstruction = "y"\n',
+            'nodes[1].id: "a" is already the id of nodes[0]',
+        ),
         ('\n[[nodes]]\nid = "a"\ninstruction = "x"\ndepends_on = ["b"]\n', 'nodes[0].depends_on[0]: "b" names no node'),
         (
             '\n[[nodes]]\nid = "a"\ninstruction = "x"\ndepends_on = ["b"]\n[[nodes]]\nid = "b"\ninstruction = "y"\ndepends_on = ["a"]\n',
             "nodes[0].depends_on: dependency cycle a -> b -> a",
         ),
-        ('\n[[nodes]]\nid = "a"\ninstruction = "x"\nspawned_by = "lead"\n', 'nodes[0].spawned_by: "lead" names no node'),
+        (
+            '\n[[nodes]]\nid = "a"\ninstruction = "x"\nspawned_by = "lead"\n',
+            'nodes[0].spawned_by: "lead" names no node',
+        ),
         (
             ONE_NODE + '[[nodes]]\nid = "kid"\ninstruction = "x"\nspawned_by = "solo"\ndepends_on = ["solo"]\n',
             'nodes[1].depends_on: set on a child of "solo"',
         ),
-        ('\n[[nodes]]\nid = "a"\ninstruction = "x"\nprofile = "reader"\n', 'nodes[0].profile: "reader" names no profile; profiles: default'),
+        (
+            '\n[[nodes]]\nid = "a"\ninstruction = "x"\nprofile = "reader"\n',
+            'nodes[0].profile: "reader" names no profile; profiles: default',
+        ),
         (
             '\n[profiles.capped]\nmax_input_tokens = 1000\n[[nodes]]\nid = "a"\nprofile = "capped"\ninstruction = "x"\nmax_input_tokens = "none"\n',
             'nodes[0].max_input_tokens: "none" would lift profile "capped"\'s ceiling of 1000',

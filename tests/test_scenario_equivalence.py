@@ -132,7 +132,7 @@ def file_outcome(text: str, table_path: str) -> tuple[str, Any]:
     except ScenarioError as exc:
         prefix = f"{LABEL}: {table_path}."
         assert str(exc).startswith(prefix), str(exc)
-        return "refused", str(exc)[len(prefix):]
+        return "refused", str(exc)[len(prefix) :]
 
 
 def code_outcome(build: Any, class_name: str, fields: dict[str, Any]) -> tuple[str, Any]:
@@ -141,7 +141,7 @@ def code_outcome(build: Any, class_name: str, fields: dict[str, Any]) -> tuple[s
     except ConfigError as exc:
         prefix = f"{class_name}."
         assert str(exc).startswith(prefix), str(exc)
-        return "refused", str(exc)[len(prefix):]
+        return "refused", str(exc)[len(prefix) :]
 
 
 def known_tools_only(fields: dict[str, Any]) -> bool:
@@ -191,8 +191,19 @@ def test_run_and_provider_in_code_refuse_exactly_what_the_file_refuses(table: st
 @settings(max_examples=300, deadline=None)
 @given(
     st.dictionaries(
-        st.sampled_from(["profile", "operation", "instruction", "instructions", "depends_on", "max_rounds",
-                         "max_input_tokens", "spawned_by", "inherit"]),
+        st.sampled_from(
+            [
+                "profile",
+                "operation",
+                "instruction",
+                "instructions",
+                "depends_on",
+                "max_rounds",
+                "max_input_tokens",
+                "spawned_by",
+                "inherit",
+            ]
+        ),
         st.one_of(values, st.sampled_from(["bounded", "iterative", "view", "none", "solo"])),
         max_size=3,
     )

@@ -44,8 +44,11 @@ def test_scenario_runs_with_its_promised_exit_code(path: Path, tmp_path: Path) -
 
 def test_the_ceiling_scenario_refuses_one_child_and_runs_the_other(tmp_path: Path) -> None:
     signals = tmp_path / "s.jsonl"
-    code = main(["run", str(SCENARIOS / "ceiling.toml"), "--provider", "scripted", "--signals", str(signals), "--quiet"],
-                out=io.StringIO(), err=io.StringIO())
+    code = main(
+        ["run", str(SCENARIOS / "ceiling.toml"), "--provider", "scripted", "--signals", str(signals), "--quiet"],
+        out=io.StringIO(),
+        err=io.StringIO(),
+    )
     assert code == 1
     decisions = [e for e in read_jsonl(signals) if e.type == "ContextDecision"]
     by_node: dict[str, list[str]] = {}

@@ -29,12 +29,16 @@ from runtime.send_bounds import WINDOW_SOURCE, bound_by_window, choose_notice
 from runtime.tokenizer import count_tokens
 
 COUNTER = TokenCounter()
-TASK = "Summarise the design notes below in five lines.\n" + " ".join(f"note {i}: the fold keeps originals." for i in range(220))
+TASK = "Summarise the design notes below in five lines.\n" + " ".join(
+    f"note {i}: the fold keeps originals." for i in range(220)
+)
 
 
 def measure_with(notice: str | None, scale: float = 1.0) -> Measurement:
     request = compile_request(
-        system="You are terse.", tools=(), view=[Instruction(TASK, notice=notice)],
+        system="You are terse.",
+        tools=(),
+        view=[Instruction(TASK, notice=notice)],
         settings=RequestSettings(model="claude-haiku-5-5"),
     )
     return measure(request.pieces(), COUNTER, scale)
@@ -55,7 +59,9 @@ def stated(notice: str) -> int:
 
 @settings(max_examples=200, deadline=None)
 @given(offset=st.integers(-120, 160), scale=st.sampled_from([1.0, 1.15, 1.37]))
-def test_nothing_over_the_ceiling_is_sent_and_nothing_fitting_is_refused_for_the_notice(offset: int, scale: float) -> None:
+def test_nothing_over_the_ceiling_is_sent_and_nothing_fitting_is_refused_for_the_notice(
+    offset: int, scale: float
+) -> None:
     bare = measure_with(None, scale).estimate
     limit = bare + offset
     choice = choose_notice(lambda notice: measure_with(notice, scale), ceiling(limit))

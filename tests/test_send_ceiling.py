@@ -111,8 +111,9 @@ async def test_a_bounded_run_over_the_ceiling_sends_nothing_and_records_the_coun
         turn.append(Instruction("x" * 40_000))
     async with runtime_for(provider) as rt:
         rt.signals.add_handler(events.append, name="t")
-        result = await rt.run(Flow([node("n", bounded("review it"), branch=branch,
-                                         profile=READER.evolve(max_input_tokens=2000))]))
+        result = await rt.run(
+            Flow([node("n", bounded("review it"), branch=branch, profile=READER.evolve(max_input_tokens=2000))])
+        )
     assert result["n"].status == "failed"
     assert "> ceiling 2000" in result["n"].reason and "nothing was sent" in result["n"].reason
     assert provider.app.requests == ()
@@ -182,8 +183,9 @@ async def test_one_large_result_is_counted_by_the_tokenizer_not_by_a_byte_ratio(
     provider = scripted({"n": [text("x")]})
     async with runtime_for(provider) as rt:
         with pytest.raises(InputCeilingExceeded) as refused:
-            await run_operation(branch, bounded("go"), env=rt.env(),
-                                profile=READER.evolve(max_input_tokens=40_000 // 10), node_id="n")
+            await run_operation(
+                branch, bounded("go"), env=rt.env(), profile=READER.evolve(max_input_tokens=40_000 // 10), node_id="n"
+            )
     assert refused.value.estimate >= count_tokens(dense)
 
 

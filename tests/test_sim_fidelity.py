@@ -101,7 +101,10 @@ async def test_every_model_id_the_sdk_names_is_served_and_listed() -> None:
     assert first_page.has_more and first_page.last_id == listed[2]
     assert (dated.display_name, dated.created_at.isoformat()) == ("Claude Sonnet 4.5", "2025-09-29T00:00:00+00:00")
     assert dated.lifecycle == "deprecated" and dated.retires_at is not None
-    assert served_models()["claude-sonnet-4-5-20250929"].min_cacheable_tokens == served_models()["claude-sonnet-4-5"].min_cacheable_tokens
+    assert (
+        served_models()["claude-sonnet-4-5-20250929"].min_cacheable_tokens
+        == served_models()["claude-sonnet-4-5"].min_cacheable_tokens
+    )
     assert display_name("claude-mythos-preview") == "Claude Mythos Preview"
 
 

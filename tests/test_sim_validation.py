@@ -163,7 +163,9 @@ def test_model_facts_are_data_and_unknown_models_are_404() -> None:
         "claude-opus-5": (512, 1_000_000),
         "claude-fable-5-2": (1024, 200_000),  # no source states it: the documented defaults
     }
-    assert {name: (served_models()[name].min_cacheable_tokens, served_models()[name].context_window) for name in stated} == stated
+    assert {
+        name: (served_models()[name].min_cacheable_tokens, served_models()[name].context_window) for name in stated
+    } == stated
     with pytest.raises(SimAPIError) as info:
         model_facts("claude-nonesuch")
     assert (info.value.status, info.value.error_type, info.value.message) == (

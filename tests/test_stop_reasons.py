@@ -28,7 +28,11 @@ async def test_a_streamed_4000_token_answer_arrives_whole_with_its_usage() -> No
 @pytest.mark.anyio
 async def test_a_max_tokens_stop_is_continued_by_the_iterative_operation() -> None:
     first = "word " * 200
-    async with simulated({"n": [text(first.strip()), text("and that is the end.")]}, whole=False) as (_sim, capture, clock):
+    async with simulated({"n": [text(first.strip()), text("and that is the end.")]}, whole=False) as (
+        _sim,
+        capture,
+        clock,
+    ):
         result = await run_node(capture, clock, READER.evolve(max_tokens=60), iterative("write"))
         assert result.status == "ok", result["n"].reason
         answer = result["n"].result.answer

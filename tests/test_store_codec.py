@@ -42,22 +42,42 @@ text = st.text(max_size=200)
 ids = st.text(alphabet="0123456789abcdef", min_size=16, max_size=16)
 arguments = st.dictionaries(st.text(max_size=8), st.one_of(st.integers(), st.text(max_size=20)), max_size=4)
 
-calls = st.builds(lambda cid, name, args: ToolCall.create(cid, name, args), st.text(min_size=1, max_size=12), st.text(min_size=1, max_size=12), arguments)
+calls = st.builds(
+    lambda cid, name, args: ToolCall.create(cid, name, args),
+    st.text(min_size=1, max_size=12),
+    st.text(min_size=1, max_size=12),
+    arguments,
+)
 parts = st.lists(st.one_of(st.builds(TextPart, text), calls), max_size=5).map(tuple)
-clips = st.none() | st.builds(ClipInfo, st.integers(0, 500), st.integers(0, 10**6), st.integers(0, 5000), st.integers(0, 5000))
+clips = st.none() | st.builds(
+    ClipInfo, st.integers(0, 500), st.integers(0, 10**6), st.integers(0, 5000), st.integers(0, 5000)
+)
 
 messages = st.one_of(
     st.builds(lambda t, i: SystemMessage(t, id=i), text, ids),
     st.builds(lambda t, n, i: Instruction(t, n, id=i), text, st.none() | text, ids),
-    st.builds(lambda p, s, i: AssistantResponse(p, s, id=i), parts, st.none() | st.sampled_from(["end_turn", "tool_use"]), ids),
+    st.builds(
+        lambda p, s, i: AssistantResponse(p, s, id=i), parts, st.none() | st.sampled_from(["end_turn", "tool_use"]), ids
+    ),
     st.builds(
         lambda c, n, a, o, e, f, cf, clip, i: ToolResult(c, n, canonical_json(a), o, e, f, cf, clip, id=i),
-        st.text(min_size=1, max_size=12), st.text(min_size=1, max_size=12), arguments, text, st.booleans(),
-        st.sampled_from(["text", "json"]), st.none() | ids, clips, ids,
+        st.text(min_size=1, max_size=12),
+        st.text(min_size=1, max_size=12),
+        arguments,
+        text,
+        st.booleans(),
+        st.sampled_from(["text", "json"]),
+        st.none() | ids,
+        clips,
+        ids,
     ),
     st.builds(
         lambda t, r, fi, s, i: Note(t, tuple(r), fi, s, id=i),
-        text, st.lists(ids, max_size=5), st.integers(0, 1000), st.sampled_from(["tool_io", "clip", "all", "reset"]), ids,
+        text,
+        st.lists(ids, max_size=5),
+        st.integers(0, 1000),
+        st.sampled_from(["tool_io", "clip", "all", "reset"]),
+        ids,
     ),
 )
 
@@ -94,7 +114,9 @@ def test_unknown_keys_kinds_and_mismatched_kinds_are_refused_by_name() -> None:
     with pytest.raises(StoreCorrupt, match="kind 'image' is not one of"):
         message_from_content("image", {"kind": "image"}, "m1")
     with pytest.raises(StoreCorrupt, match="is not a text, tool call, thinking or redacted_thinking part"):
-        message_from_content("assistant", {"kind": "assistant", "parts": [{"type": "thinking"}], "stop_reason": None}, "m1")
+        message_from_content(
+            "assistant", {"kind": "assistant", "parts": [{"type": "thinking"}], "stop_reason": None}, "m1"
+        )
 
 
 def test_context_state_round_trips_with_its_refusal_and_sets() -> None:
@@ -119,10 +141,16 @@ def test_context_state_round_trips_with_its_refusal_and_sets() -> None:
 
 @given(
     st.recursive(
-        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=10),
-        lambda children: st.lists(children, max_size=3)
-        | st.lists(children, max_size=3).map(tuple)
-        | st.dictionaries(st.text(max_size=5), children, max_size=3),
+        st.none()
+        | st.booleans()
+        | st.integers()
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | st.text(max_size=10),
+        lambda children: (
+            st.lists(children, max_size=3)
+            | st.lists(children, max_size=3).map(tuple)
+            | st.dictionaries(st.text(max_size=5), children, max_size=3)
+        ),
         max_leaves=12,
     )
 )
@@ -143,9 +171,20 @@ def test_plain_values_keep_their_types(value) -> None:
 
 def test_a_request_record_round_trips() -> None:
     record = RequestRecord(
-        request_id="br-1:1", node_id="n", digest="0" * 64, recipe_version=1, system_id="s", tools_json=("{}",),
-        view_ids=("a", "b"), model="m", max_tokens=10, intent="continuing", tool_choice_json=None,
-        marks=((("messages", 0, 0), "5m", "turn"),), status="sent", usage={"input_tokens": 3},
+        request_id="br-1:1",
+        node_id="n",
+        digest="0" * 64,
+        recipe_version=1,
+        system_id="s",
+        tools_json=("{}",),
+        view_ids=("a", "b"),
+        model="m",
+        max_tokens=10,
+        intent="continuing",
+        tool_choice_json=None,
+        marks=((("messages", 0, 0), "5m", "turn"),),
+        status="sent",
+        usage={"input_tokens": 3},
     )
     back = loads_value(dumps_value(record, "r"), "r")
     assert back.marks == record.marks and back.view_ids == record.view_ids and dict(back.usage) == {"input_tokens": 3}
@@ -190,8 +229,14 @@ def test_tools_come_back_from_their_rendered_piece() -> None:
 
 def test_a_ledger_comes_back_with_its_rows_and_no_evidence() -> None:
     row = LedgerRow(
-        certificate="a" * 64, lifetime="5m", tier="messages", stored_length=100, last_marked=10.0,
-        last_read=None, expires_at=310.0, seen=(("direct", "proc-1"),),
+        certificate="a" * 64,
+        lifetime="5m",
+        tier="messages",
+        stored_length=100,
+        last_marked=10.0,
+        last_read=None,
+        expires_at=310.0,
+        seen=(("direct", "proc-1"),),
     )
     ledger = attrs.evolve(CacheLedger.empty(), rows={row.certificate: row})
     watermark, max_rows, rows = ledger_rows_of(ledger)

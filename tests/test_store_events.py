@@ -63,14 +63,19 @@ def test_follow_prints_a_live_run_to_its_end(tmp_path: Path) -> None:
     store = tmp_path / "live.db"
     run = subprocess.Popen(
         [sys.executable, "-m", "runtime.cli.store", "run", str(QUICKSTART), "--store", str(store), "--quiet"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 60
     while not store.exists() and time.monotonic() < deadline:
         time.sleep(0.01)
     follow = subprocess.run(
         [sys.executable, "-m", "runtime.cli.store", "events", str(store), "--follow"],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert run.wait(timeout=120) == 0, run.stderr.read() if run.stderr else ""
     assert follow.returncode == 0, follow.stderr

@@ -38,7 +38,9 @@ TOOL = ToolSpec.create("read_file", "Read a file.", {"type": "object", "properti
 
 
 async def new_store(path: Path) -> RunStore:
-    return await RunStore.create(path, run_id="run-t", scenario_text="x", scenario_path="x.toml", provider_kind="scripted")
+    return await RunStore.create(
+        path, run_id="run-t", scenario_text="x", scenario_path="x.toml", provider_kind="scripted"
+    )
 
 
 async def a_round(branch: Branch, n: int, size: int = 200) -> None:
@@ -70,10 +72,20 @@ async def test_a_branch_comes_back_exactly(tmp_path: Path) -> None:
             turn.set_ledger(CacheLedger.empty())
             turn.record_request(
                 RequestRecord(
-                    request_id=f"{branch.id}:1", node_id="n1", digest="d" * 64, recipe_version=1,
-                    system_id=branch.system.id, tools_json=(TOOL.piece(),), view_ids=branch.view_ids(),
-                    model="m", max_tokens=5, intent="continuing", tool_choice_json=None, marks=(),
-                    status="sent", usage={"input_tokens": 7},
+                    request_id=f"{branch.id}:1",
+                    node_id="n1",
+                    digest="d" * 64,
+                    recipe_version=1,
+                    system_id=branch.system.id,
+                    tools_json=(TOOL.piece(),),
+                    view_ids=branch.view_ids(),
+                    model="m",
+                    max_tokens=5,
+                    intent="continuing",
+                    tool_choice_json=None,
+                    marks=(),
+                    status="sent",
+                    usage={"input_tokens": 7},
                 )
             )
         await store.flush()
@@ -111,7 +123,9 @@ async def test_clones_share_their_prefix_and_each_content_is_stored_once(tmp_pat
     view_bytes = sum(len(m.output.encode()) for b in (emitter, *clones) for m in b.view() if isinstance(m, ToolResult))
     with StoreReader(tmp_path / "s.db") as reader:
         back = reader.restore_branches()
-        stored_outputs = reader._rows("SELECT COUNT(*), SUM(LENGTH(content)) FROM contents WHERE kind = 'tool_result'")[0]
+        stored_outputs = reader._rows("SELECT COUNT(*), SUM(LENGTH(content)) FROM contents WHERE kind = 'tool_result'")[
+            0
+        ]
         own_rows = {b.id: len(reader.own_record_ids(b.id)) for b in clones}
     disk = sum(p.stat().st_size for p in tmp_path.glob("s.db*"))
     assert stored_outputs[0] == 10  # ten results, stored once however many views hold them
@@ -209,9 +223,20 @@ async def test_the_sqlite_sink_writes_every_event_into_its_own_file(tmp_path: Pa
 
 def _sent_record(branch: Branch, serial: int) -> RequestRecord:
     return RequestRecord(
-        request_id=f"{branch.id}:{serial}", node_id="n1", digest=f"{serial:064d}", recipe_version=1,
-        system_id=branch.system.id, tools_json=(), view_ids=branch.view_ids(), model="m", max_tokens=5,
-        intent="continuing", tool_choice_json=None, marks=(), status="sent", usage={"input_tokens": 7},
+        request_id=f"{branch.id}:{serial}",
+        node_id="n1",
+        digest=f"{serial:064d}",
+        recipe_version=1,
+        system_id=branch.system.id,
+        tools_json=(),
+        view_ids=branch.view_ids(),
+        model="m",
+        max_tokens=5,
+        intent="continuing",
+        tool_choice_json=None,
+        marks=(),
+        status="sent",
+        usage={"input_tokens": 7},
     )
 
 
@@ -235,7 +260,9 @@ async def test_a_response_recorded_after_the_event_stream_ended_is_never_stored_
                     turn.record_request(_sent_record(branch, 1))
                 await bus.publish(
                     ResponseReceived(usage=Usage(input_tokens=7).to_dict(), stop_reason="end_turn", duration_s=0.0),
-                    branch_id=branch.id, node_id="n1", request_id=f"{branch.id}:1",
+                    branch_id=branch.id,
+                    node_id="n1",
+                    request_id=f"{branch.id}:1",
                 )
             # The stream has ended; the engine records one more response.
             async with branch.turn() as turn:

@@ -202,7 +202,16 @@ def test_temporal_run_keeps_the_in_process_contract(scenario: str, tmp_path: Pat
     local = _local_report(ROOT / "scenarios" / scenario, local_signals)
     remote, remote_signals, stderr = _run(scenario, "temporal", tmp_path)
     assert _digests(remote_signals) == _digests(local_signals)  # the same requests, in order, per node
-    for key in ("usage", "requests", "attempts", "folds", "fold_commits", "refusals", "rewrites", "bytes_unrecoverable"):
+    for key in (
+        "usage",
+        "requests",
+        "attempts",
+        "folds",
+        "fold_commits",
+        "refusals",
+        "rewrites",
+        "bytes_unrecoverable",
+    ):
         assert remote[key] == local[key], key
     assert remote["status"] == "ok"
     seqs = [event.seq for event in read_jsonl(remote_signals)]
@@ -309,8 +318,6 @@ def _submit(scenario: Path, server: str, bodies: Path, tmp_path: Path) -> subpro
     return subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-
-
 @needs_server
 @pytest.mark.slow
 def test_a_killed_worker_is_replaced_and_nothing_completed_is_repeated(server: str, sim: Any, tmp_path: Path) -> None:
@@ -400,7 +407,9 @@ def test_two_workers_share_a_flow_of_eight_nodes(server: str, sim: Any, tmp_path
     report = json.loads((tmp_path / "report.json").read_text())
     for key in ("usage", "requests", "attempts", "status"):
         assert report[key] == expected[key], key
-    assert {n: v["status"] for n, v in report["nodes"].items()} == {n: v["status"] for n, v in expected["nodes"].items()}
+    assert {n: v["status"] for n, v in report["nodes"].items()} == {
+        n: v["status"] for n, v in expected["nodes"].items()
+    }
     shares = [int((tmp_path / f"w{n}.count").read_text()) for n in range(2) if (tmp_path / f"w{n}.count").exists()]
     assert len(shares) == 2 and sum(shares) == expected["requests"]  # both workers served provider attempts
 

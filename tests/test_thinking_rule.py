@@ -24,7 +24,9 @@ from runtime.sim.thinking import ThinkingSigner
 from runtime.store.codec import message_from_content
 from runtime.usage import Usage
 
-SETTINGS = RequestSettings(model="claude-haiku-5-5", max_tokens=4096, thinking_json='{"budget_tokens":1024,"type":"enabled"}')
+SETTINGS = RequestSettings(
+    model="claude-haiku-5-5", max_tokens=4096, thinking_json='{"budget_tokens":1024,"type":"enabled"}'
+)
 
 
 def payload_of(view: list[Message]) -> tuple[dict[str, Any], str]:
@@ -38,7 +40,9 @@ def loop(signer: ThinkingSigner, view: list[Message], rounds: int, start: int = 
         payload, context = payload_of(view)
         signer.verify(payload)
         call = {"type": "tool_use", "id": f"toolu_{i}", "name": "synthetic_read", "input": {"path": f"doc{i}"}}
-        reply = signer.sign_reply(Reply(content=({"type": "text", "text": f"reading {i}"}, call), stop_reason="tool_use"), payload)
+        reply = signer.sign_reply(
+            Reply(content=({"type": "text", "text": f"reading {i}"}, call), stop_reason="tool_use"), payload
+        )
         message = ProviderReply(reply.content, "tool_use", Usage(), "m").message(context)
         view.append(message)
         view.append(ToolResult.for_call(message.tool_calls[0], f"contents of doc{i} " * 40))
@@ -134,7 +138,9 @@ def test_a_modified_block_or_a_changed_prefix_gets_the_apis_400() -> None:
     payload["messages"][1]["content"][0]["thinking"] += "!"
     with pytest.raises(SimAPIError) as refused:
         signer.verify(payload)
-    assert refused.value.status == 400 and "messages.1.content.0: Invalid `signature` in `thinking` block" in str(refused.value)
+    assert refused.value.status == 400 and "messages.1.content.0: Invalid `signature` in `thinking` block" in str(
+        refused.value
+    )
     payload, _ = payload_of(view)
     payload["messages"][0]["content"][0]["text"] = "another task"  # the block's preceding content changed
     with pytest.raises(SimAPIError):
@@ -168,7 +174,12 @@ def test_thinking_blocks_are_counted_and_never_marked() -> None:
     view: list[Message] = [Instruction("task")]
     loop(signer, view, 1)
     with_blocks = compile_request(system="s", tools=(), view=view, settings=SETTINGS)
-    plain = compile_request(system="s", tools=(), view=[view[0], AssistantResponse(view[1].parts[1:], "tool_use", id=view[1].id), view[2]], settings=SETTINGS)
+    plain = compile_request(
+        system="s",
+        tools=(),
+        view=[view[0], AssistantResponse(view[1].parts[1:], "tool_use", id=view[1].id), view[2]],
+        settings=SETTINGS,
+    )
     assert len(with_blocks.payload_text()) > len(plain.payload_text())  # the measured pieces carry the block
     assert any(label == view[1].id and '"signature"' in piece for label, piece in with_blocks.pieces())
     assert not is_markable({"type": "thinking", "thinking": "x", "signature": "y"})

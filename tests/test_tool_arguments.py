@@ -51,7 +51,9 @@ async def test_out_of_bound_arguments_are_refused_at_once(tool: str, arguments: 
 
 @pytest.mark.anyio
 async def test_a_huge_read_is_an_error_result_the_model_sees_and_the_node_goes_on() -> None:
-    provider = scripted({"n": [calls(("synthetic_read", {"path": "big", "size": 10**30})), calls(read("small", 100)), text("ok")]})
+    provider = scripted(
+        {"n": [calls(("synthetic_read", {"path": "big", "size": 10**30})), calls(read("small", 100)), text("ok")]}
+    )
     async with runtime_for(provider) as rt:
         result = await rt.run(flow(node("n", iterative("read"))))
     assert result["n"].status == "ok" and result["n"].result.answer == "ok"

@@ -145,7 +145,12 @@ async def test_a_cancelled_round_leaves_no_call_without_a_result() -> None:
 
     out: list[ToolResult] = []
     async with anyio.create_task_group() as tg:
-        tg.start_soon(run_calls, calls_of("quick", "hang", "hang", "quick"), setup_of(tool_of("hang", hang), tool_of("quick", quick)), out.append)
+        tg.start_soon(
+            run_calls,
+            calls_of("quick", "hang", "hang", "quick"),
+            setup_of(tool_of("hang", hang), tool_of("quick", quick)),
+            out.append,
+        )
         await started.wait()
         tg.cancel_scope.cancel()
     assert [r.call_id for r in out] == ["c0", "c1", "c2", "c3"]
@@ -172,8 +177,10 @@ async def test_ordered_and_branch_tools_run_at_their_place_after_the_results_bef
         return ToolResult.for_call(call, f"context after {len(appended)} results")
 
     setup = setup_of(
-        tool_of("read", read), tool_of("act", act, ordered=True, timeout_s=None),
-        extra=frozenset({"context"}), branch_tools={"context": context_tool},
+        tool_of("read", read),
+        tool_of("act", act, ordered=True, timeout_s=None),
+        extra=frozenset({"context"}),
+        branch_tools={"context": context_tool},
     )
 
     def append(result: ToolResult) -> None:

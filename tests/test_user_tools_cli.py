@@ -74,13 +74,25 @@ def in_tests(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_user_tools_run_and_their_errors_go_to_the_model(in_tests: None, tmp_path: Path, kind: str) -> None:
     signals, report = tmp_path / "s.jsonl", tmp_path / "r.json"
     code, out, err = cli(
-        "run", str(write(tmp_path, kind=kind)), "--tools", "tests_support.user_tools:registry",
-        "--signals", str(signals), "--report", str(report), "--quiet",
+        "run",
+        str(write(tmp_path, kind=kind)),
+        "--tools",
+        "tests_support.user_tools:registry",
+        "--signals",
+        str(signals),
+        "--report",
+        str(report),
+        "--quiet",
     )
     assert code == 0, err + out
     finished = [e.data for e in read_jsonl(signals) if e.type == "ToolCallFinished"]
     assert [(d["name"], d["is_error"]) for d in finished] == [
-        ("add", False), ("explode", True), ("stall", True), ("add", True), ("leak", True), ("synthetic_read", False),
+        ("add", False),
+        ("explode", True),
+        ("stall", True),
+        ("add", True),
+        ("leak", True),
+        ("synthetic_read", False),
     ]
     data = json.loads(report.read_text())
     assert data["nodes"]["user"]["status"] == "ok"
@@ -111,7 +123,9 @@ async def test_the_model_sees_each_error_by_its_message_without_a_traceback_or_a
 def test_with_tool_errors_fail_the_node_fails_as_before(in_tests: None, tmp_path: Path) -> None:
     report = tmp_path / "r.json"
     path = write(tmp_path, extra='tool_errors = "fail"')
-    code, _out, err = cli("run", str(path), "--tools", "tests_support.user_tools:registry", "--report", str(report), "--quiet")
+    code, _out, err = cli(
+        "run", str(path), "--tools", "tests_support.user_tools:registry", "--report", str(report), "--quiet"
+    )
     assert code == 1, err
     node = json.loads(report.read_text())["nodes"]["user"]
     assert node["status"] == "failed"
@@ -126,7 +140,7 @@ def test_an_unknown_tool_exits_2_naming_the_key_and_the_available_names(in_tests
     )
     code, out, err = cli("run", str(path), "--tools", "tests_support.user_tools:registry", "--quiet")
     assert code == 2 and out == ""
-    assert f"{path}: profiles.default.tools[1]: \"subtract\" is not a known tool" in err
+    assert f'{path}: profiles.default.tools[1]: "subtract" is not a known tool' in err
     for name in ("add", "explode", "grep", "leak", "list_files", "read_file", "stall", "synthetic_read"):
         assert name in err.split("known tools:")[1]
 
@@ -147,8 +161,10 @@ def test_a_bad_tools_option_exits_2(in_tests: None, tmp_path: Path, spec: str, m
 
 def test_a_workspace_tool_without_a_workspace_exits_2(tmp_path: Path) -> None:
     path = tmp_path / "nows.toml"
-    path.write_text('schema = "foldline.scenario/v1"\n[profiles.default]\ntools = ["read_file"]\n'
-                    '[[nodes]]\nid = "a"\ninstruction = "x"\n')
+    path.write_text(
+        'schema = "foldline.scenario/v1"\n[profiles.default]\ntools = ["read_file"]\n'
+        '[[nodes]]\nid = "a"\ninstruction = "x"\n'
+    )
     code, _out, err = cli("run", str(path), "--quiet")
     assert code == 2
     assert f"{path}: profiles.default.tools[0]: 'read_file' is a workspace tool; set [run] workspace" in err

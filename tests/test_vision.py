@@ -90,7 +90,12 @@ def test_workspace_paths_are_bounded_to_the_root(tmp_path: Path) -> None:
     (tmp_path / "in.png").write_bytes((FIGURES / "chart.png").read_bytes())
     (tmp_path / "bad.png").write_bytes(b"not an image")
     assert load_workspace_image(tmp_path, "in.png").raw() == (FIGURES / "chart.png").read_bytes()
-    for path, says in [("../x.png", "climbs out"), ("/etc/passwd", "absolute"), ("missing.png", "no such file"), ("bad.png", "not a PNG")]:
+    for path, says in [
+        ("../x.png", "climbs out"),
+        ("/etc/passwd", "absolute"),
+        ("missing.png", "no such file"),
+        ("bad.png", "not a PNG"),
+    ]:
         with pytest.raises(ToolFailed, match=says):
             load_workspace_image(tmp_path, path)
     (tmp_path / "link.png").symlink_to(FIGURES / "chart.png")

@@ -58,7 +58,9 @@ async def test_the_workspace_scenario_reads_real_files_and_nothing_outside(opene
     total = size("src/ceiling.py")
     assert first.output.startswith(f"src/ceiling.py: bytes 0-200 of {total}; next offset 200\n")
     assert second.output.startswith(f"src/ceiling.py: bytes 200-{total} of {total}\n")
-    assert first.output.split("\n", 1)[1] + second.output.split("\n", 1)[1] == (WORKSPACE / "src/ceiling.py").read_text()
+    assert (
+        first.output.split("\n", 1)[1] + second.output.split("\n", 1)[1] == (WORKSPACE / "src/ceiling.py").read_text()
+    )
 
     refused = results("outside")
     assert all(r.is_error for r in refused)
@@ -86,7 +88,9 @@ async def test_the_report_counts_each_tools_calls_errors_and_bytes() -> None:
     run = await run_scenario(scenario, provider_kind="scripted", registry=scenario_registry(scenario))
     nodes = run.report["nodes"]
     survey = run.result.branches["survey"]
-    read_bytes = sum(len(m.output.encode()) for m in survey.view() if isinstance(m, ToolResult) and m.name == "read_file")
+    read_bytes = sum(
+        len(m.output.encode()) for m in survey.view() if isinstance(m, ToolResult) and m.name == "read_file"
+    )
     assert nodes["survey"]["tools"]["read_file"] == {"calls": 2, "errors": 0, "result_bytes": read_bytes}
     assert nodes["outside"]["tools"]["read_file"]["errors"] == 4
     assert run.report["tools"]["errors"] == 6

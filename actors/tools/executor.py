@@ -133,11 +133,15 @@ async def _worker(slots: Sequence[_Slot], context: ToolContext) -> None:
 def _slots(calls: Sequence[ToolCall], setup: RoundTools) -> list[_Slot]:
     slots = []
     for call in calls:
-        tool = setup.tools.get(call.name) if call.name in setup.offered and call.name not in setup.branch_tools else None
+        tool = (
+            setup.tools.get(call.name) if call.name in setup.offered and call.name not in setup.branch_tools else None
+        )
         slot = _Slot(call, tool)
         if call.name not in setup.offered or (tool is None and call.name not in setup.branch_tools):
             available = ", ".join(sorted(setup.offered))
-            slot.result = ToolResult.for_call(call, f"unknown tool {call.name!r}; available: {available}", is_error=True)
+            slot.result = ToolResult.for_call(
+                call, f"unknown tool {call.name!r}; available: {available}", is_error=True
+            )
         slots.append(slot)
     return slots
 

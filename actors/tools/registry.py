@@ -141,7 +141,53 @@ class ToolRegistry:
 
 # -- deterministic synthetic text ----------------------------------------------------
 
-_WORDS = ["actor", "branch", "cache", "ceiling", "clone", "commit", "context", "delivered", "digest", "epoch", "fold", "ledger", "mark", "measure", "note", "prefix", "record", "refusal", "restore", "round", "scale", "segment", "signal", "stable", "summary", "tail", "tier", "token", "view", "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima", "mike", "november", "oscar", "papa"]
+_WORDS = [
+    "actor",
+    "branch",
+    "cache",
+    "ceiling",
+    "clone",
+    "commit",
+    "context",
+    "delivered",
+    "digest",
+    "epoch",
+    "fold",
+    "ledger",
+    "mark",
+    "measure",
+    "note",
+    "prefix",
+    "record",
+    "refusal",
+    "restore",
+    "round",
+    "scale",
+    "segment",
+    "signal",
+    "stable",
+    "summary",
+    "tail",
+    "tier",
+    "token",
+    "view",
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+    "kilo",
+    "lima",
+    "mike",
+    "november",
+    "oscar",
+    "papa",
+]
 
 
 def synthetic_text(seed: str, size: int) -> str:
@@ -162,7 +208,11 @@ def synthetic_text(seed: str, size: int) -> str:
 
 
 def _shown(value: Any) -> str:
-    text = repr(value) if not isinstance(value, int) or value.bit_length() < 200 else f"an integer of {value.bit_length()} bits"
+    text = (
+        repr(value)
+        if not isinstance(value, int) or value.bit_length() < 200
+        else f"an integer of {value.bit_length()} bits"
+    )
     return text if len(text) <= 80 else text[:77] + "..."
 
 
@@ -177,9 +227,7 @@ def _check_keys(tool: str, arguments: Mapping[str, Any], allowed: tuple[str, ...
 def _int_arg(tool: str, arguments: Mapping[str, Any], key: str, default: int, maximum: int) -> int:
     value = arguments.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= maximum:
-        raise ToolArgumentError(
-            f"{tool}: argument {key!r} must be an integer from 0 to {maximum}, got {_shown(value)}"
-        )
+        raise ToolArgumentError(f"{tool}: argument {key!r} must be an integer from 0 to {maximum}, got {_shown(value)}")
     return value
 
 
@@ -251,11 +299,15 @@ BUILTIN_TOOLS = ToolRegistry(
                 # The descriptions are the ones the synthetic tools had as read_file and
                 # search, so a migrated scenario's requests differ only by the tool name.
                 ToolSpec.create(
-                    "synthetic_search", "Search the corpus; returns matching lines.", _schema(query="string", size="integer?")
+                    "synthetic_search",
+                    "Search the corpus; returns matching lines.",
+                    _schema(query="string", size="integer?"),
                 ),
                 _synthetic_search,
             ),
-            Tool(ToolSpec.create("fail", "Always fails (for testing failure paths).", _schema(message="string?")), _fail),
+            Tool(
+                ToolSpec.create("fail", "Always fails (for testing failure paths).", _schema(message="string?")), _fail
+            ),
             Tool(
                 ToolSpec.create(
                     "spawn",

@@ -89,7 +89,9 @@ def choose_profile(profile: str, ceiling: int, growth: float, base: int, prices:
     return ProfileChoice(profile, ceiling, growth, fold_at, target, where)
 
 
-def cost_strategy(scenario: Scenario, steps: Sequence[Step], prices: CostPrices) -> tuple[Strategy, list[ProfileChoice]]:
+def cost_strategy(
+    scenario: Scenario, steps: Sequence[Step], prices: CostPrices
+) -> tuple[Strategy, list[ProfileChoice]]:
     """``foldline-cost`` for ``scenario``: per-profile settings from the cost model over the naive ``steps``.
 
     A profile without a numeric ceiling, without growth to measure, or where no

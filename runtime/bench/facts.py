@@ -25,9 +25,7 @@ VALUE_CHARS = 16
 def check_fact_id(fact_id: object) -> str:
     """``fact_id`` itself if it is a valid fact id, else ValueError naming it."""
     if not isinstance(fact_id, str) or not _FACT_ID.fullmatch(fact_id):
-        raise ValueError(
-            f"fact id {fact_id!r} is not 1 to 40 letters, digits, '_' or '-'"
-        )
+        raise ValueError(f"fact id {fact_id!r} is not 1 to 40 letters, digits, '_' or '-'")
     return fact_id
 
 

@@ -37,7 +37,9 @@ def reading_branch(rounds: int, chars: int, *, delivered: bool = True) -> Branch
     conversation.task("Read the files under docs/ and summarize them.")
     for i in range(rounds):
         path = f"docs/file_{i:03d}.md"
-        conversation.round([("read_file", {"path": path, "size": chars}, synthetic_text(path, chars))], say=f"Reading file {i}.")
+        conversation.round(
+            [("read_file", {"path": path, "size": chars}, synthetic_text(path, chars))], say=f"Reading file {i}."
+        )
     if delivered:
         conversation.deliver()
     return conversation.branch()

@@ -298,7 +298,10 @@ async def run_workload(
     async with (
         open_provider(spec, policies, clock=clock) as provider,
         Runtime(
-            provider=OrderedSends(provider), model=spec.model_config, registry=registry, clock=clock,
+            provider=OrderedSends(provider),
+            model=spec.model_config,
+            registry=registry,
+            clock=clock,
             scenario=applied.name,
         ) as rt,
     ):
@@ -353,7 +356,9 @@ async def run_workload_set(
     runs: dict[str, RunMetrics] = {}
     not_run: dict[str, str] = {}
     baseline = STRATEGIES[BASELINE]
-    runs[baseline.name] = await run_workload(scenario, baseline, provider_kind=provider_kind, registry=registry, bound=bound)
+    runs[baseline.name] = await run_workload(
+        scenario, baseline, provider_kind=provider_kind, registry=registry, bound=bound
+    )
     if progress is not None:
         progress(f"{scenario.name}: {baseline.name} done in {runs[baseline.name].wall_s:.1f}s")
     choices: list[ProfileChoice] = []
@@ -437,12 +442,16 @@ def priced_model(pricing: PricingTable, model: str) -> None:
     served = served_models()
     tier = pricing.first_tier(model)
     if tier is None:
-        raise ConfigError(f"--model: {model!r} is not in the pricing table; priced models: "
-                          f"{', '.join(sorted(m for m in served if pricing.first_tier(m) is not None))}")
+        raise ConfigError(
+            f"--model: {model!r} is not in the pricing table; priced models: "
+            f"{', '.join(sorted(m for m in served if pricing.first_tier(m) is not None))}"
+        )
     missing = [name for name in ("input", "output", "cache_read", "cache_write_5m") if getattr(tier, name) is None]
     if missing:
-        raise ConfigError(f"--model: {model!r} has no {', '.join(missing)} price in the pricing table; the bench "
-                          "prices what users pay, so it needs every price")
+        raise ConfigError(
+            f"--model: {model!r} has no {', '.join(missing)} price in the pricing table; the bench "
+            "prices what users pay, so it needs every price"
+        )
     if model not in served:
         raise ConfigError(f"--model: the simulated server does not serve {model!r}; it serves {', '.join(served)}")
 

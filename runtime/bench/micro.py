@@ -132,7 +132,9 @@ def compile_measure_figure(tokens: int = 100_000, runs: int = 20) -> Figure:
         response, result = _round(i, 8_000)
         view += [response, result]
         i += 1
-        counted = measure(compile_request(system="sys", tools=(), view=view, settings=settings).pieces(), counter, 1.0).counted
+        counted = measure(
+            compile_request(system="sys", tools=(), view=view, settings=settings).pieces(), counter, 1.0
+        ).counted
     samples = []
     for _ in range(runs):
         response, result = _round(i, 2_000)
@@ -144,8 +146,9 @@ def compile_measure_figure(tokens: int = 100_000, runs: int = 20) -> Figure:
         samples.append((time.perf_counter() - started) * 1000)
         if m.counted < tokens:
             raise RuntimeError(f"the conversation measured {m.counted} tokens, expected at least {tokens}")
-    return Figure(f"compile + measure of a {tokens // 1000}k-token conversation after one appended turn", "ms",
-                  tuple(samples))
+    return Figure(
+        f"compile + measure of a {tokens // 1000}k-token conversation after one appended turn", "ms", tuple(samples)
+    )
 
 
 def compile_measure_scratch_figure(tokens: int = 100_000, runs: int = 5) -> Figure:
@@ -206,12 +209,7 @@ async def bus_figure(subscribers: int, events: int = 20_000, runs: int = 5) -> F
     return Figure(f"bus throughput, {subscribers} subscriber(s)", "events/s", tuple(samples))
 
 
-IMPORT_PROBE = (
-    "import time\n"
-    "started = time.perf_counter()\n"
-    "import {module}\n"
-    "print(time.perf_counter() - started)\n"
-)
+IMPORT_PROBE = "import time\nstarted = time.perf_counter()\nimport {module}\nprint(time.perf_counter() - started)\n"
 
 
 def import_figure(module: str, runs: int = 5) -> Figure:

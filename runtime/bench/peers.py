@@ -182,8 +182,9 @@ class _Ledger:
         self.peak = max(self.peak, read + write)
 
 
-def _replay_branch(steps: Sequence[Step], base: int, ceiling: int | None, params: PeerParams, ledger: _Ledger,
-                   cached: int) -> None:
+def _replay_branch(
+    steps: Sequence[Step], base: int, ceiling: int | None, params: PeerParams, ledger: _Ledger, cached: int
+) -> None:
     trigger = float("inf") if ceiling is None else params.trigger_share * ceiling
     size = 0
     previous = 0
@@ -207,7 +208,10 @@ def _replay_branch(steps: Sequence[Step], base: int, ceiling: int | None, params
 
 
 def replay(
-    steps: Sequence[Step], ceilings: Mapping[str | None, int | None], params: PeerParams, pricing: PricingTable,
+    steps: Sequence[Step],
+    ceilings: Mapping[str | None, int | None],
+    params: PeerParams,
+    pricing: PricingTable,
     model: str,
 ) -> PeerFigures:
     """Price ``params``' compaction over ``steps`` (every branch's requests, in order).
@@ -250,7 +254,10 @@ def replay(
 
 
 def replay_all(
-    steps: Sequence[Step], ceilings: Mapping[str | None, int | None], pricing: PricingTable, model: str,
+    steps: Sequence[Step],
+    ceilings: Mapping[str | None, int | None],
+    pricing: PricingTable,
+    model: str,
     variants: Sequence[PeerParams] = VARIANTS,
 ) -> tuple[PeerFigures, ...]:
     """Every variant of the sensitivity table over ``steps``."""

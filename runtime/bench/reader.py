@@ -242,7 +242,12 @@ def _fill(value: Any, values: Mapping[str, str | None]) -> Any:
 
 
 def _read_call(call: ReadResultCall) -> dict[str, Any]:
-    return {"action": "read_result", "index": call.index, "offset": call.offset, "limit": max(1, min(call.limit, PAGE_CHARS))}
+    return {
+        "action": "read_result",
+        "index": call.index,
+        "offset": call.offset,
+        "limit": max(1, min(call.limit, PAGE_CHARS)),
+    }
 
 
 # -- the policy -----------------------------------------------------------------------------
@@ -361,7 +366,13 @@ class ReaderPolicy:
         return self._reply(step.text, [(call.name, _fill(call.arguments, values)) for call in step.tool_calls], [])
 
     def _record(
-        self, fact: str, kind: Literal["probe", "key"], outcome: Outcome, value: str | None, rounds: int, detail: str = ""
+        self,
+        fact: str,
+        kind: Literal["probe", "key"],
+        outcome: Outcome,
+        value: str | None,
+        rounds: int,
+        detail: str = "",
     ) -> None:
         self._active.pop(fact, None)
         self.log.append(RecallOutcome(self.node_id, self._cursor, fact, kind, outcome, value, rounds, detail))

@@ -136,23 +136,36 @@ def after_one_turn(tokens: int, target_ms: float, runs: int = 15) -> Row:
         request = compile_request(system="You read files.", tools=(), view=view, settings=settings)
         m = measure(request.pieces(), counter, 1.0)
         placement = place_marks(
-            request.prepared(), ledger=ledger, now=0.0, route=ROUTE, process_id=PROCESS,
+            request.prepared(),
+            ledger=ledger,
+            now=0.0,
+            route=ROUTE,
+            process_id=PROCESS,
             previous=None if previous is None else previous.certified,
         )
         request.with_marks(placement.marks)
         elapsed = (time.process_time() - started) * 1000
         if run:  # the first pass primes the counter and the ledger, as the earlier turns of a run did
             samples.append(elapsed)
-        usage = Usage(input_tokens=0, cache_read_input_tokens=max(m.counted - 2_600, 0),
-                      cache_write_5m_tokens=min(2_600, m.counted), output_tokens=40)
+        usage = Usage(
+            input_tokens=0,
+            cache_read_input_tokens=max(m.counted - 2_600, 0),
+            cache_write_5m_tokens=min(2_600, m.counted),
+            output_tokens=40,
+        )
         ledger = ledger.after_response(placement, usage, 0.0, ROUTE, PROCESS)
         previous = placement
     counted = 0 if m is None else m.counted
     if counted < tokens:
         raise RuntimeError(f"the conversation measured {counted} tokens, expected at least {tokens}")
     label = f"{tokens / 1_000_000:g}M" if tokens >= 1_000_000 else f"{tokens // 1000}k"
-    return Row(f"compile + measure + place after one turn, {label} tokens", "ms", tuple(samples), target_ms,
-               note=f"{len(view):,} messages, {counted:,} tokens")
+    return Row(
+        f"compile + measure + place after one turn, {label} tokens",
+        "ms",
+        tuple(samples),
+        target_ms,
+        note=f"{len(view):,} messages, {counted:,} tokens",
+    )
 
 
 def from_scratch(tokens: int = 100_000, target_ms: float = 20.0, runs: int = 7) -> Row:
@@ -170,11 +183,17 @@ def from_scratch(tokens: int = 100_000, target_ms: float = 20.0, runs: int = 7) 
         forget_layouts()
         counter = TokenCounter()
         started = time.process_time()
-        counted = measure(compile_request(system="s", tools=(), view=view, settings=settings).pieces(), counter,
-                          1.0).counted
+        counted = measure(
+            compile_request(system="s", tools=(), view=view, settings=settings).pieces(), counter, 1.0
+        ).counted
         samples.append((time.process_time() - started) * 1000)
-    return Row(f"compile + measure from scratch, {tokens // 1000}k tokens", "ms", tuple(samples), target_ms,
-               note=f"{counted:,} tokens")
+    return Row(
+        f"compile + measure from scratch, {tokens // 1000}k tokens",
+        "ms",
+        tuple(samples),
+        target_ms,
+        note=f"{counted:,} tokens",
+    )
 
 
 async def clone(messages: int, target_ms: float | None = None, runs: int = 15) -> Row:

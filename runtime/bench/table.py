@@ -60,8 +60,7 @@ def peer_ratios(result: WorkloadResult, strategy: str = FOLDLINE) -> dict[str, f
     """``strategy``'s cost over every peer variant's (None where the variant is infeasible or missing)."""
     run = result.runs.get(strategy)
     return {
-        f.params.label: (_ratio(run.cost_bit, f.bit) if run is not None and f.feasible else None)
-        for f in result.peers
+        f.params.label: (_ratio(run.cost_bit, f.bit) if run is not None and f.feasible else None) for f in result.peers
     }
 
 

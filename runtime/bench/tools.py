@@ -130,9 +130,7 @@ async def _stage(arguments: Mapping[str, Any], context: ToolContext) -> str:
     if n > 1:
         key = arguments.get("key")
         if key != fact_value(stage_fact(n - 1)):
-            raise ToolFailed(
-                f"stage {n}: key {key!r} is not the key stage {n - 1} printed (fact {stage_fact(n - 1)})"
-            )
+            raise ToolFailed(f"stage {n}: key {key!r} is not the key stage {n - 1} printed (fact {stage_fact(n - 1)})")
     return stage_text(n, size)
 
 

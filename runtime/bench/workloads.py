@@ -239,7 +239,11 @@ def reading_40k(sizes: Sizes) -> str:
 
 def staged_64(sizes: Sizes) -> str:
     return _staged(
-        "staged-64", sizes.stages, sizes.stage_chars, sizes.staged_ceiling, sizes,
+        "staged-64",
+        sizes.stages,
+        sizes.stage_chars,
+        sizes.staged_ceiling,
+        sizes,
         f"{sizes.stages} stages in one iterative turn; each stage's result carries the key the next stage needs "
         f"plus {sizes.stage_chars[0]:,} to {sizes.stage_chars[1]:,} characters of bulk output; "
         f"{sizes.staged_ceiling:,}-token ceiling.",
@@ -248,7 +252,11 @@ def staged_64(sizes: Sizes) -> str:
 
 def staged_curl(sizes: Sizes) -> str:
     return _staged(
-        "staged-curl", sizes.curl_stages, sizes.curl_stage_chars, sizes.curl_ceiling, sizes,
+        "staged-curl",
+        sizes.curl_stages,
+        sizes.curl_stage_chars,
+        sizes.curl_ceiling,
+        sizes,
         f"Seed 004's staged task: {sizes.curl_stages} stages in one turn, each adding about 8% of the "
         f"{sizes.curl_ceiling:,}-token ceiling ({sizes.curl_stage_chars[0]:,} to {sizes.curl_stage_chars[1]:,} "
         "characters), the share pi-fold's 64-stage run added per stage (1,249,415 fresh tokens over 56 stages "
@@ -256,8 +264,7 @@ def staged_curl(sizes: Sizes) -> str:
     )
 
 
-def _staged(name: str, stages: int, stage_chars: tuple[int, int], ceiling: int, sizes: Sizes,
-            description: str) -> str:
+def _staged(name: str, stages: int, stage_chars: tuple[int, int], ceiling: int, sizes: Sizes, description: str) -> str:
     rng = random.Random(name)
     bulk = _sizes(rng, stages, stage_chars)
     probe_every = max(2, stages // 8)
@@ -403,8 +410,13 @@ def emitter(sizes: Sizes) -> str:
         "that start from a copy of this conversation.",
     )
     nodes: list[dict[str, Any]] = [
-        {"id": "emitter", "profile": "emitter", "instruction": "Read the documents, then spawn the children.",
-         "max_rounds": 4 * len(steps), "script": steps}
+        {
+            "id": "emitter",
+            "profile": "emitter",
+            "instruction": "Read the documents, then spawn the children.",
+            "max_rounds": 4 * len(steps),
+            "script": steps,
+        }
     ]
     for i in range(EMITTER_WORKERS):
         recalled = [lead_facts[(3 * i) % len(lead_facts)], lead_facts[(3 * i + 4) % len(lead_facts)]]
@@ -414,15 +426,26 @@ def emitter(sizes: Sizes) -> str:
             {"text": f"Worker {i + 1} checked facts {recalled[0]} and {recalled[1]}."},
         ]
         nodes.append(
-            {"id": f"worker-{i + 1}", "spawned_by": "emitter", "inherit": "view",
-             "instruction": f"Read your extra document, then state facts {recalled[0]} and {recalled[1]} from "
-             "the emitter's reading.", "max_rounds": 4 * len(child_steps), "script": child_steps}
+            {
+                "id": f"worker-{i + 1}",
+                "spawned_by": "emitter",
+                "inherit": "view",
+                "instruction": f"Read your extra document, then state facts {recalled[0]} and {recalled[1]} from "
+                "the emitter's reading.",
+                "max_rounds": 4 * len(child_steps),
+                "script": child_steps,
+            }
         )
     nodes.append(
-        {"id": "checker", "spawned_by": "emitter", "inherit": "view", "operation": "bounded",
-         "max_input_tokens": sizes.emitter_bounded_ceiling,
-         "instruction": "In one answer, say whether the emitter's reading is complete.",
-         "script": [{"text": "The emitter's reading is complete."}]}
+        {
+            "id": "checker",
+            "spawned_by": "emitter",
+            "inherit": "view",
+            "operation": "bounded",
+            "max_input_tokens": sizes.emitter_bounded_ceiling,
+            "instruction": "In one answer, say whether the emitter's reading is complete.",
+            "script": [{"text": "The emitter's reading is complete."}],
+        }
     )
     return _scenario_text(
         "emitter",
@@ -432,8 +455,7 @@ def emitter(sizes: Sizes) -> str:
         f"{SEED_000_RATIO:.1f} times it, as the seed's child did, and fold their own copy) and one bounded "
         f"checker with a {sizes.emitter_bounded_ceiling:,}-token per-call ceiling (it fails as its own node).",
         {
-            "default": {"system": system, "tools": list(FANOUT_TOOLS),
-                        "max_input_tokens": sizes.emitter_child_ceiling},
+            "default": {"system": system, "tools": list(FANOUT_TOOLS), "max_input_tokens": sizes.emitter_child_ceiling},
             "emitter": {"system": system, "tools": list(FANOUT_TOOLS), "max_input_tokens": "none"},
         },
         nodes,

@@ -230,14 +230,20 @@ def _mapping_source(payload: Mapping[str, Any]) -> _Source:
     messages = messages_of(payload)
     output_config = payload.get("output_config")
     effort = output_config.get("effort") if isinstance(output_config, Mapping) else None
-    seeds = _seeds(payload.get("model"), payload.get("thinking"), effort, payload.get("speed", ABSENT),
-                   payload.get("tool_choice", ABSENT))
+    seeds = _seeds(
+        payload.get("model"),
+        payload.get("thinking"),
+        effort,
+        payload.get("speed", ABSENT),
+        payload.get("tool_choice", ABSENT),
+    )
 
     def message(m: int) -> PreparedMessage:
         envelope = {k: v for k, v in messages[m].items() if k != "content"}
-        return PreparedMessage(canonical_bytes(envelope), tuple(
-            _mapping_block(block) for block in content_blocks(messages[m]["content"], f"messages[{m}].content")
-        ))
+        return PreparedMessage(
+            canonical_bytes(envelope),
+            tuple(_mapping_block(block) for block in content_blocks(messages[m]["content"], f"messages[{m}].content")),
+        )
 
     def match(keys: tuple[Hashable, ...], previous: tuple[Hashable, ...]) -> int:
         start = 0

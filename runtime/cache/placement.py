@@ -79,9 +79,7 @@ def _live_rows(certified: CertifiedPayload, ledger: CacheLedger, now: float) -> 
                 found.append((index, live_row))
         found.sort(key=lambda item: item[0])
         return [(certified.refs[index], live_row) for index, live_row in found]
-    return [
-        (ref, row) for ref in certified.refs if (row := ledger.get(ref.certificate)) is not None and row.live(now)
-    ]
+    return [(ref, row) for ref in certified.refs if (row := ledger.get(ref.certificate)) is not None and row.live(now)]
 
 
 def place_marks(
@@ -215,9 +213,7 @@ class _MarkSet:
             self.skip("stable", "ttl_order", location)
 
 
-def _check_arguments(
-    intent: Any, ledger: Any, now: Any, process_id: Any, tail_skip: Any, lookback: Any
-) -> None:
+def _check_arguments(intent: Any, ledger: Any, now: Any, process_id: Any, tail_skip: Any, lookback: Any) -> None:
     if intent not in INTENTS:
         raise CacheInputError(f"intent {intent!r} is not one of {', '.join(INTENTS)}")
     if not isinstance(ledger, CacheLedger):

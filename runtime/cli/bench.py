@@ -188,9 +188,7 @@ def _run_table(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     async def main() -> list[WorkloadResult]:
         results = []
         for scenario in scenarios:
-            results.append(
-                await run_workload_set(scenario, strategies, provider_kind=args.provider, progress=progress)
-            )
+            results.append(await run_workload_set(scenario, strategies, provider_kind=args.provider, progress=progress))
         return results
 
     started = time.perf_counter()
@@ -239,11 +237,18 @@ def _run_micro(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     print(f"wall time: {wall_s:.1f} s", file=out)
     if rows:
         missed = [row.name for row in rows if row.met is False]
-        print(f"scaling targets: {sum(1 for row in rows if row.met)} met, {len(missed)} missed"
-              + (f" ({'; '.join(missed)})" if missed else ""), file=out)
+        print(
+            f"scaling targets: {sum(1 for row in rows if row.met)} met, {len(missed)} missed"
+            + (f" ({'; '.join(missed)})" if missed else ""),
+            file=out,
+        )
     if args.json:
-        document = {"schema": "foldline.bench.micro/v1", "wall_s": round(wall_s, 3),
-                    "figures": [f.to_json() for f in figures], "scaling": [row.to_json() for row in rows]}
+        document = {
+            "schema": "foldline.bench.micro/v1",
+            "wall_s": round(wall_s, 3),
+            "figures": [f.to_json() for f in figures],
+            "scaling": [row.to_json() for row in rows],
+        }
         Path(args.json).write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return EXIT_OK
 

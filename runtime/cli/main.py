@@ -40,13 +40,17 @@ def _parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run a scenario file")
     run.add_argument("scenario", help="path to a scenario TOML file")
-    run.add_argument("--provider", choices=("scripted", "simulated", "anthropic"), help="override the scenario's provider")
+    run.add_argument(
+        "--provider", choices=("scripted", "simulated", "anthropic"), help="override the scenario's provider"
+    )
     run.add_argument("--signals", metavar="FILE.jsonl", help="write every event, one JSON object per line")
     run.add_argument("--report", metavar="FILE.json", help="write the report as JSON")
     run.add_argument("--quiet", action="store_true", help="no progress lines")
     run.add_argument("--plain", action="store_true", help="plain progress lines even on a terminal (no live view)")
     run.add_argument("--store", metavar="PATH", help="store the run in SQLite at PATH as it goes (resumable)")
-    run.add_argument("--tools", metavar="MODULE:NAME", help="add the tools of a registry in your code (package.module:registry)")
+    run.add_argument(
+        "--tools", metavar="MODULE:NAME", help="add the tools of a registry in your code (package.module:registry)"
+    )
     from runtime.cli import temporal as temporal_command
 
     temporal_command.add_engine_arguments(run)
@@ -66,7 +70,9 @@ def _parser() -> argparse.ArgumentParser:
     from runtime.cli import report as display_commands
 
     display_commands.add_inspect_html_argument(inspect)
-    display_commands.add_report_arguments(sub.add_parser("report", help="draw a run or a bench output as one HTML file"))
+    display_commands.add_report_arguments(
+        sub.add_parser("report", help="draw a run or a bench output as one HTML file")
+    )
 
     from runtime.cli import sim as sim_command
 
@@ -115,8 +121,13 @@ def _cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         with progress_view(err, quiet=args.quiet, plain=args.plain, plain_printer=progress_printer) as progress:
             run = anyio.run(
-                lambda: run_scenario(scenario, provider_kind=args.provider, signals_path=args.signals, progress=progress,
-                                     registry=registry)
+                lambda: run_scenario(
+                    scenario,
+                    provider_kind=args.provider,
+                    signals_path=args.signals,
+                    progress=progress,
+                    registry=registry,
+                )
             )
     except ConfigError as exc:
         print(f"foldline: {args.scenario}: {exc}", file=err)

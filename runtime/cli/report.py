@@ -25,9 +25,12 @@ def _fail(err: TextIO, message: str, code: int) -> int:
 
 
 def add_report_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("source", help="a run's store (run --store), a signals file (run --signals) or bench --json output")
-    parser.add_argument("--html", metavar="FILE.html", required=True,
-                        help="write the report as one self-contained HTML file")
+    parser.add_argument(
+        "source", help="a run's store (run --store), a signals file (run --signals) or bench --json output"
+    )
+    parser.add_argument(
+        "--html", metavar="FILE.html", required=True, help="write the report as one self-contained HTML file"
+    )
 
 
 def write_page(path: str, page: str, err: TextIO) -> int:
@@ -54,8 +57,11 @@ def run_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def add_inspect_html_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--html", metavar="FILE.html",
-                        help="write the branch's view (every branch without --branch) as a self-contained HTML file")
+    parser.add_argument(
+        "--html",
+        metavar="FILE.html",
+        help="write the branch's view (every branch without --branch) as a self-contained HTML file",
+    )
 
 
 def run_inspect_html(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

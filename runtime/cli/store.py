@@ -114,8 +114,11 @@ def run_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def add_resume_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", help="the store of a run that stopped (crash, kill, Ctrl-C)")
-    parser.add_argument("--provider", choices=("scripted", "simulated", "anthropic"),
-                        help="override the provider the run was stored with")
+    parser.add_argument(
+        "--provider",
+        choices=("scripted", "simulated", "anthropic"),
+        help="override the provider the run was stored with",
+    )
     parser.add_argument("--report", metavar="FILE.json", help="write the report as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
 
@@ -136,8 +139,9 @@ def run_resume(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if not verification.ok:
             for failure in verification.failures:
                 print(f"foldline: resume: verification failed: {failure}", file=err)
-            return _fail(err, f"{args.path}: {verification.summary()}; not reporting on an unverified store",
-                         EXIT_FAILED)
+            return _fail(
+                err, f"{args.path}: {verification.summary()}; not reporting on an unverified store", EXIT_FAILED
+            )
         print(f"foldline: {verification.summary()} (every stored request rebuilt to its digest)", file=err)
         return _print_report(report_from_store(args.path, model), args, out)
     except (NotAStore, StoreInUse, ConfigError) as exc:
@@ -194,8 +198,10 @@ def run_replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 if len(rows) > 1:
                     labels = ", ".join(f"#{row.rid}" for row in rows)
                     return _fail(
-                        err, f"{args.path}: request id {args.request!r} names {len(rows)} stored requests ({labels}); "
-                        "pick one with --request #N", EXIT_BAD_INPUT,
+                        err,
+                        f"{args.path}: request id {args.request!r} names {len(rows)} stored requests ({labels}); "
+                        "pick one with --request #N",
+                        EXIT_BAD_INPUT,
                     )
             results = replay_all(reader, rows)
         except StoreCorrupt as exc:
@@ -219,10 +225,16 @@ def run_replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def add_events_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", help="a run's store (or a file a SqliteSink wrote)")
-    parser.add_argument("--type", action="append", metavar="T", dest="types",
-                        help="only events of type T (repeat for several, or T1,T2)")
-    parser.add_argument("--follow", action="store_true",
-                        help="keep printing new events while a run or resume writes the store")
+    parser.add_argument(
+        "--type",
+        action="append",
+        metavar="T",
+        dest="types",
+        help="only events of type T (repeat for several, or T1,T2)",
+    )
+    parser.add_argument(
+        "--follow", action="store_true", help="keep printing new events while a run or resume writes the store"
+    )
 
 
 def run_events(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -289,8 +301,14 @@ def run_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from runtime.store.inspect import message_chars
 
         rows = [
-            (b.id, nodes.get(b.id), b.parent_id, b.record_length(), len(b.view_ids()),
-             sum(message_chars(m) for m in b.view()))
+            (
+                b.id,
+                nodes.get(b.id),
+                b.parent_id,
+                b.record_length(),
+                len(b.view_ids()),
+                sum(message_chars(m) for m in b.view()),
+            )
             for b in branches.values()
         ]
         print(format_branches(rows), file=out)

@@ -53,5 +53,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def worker(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from runtime.temporal.command import WorkerOptions, run_worker
 
-    options = WorkerOptions(temporal=args.temporal, bodies=args.bodies, task_queue=args.task_queue, sim_url=args.sim_url)
+    options = WorkerOptions(
+        temporal=args.temporal, bodies=args.bodies, task_queue=args.task_queue, sim_url=args.sim_url
+    )
     return run_worker(options, out, err)

@@ -97,7 +97,7 @@ def _check_dependency_cycles(nodes: Sequence[GraphNode], index: Mapping[str, int
                 done.add(finished)
                 continue
             if dep in on_path:
-                cycle = path[path.index(dep):] + [dep]
+                cycle = path[path.index(dep) :] + [dep]
                 raise ConfigError(
                     f"{prefix}{join_index('nodes', index[cycle[0]])}.depends_on: dependency cycle {' -> '.join(cycle)}"
                 )
@@ -116,7 +116,7 @@ def _check_spawn_cycles(nodes: Sequence[GraphNode], index: Mapping[str, int], pr
         current = node
         while current.spawned_by is not None and current.id not in reaches_top:
             if current.spawned_by in on_chain:
-                cycle = chain[chain.index(current.spawned_by):] + [current.spawned_by]
+                cycle = chain[chain.index(current.spawned_by) :] + [current.spawned_by]
                 raise ConfigError(
                     f"{prefix}{join_index('nodes', index[cycle[0]])}.spawned_by: spawn cycle {' -> '.join(cycle)} "
                     f"(each spawned by the next); none of them can ever start"

@@ -102,8 +102,9 @@ def loads_scenario(text: str, *, path_label: str, tool_names: Collection[str]) -
     if not isinstance(text, str):
         raise TypeError(f"loads_scenario: text must be a str, got {type(text).__name__}")
     if len(text) > MAX_SCENARIO_BYTES:
-        raise ScenarioError(path_label, f"{len(text)} characters is above the bound of {MAX_SCENARIO_BYTES} "
-                                        f"for a scenario")
+        raise ScenarioError(
+            path_label, f"{len(text)} characters is above the bound of {MAX_SCENARIO_BYTES} for a scenario"
+        )
     return _build(text, label=path_label, path=None, tool_names=tool_names)
 
 
@@ -185,7 +186,7 @@ def _profiles(raw: Any, tool_names: frozenset[str]) -> dict[str, Profile]:
 
 def _nodes(raw: Any) -> tuple[NodeSpec, ...]:
     if raw is None:
-        raise ConfigError('nodes: missing; a scenario needs at least one [[nodes]] entry with id and instruction')
+        raise ConfigError("nodes: missing; a scenario needs at least one [[nodes]] entry with id and instruction")
     if isinstance(raw, Mapping):
         raise ConfigError("nodes: a single table; write each node as an [[nodes]] entry (an array of tables)")
     entries = check_array(raw, "nodes", expected="an array of tables ([[nodes]])")

@@ -96,6 +96,7 @@ class NodeSpec:
 
 def _check_node(v: Mapping[str, Any], where: str, *, inherit_set: bool) -> None:
     """``inherit_set``: the key was given (from a dict) or differs from its default (in code)."""
+
     def at(key: str) -> str:
         return join_key(where, key)
 
@@ -116,9 +117,7 @@ def _check_node(v: Mapping[str, Any], where: str, *, inherit_set: bool) -> None:
         check_name(v["spawned_by"], at("spawned_by"), expected=f"a node id: {_NAME_EXPECTED}")
     check_choice(v["inherit"], at("inherit"), INHERIT_MODES)
     if v["spawned_by"] is None and inherit_set:
-        raise ConfigError(
-            f"{at('inherit')}: set on a node that is not a child; inherit applies only with spawned_by"
-        )
+        raise ConfigError(f"{at('inherit')}: set on a node that is not a child; inherit applies only with spawned_by")
 
 
 def _check_instructions(v: Mapping[str, Any], where: str, operation: str) -> None:
@@ -132,12 +131,12 @@ def _check_instructions(v: Mapping[str, Any], where: str, operation: str) -> Non
         )
     if single is None and not planned:
         raise ConfigError(
-            f"{join_key(where, 'instruction')}: missing; a node needs instruction = \"...\" "
+            f'{join_key(where, "instruction")}: missing; a node needs instruction = "..." '
             f"(or instructions = [...] for a bounded planned sequence)"
         )
     if planned and operation != "bounded":
         raise ConfigError(
-            f'{join_key(where, "instructions")}: a planned sequence is a bounded operation, '
+            f"{join_key(where, 'instructions')}: a planned sequence is a bounded operation, "
             f'but operation is "{operation}"; set operation = "bounded" or use instruction'
         )
     for i, text in enumerate(planned):

@@ -152,16 +152,22 @@ def _check_profile(v: Mapping[str, Any], where: str) -> None:
     check_bool(v["prompt_caching"], at("prompt_caching"))
     check_bool(v["context_management"], at("context_management"))
     fold_at = check_number(
-        v["context_fold_at"], at("context_fold_at"),
-        within=lambda x: 0 < x <= 1, expected="a finite number with 0 < context_fold_at <= 1",
+        v["context_fold_at"],
+        at("context_fold_at"),
+        within=lambda x: 0 < x <= 1,
+        expected="a finite number with 0 < context_fold_at <= 1",
     )
     target = check_number(
-        v["context_fold_target"], at("context_fold_target"),
-        within=lambda x: 0 < x < 1, expected="a finite number with 0 < context_fold_target < 1",
+        v["context_fold_target"],
+        at("context_fold_target"),
+        within=lambda x: 0 < x < 1,
+        expected="a finite number with 0 < context_fold_target < 1",
     )
     margin = check_number(
-        v["context_fold_tail_margin"], at("context_fold_tail_margin"),
-        within=lambda x: 0 <= x < 1, expected="a finite number with 0 <= context_fold_tail_margin < 1",
+        v["context_fold_tail_margin"],
+        at("context_fold_tail_margin"),
+        within=lambda x: 0 <= x < 1,
+        expected="a finite number with 0 <= context_fold_tail_margin < 1",
     )
     # A broken pair is blamed on the key moved off its default (the target or
     # margin when both moved), so code and files word the refusal alike.
@@ -188,8 +194,13 @@ def _check_profile(v: Mapping[str, Any], where: str) -> None:
             f"({render_value(margin)}); {rule}"
         )
     if v["tool_result_max_chars"] is not None:
-        check_int(v["tool_result_max_chars"], at("tool_result_max_chars"), minimum=1024,
-                  maximum=MAX_TOOL_RESULT_CHARS, expected="an integer >= 1024 (omit the key for no bound)")
+        check_int(
+            v["tool_result_max_chars"],
+            at("tool_result_max_chars"),
+            minimum=1024,
+            maximum=MAX_TOOL_RESULT_CHARS,
+            expected="an integer >= 1024 (omit the key for no bound)",
+        )
     check_choice(v["fold_scheduling"], at("fold_scheduling"), FOLD_SCHEDULINGS)
     check_choice(v["context_strategy"], at("context_strategy"), CONTEXT_STRATEGIES)
     check_int(v["max_tokens"], at("max_tokens"), minimum=1, maximum=MAX_OUTPUT_TOKENS, expected="a positive integer")

@@ -65,12 +65,20 @@ class RunSettings:
 
 
 def _check_run(v: Mapping[str, Any], where: str) -> None:
-    check_int(v["concurrency"], join_key(where, "concurrency"), minimum=1, maximum=MAX_CONCURRENCY,
-              expected="a positive integer")
-    check_int(v["spawn_limit"], join_key(where, "spawn_limit"), minimum=0, maximum=MAX_SPAWN_LIMIT,
-              expected="an integer >= 0")
+    check_int(
+        v["concurrency"],
+        join_key(where, "concurrency"),
+        minimum=1,
+        maximum=MAX_CONCURRENCY,
+        expected="a positive integer",
+    )
+    check_int(
+        v["spawn_limit"], join_key(where, "spawn_limit"), minimum=0, maximum=MAX_SPAWN_LIMIT, expected="an integer >= 0"
+    )
     if v["workspace"] is not None:
-        check_text(v["workspace"], join_key(where, "workspace"), expected="a directory path relative to the scenario file")
+        check_text(
+            v["workspace"], join_key(where, "workspace"), expected="a directory path relative to the scenario file"
+        )
 
 
 # -- the scenario ---------------------------------------------------------
@@ -81,7 +89,6 @@ class UnknownNode(FoldlineError, KeyError):
 
     def __str__(self) -> str:  # KeyError would show the repr of the message
         return str(self.args[0])
-
 
 
 def _profiles_with_default(value: Any) -> Any:

@@ -67,8 +67,9 @@ def fault_rule_from_obj(raw: Any, where: str) -> FaultRule:
             raise ConfigError(f"{join_key(where, key)}: {render_value(value)} is above the upper bound {limit}")
     delay = table.get("delay_s")
     if isinstance(delay, (int, float)) and not isinstance(delay, bool) and delay > MAX_LATENCY_S:
-        raise ConfigError(f"{join_key(where, 'delay_s')}: {render_value(delay)} is above the upper bound "
-                          f"{MAX_LATENCY_S:g} seconds")
+        raise ConfigError(
+            f"{join_key(where, 'delay_s')}: {render_value(delay)} is above the upper bound {MAX_LATENCY_S:g} seconds"
+        )
     if isinstance(delay, int) and not isinstance(delay, bool) and abs(delay) > 2**53:
         raise wrong_type(join_key(where, "delay_s"), delay, "a number of seconds > 0")
     try:

@@ -46,27 +46,47 @@ def workload_chart(workload: Mapping[str, Any]) -> str:
     def x_of(value: float) -> float:
         return LEFT + (WIDTH - LEFT - RIGHT) * value / top
 
-    parts = [el("text", {"class": "axis", "x": WIDTH - RIGHT, "y": 14, "text-anchor": "end"},
-                text="cost in base-input-token units (BIT)")]
+    parts = [
+        el(
+            "text",
+            {"class": "axis", "x": WIDTH - RIGHT, "y": 14, "text-anchor": "end"},
+            text="cost in base-input-token units (BIT)",
+        )
+    ]
     for i, (name, run) in enumerate(runs.items()):
         y = TOP + i * (BAR + GAP)
         bit = float(run["cost"].get("bit") or 0.0)
         usage = run["usage"]
-        parts.append(el(
-            "g",
-            {"class": "strategy" + (" ours" if name == "foldline" else ""), "data-workload": workload["workload"],
-             "data-strategy": name, "data-cost-bit": f"{bit:.2f}", "data-requests": run.get("requests")},
-            title(f"{name}: {bit:,.1f} BIT, {_ratio(run)}; read {usage.get('cache_read_input_tokens', 0):,}, "
-                  f"fresh {usage.get('input_tokens', 0):,}, write 5m {usage.get('cache_write_5m_tokens', 0):,}, "
-                  f"1h {usage.get('cache_write_1h_tokens', 0):,}"),
-            el("text", {"class": "rowlabel", "x": LEFT - 8, "y": y + BAR * 0.7, "text-anchor": "end"}, text=name),
-            *_bar(run, y, x_of),
-            el("text", {"class": "axis", "x": x_of(bit) + 6, "y": y + BAR * 0.7}, text=_ratio(run)),
-        ))
+        parts.append(
+            el(
+                "g",
+                {
+                    "class": "strategy" + (" ours" if name == "foldline" else ""),
+                    "data-workload": workload["workload"],
+                    "data-strategy": name,
+                    "data-cost-bit": f"{bit:.2f}",
+                    "data-requests": run.get("requests"),
+                },
+                title(
+                    f"{name}: {bit:,.1f} BIT, {_ratio(run)}; read {usage.get('cache_read_input_tokens', 0):,}, "
+                    f"fresh {usage.get('input_tokens', 0):,}, write 5m {usage.get('cache_write_5m_tokens', 0):,}, "
+                    f"1h {usage.get('cache_write_1h_tokens', 0):,}"
+                ),
+                el("text", {"class": "rowlabel", "x": LEFT - 8, "y": y + BAR * 0.7, "text-anchor": "end"}, text=name),
+                *_bar(run, y, x_of),
+                el("text", {"class": "axis", "x": x_of(bit) + 6, "y": y + BAR * 0.7}, text=_ratio(run)),
+            )
+        )
     bx = x_of(bound)
-    parts.append(el("g", {"class": "bound", "data-workload": workload["workload"], "data-bound-bit": f"{bound:.2f}"}, title(f"lower bound {bound:,.1f} BIT"),
-                    void("line", {"x1": bx, "x2": bx, "y1": TOP - 6, "y2": height - 6}),
-                    el("text", {"class": "axis", "x": bx + 4, "y": TOP - 8}, text=f"lower bound {bound:,.0f}")))
+    parts.append(
+        el(
+            "g",
+            {"class": "bound", "data-workload": workload["workload"], "data-bound-bit": f"{bound:.2f}"},
+            title(f"lower bound {bound:,.1f} BIT"),
+            void("line", {"x1": bx, "x2": bx, "y1": TOP - 6, "y2": height - 6}),
+            el("text", {"class": "axis", "x": bx + 4, "y": TOP - 8}, text=f"lower bound {bound:,.0f}"),
+        )
+    )
     return svg(WIDTH, height, f"{workload['workload']}: strategies against the lower bound", parts)
 
 
@@ -74,15 +94,38 @@ def _bar(run: Mapping[str, Any], y: float, x_of: Callable[[float], float]) -> li
     out, start = [], 0.0
     for css, value in _segments(run):
         if value > 0:
-            out.append(void("rect", {"class": f"seg {css}", "x": x_of(start), "y": y,
-                                     "width": max(x_of(start + value) - x_of(start), 0.5), "height": BAR}))
+            out.append(
+                void(
+                    "rect",
+                    {
+                        "class": f"seg {css}",
+                        "x": x_of(start),
+                        "y": y,
+                        "width": max(x_of(start + value) - x_of(start), 0.5),
+                        "height": BAR,
+                    },
+                )
+            )
         start += value
     return out
 
 
-LEGEND = el("div", {"class": "legend"}, *(el("span", {"class": f"key {css}"}, text=label) for css, label in (
-    ("read", "cache read"), ("write-5m", "cache write 5m"), ("write-1h", "cache write 1h"), ("fresh", "fresh input"),
-    ("output", "output (when priced)"), ("fold-key", "lower bound"))), el("span", {"class": "glyph"}, text="bold: foldline"))
+LEGEND = el(
+    "div",
+    {"class": "legend"},
+    *(
+        el("span", {"class": f"key {css}"}, text=label)
+        for css, label in (
+            ("read", "cache read"),
+            ("write-5m", "cache write 5m"),
+            ("write-1h", "cache write 1h"),
+            ("fresh", "fresh input"),
+            ("output", "output (when priced)"),
+            ("fold-key", "lower bound"),
+        )
+    ),
+    el("span", {"class": "glyph"}, text="bold: foldline"),
+)
 
 COLUMNS = (
     ("strategy", lambda n, r: n),
@@ -93,8 +136,12 @@ COLUMNS = (
     ("peak", lambda n, r: tokens(r.get("peak_request_tokens"))),
     ("refused", lambda n, r: tokens(r.get("refusals"))),
     ("folds", lambda n, r: tokens(r.get("folds"))),
-    ("rewrites e/u", lambda n, r: f"{(r.get('rewrites') or {}).get('explained', 0)}/"
-                                  f"{(r.get('rewrites') or {}).get('unexplained', 0)}"),
+    (
+        "rewrites e/u",
+        lambda n, r: (
+            f"{(r.get('rewrites') or {}).get('explained', 0)}/{(r.get('rewrites') or {}).get('unexplained', 0)}"
+        ),
+    ),
     ("unrecoverable B", lambda n, r: tokens(r.get("bytes_unrecoverable"))),
     ("status", lambda n, r: str(r.get("status", "-"))),
 )
@@ -114,9 +161,13 @@ def workload_section(workload: Mapping[str, Any]) -> str:
         {"class": "workload", "data-workload": workload["workload"]},
         el("h2", text=workload["workload"]),
         el("p", text=str(workload.get("description", ""))),
-        el("p", {"class": "quiet"}, text=f"lower bound {float(bound.get('bit') or 0):,.1f} BIT: "
-                                         f"{tokens(bound.get('write_tokens'))} tokens written once, "
-                                         f"{tokens(bound.get('read_tokens'))} read, {tokens(bound.get('requests'))} requests"),
+        el(
+            "p",
+            {"class": "quiet"},
+            text=f"lower bound {float(bound.get('bit') or 0):,.1f} BIT: "
+            f"{tokens(bound.get('write_tokens'))} tokens written once, "
+            f"{tokens(bound.get('read_tokens'))} read, {tokens(bound.get('requests'))} requests",
+        ),
         workload_chart(workload),
         LEGEND,
         f"<table class='figures'><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>",
@@ -126,8 +177,11 @@ def workload_section(workload: Mapping[str, Any]) -> str:
 
 def targets_section(document: Mapping[str, Any]) -> str:
     items = [
-        el("li", {"class": "met" if t.get("met") else "missed"},
-           text=f"{'met' if t.get('met') else 'missed'}: {t.get('target')} ({t.get('detail')})")
+        el(
+            "li",
+            {"class": "met" if t.get("met") else "missed"},
+            text=f"{'met' if t.get('met') else 'missed'}: {t.get('target')} ({t.get('detail')})",
+        )
         for t in document.get("targets", [])
     ]
     return el("section", {"class": "targets"}, el("h2", text="targets"), el("ul", {}, *items))
@@ -135,7 +189,9 @@ def targets_section(document: Mapping[str, Any]) -> str:
 
 def bench_body(document: Mapping[str, Any]) -> tuple[str, str]:
     """The page's heading and body for a bench document."""
-    heading = (f"bench: {len(document['workloads'])} workloads, model {document.get('model')}, "
-               f"provider {document.get('provider')}, sizes {document.get('sizes')}")
+    heading = (
+        f"bench: {len(document['workloads'])} workloads, model {document.get('model')}, "
+        f"provider {document.get('provider')}, sizes {document.get('sizes')}"
+    )
     body = "".join(workload_section(w) for w in document["workloads"]) + targets_section(document)
     return heading, body

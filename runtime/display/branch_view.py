@@ -62,16 +62,24 @@ def composition(facts: BranchFacts) -> str:
 
     parts = [
         el("text", {"class": "axis", "x": LEFT - 8, "y": 22, "text-anchor": "end"}, text="record"),
-        el("rect", {"class": "record", "x": LEFT, "y": 10, "width": max(w(facts.record_chars), 1.0), "height": 18},
-           title(f"record: {picture.record_length} messages, {facts.record_chars:,} chars")),
+        el(
+            "rect",
+            {"class": "record", "x": LEFT, "y": 10, "width": max(w(facts.record_chars), 1.0), "height": 18},
+            title(f"record: {picture.record_length} messages, {facts.record_chars:,} chars"),
+        ),
         el("text", {"class": "axis", "x": LEFT - 8, "y": 52, "text-anchor": "end"}, text="view"),
     ]
     x = LEFT
     for key, label in PARTS:
         count, chars, toks = sizes[key]
         if chars:
-            parts.append(el("rect", {"class": f"part {key}", "x": x, "y": 40, "width": w(chars), "height": 18},
-                            title(f"{label}: {count} entries, {chars:,} chars, {toks:,} tokens")))
+            parts.append(
+                el(
+                    "rect",
+                    {"class": f"part {key}", "x": x, "y": 40, "width": w(chars), "height": 18},
+                    title(f"{label}: {count} entries, {chars:,} chars, {toks:,} tokens"),
+                )
+            )
             x += w(chars)
     parts.append(void("line", {"class": "grid", "x1": LEFT, "x2": LEFT, "y1": 6, "y2": 62}))
     return svg(WIDTH, 70, f"branch {picture.branch_id}: view against record", parts, class_="chart bars")
@@ -79,8 +87,14 @@ def composition(facts: BranchFacts) -> str:
 
 def _entry_rows(entry: ViewEntry, facts: BranchFacts) -> list[str]:
     part = part_of(entry, facts)
-    cells = [f"{entry.position}", f"#{entry.index}", entry.label, part.replace("visible", "message"),
-             f"{entry.chars:,}", f"{entry.tokens:,}"]
+    cells = [
+        f"{entry.position}",
+        f"#{entry.index}",
+        entry.label,
+        part.replace("visible", "message"),
+        f"{entry.chars:,}",
+        f"{entry.tokens:,}",
+    ]
     main = "".join(f"<td>{esc(c)}</td>" for c in cells) + f"<td class='preview'>{esc(entry.preview)}</td>"
     rows = [f"<tr class='entry {part}' data-index='{entry.index}'>{main}</tr>"]
     if entry.detail:
@@ -97,14 +111,20 @@ def _entry_rows(entry: ViewEntry, facts: BranchFacts) -> list[str]:
 def _summary(facts: BranchFacts) -> str:
     picture = facts.picture
     sizes = part_sizes(facts)
-    items = [f"record: {picture.record_length} messages, {facts.record_chars:,} chars",
-             f"view: {len(picture.entries)} messages, {picture.view_chars:,} chars, {picture.view_tokens:,} tokens (o200k)"]
+    items = [
+        f"record: {picture.record_length} messages, {facts.record_chars:,} chars",
+        f"view: {len(picture.entries)} messages, {picture.view_chars:,} chars, {picture.view_tokens:,} tokens (o200k)",
+    ]
     items += [f"{label}: {sizes[key][0]} ({sizes[key][1]:,} chars)" for key, label in PARTS if key != "thinking"]
     items.append(THINKING_NOTE)
     outside = picture.outside
-    for why, meaning in (("replaced", "replaced by a note"), ("clipped", "originals of clipped copies"),
-                         ("system", "earlier system texts"), ("inherited", "shared with the parent, not in this view"),
-                         ("unreachable", "NOT reachable from the view")):
+    for why, meaning in (
+        ("replaced", "replaced by a note"),
+        ("clipped", "originals of clipped copies"),
+        ("system", "earlier system texts"),
+        ("inherited", "shared with the parent, not in this view"),
+        ("unreachable", "NOT reachable from the view"),
+    ):
         if outside.get(why):
             items.append(f"outside the view, {meaning}: {len(outside[why])}")
     return el("ul", {"class": "facts"}, *(el("li", text=item) for item in items))
@@ -118,8 +138,12 @@ def branch_section(facts: BranchFacts) -> str:
     head = "".join(f"<th>{h}</th>" for h in ("pos", "record", "what", "part", "chars", "tokens", "starts with"))
     rows = [row for entry in picture.entries for row in _entry_rows(entry, facts)]
     table = f"<table class='view'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
-    keys = el("div", {"class": "legend"}, *(el("span", {"class": f"key part {key}"}, text=label) for key, label in PARTS),
-              el("span", {"class": "key record"}, text="record"))
+    keys = el(
+        "div",
+        {"class": "legend"},
+        *(el("span", {"class": f"key part {key}"}, text=label) for key, label in PARTS),
+        el("span", {"class": "key record"}, text="record"),
+    )
     return el(
         "section",
         {"class": "branch", "data-branch": picture.branch_id, "data-node": picture.node_id},

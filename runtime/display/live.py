@@ -112,13 +112,18 @@ class Board:
         for line in self.nodes.values():
             if line.state == "waiting":
                 continue
-            figures = "" if line.estimate is None else f" {line.estimate:>7,} / " + (
-                f"{line.ceiling:<7,}" if line.ceiling else "-      ")
+            figures = (
+                ""
+                if line.estimate is None
+                else f" {line.estimate:>7,} / " + (f"{line.ceiling:<7,}" if line.ceiling else "-      ")
+            )
             share = f" {100 * line.estimate / line.ceiling:3.0f}%" if line.estimate is not None and line.ceiling else ""
             extra = f"  {line.action}" if line.action and line.action != "pass" else ""
             folds = f"  folds {line.folds}" if line.folds else ""
-            text = (f"{line.node_id[:width]:<{width}}  {line.state:<7}  {line.requests:>4} req  "
-                    f"{bar(line.estimate, line.ceiling)}{figures}{share}{extra}{folds}")
+            text = (
+                f"{line.node_id[:width]:<{width}}  {line.state:<7}  {line.requests:>4} req  "
+                f"{bar(line.estimate, line.ceiling)}{figures}{share}{extra}{folds}"
+            )
             out.append((line, text))
         waiting = [line.node_id for line in self.nodes.values() if line.state == "waiting"]
         if waiting:
@@ -152,8 +157,8 @@ def _renderable(board: Board) -> Any:
         start = plain.index("[", plain.index(" req"))
         end = plain.index("]", start) + 1
         text.append(plain[:state_at])
-        text.append(plain[state_at:state_at + 7], style=STATE_STYLES.get(line.state, ""))
-        text.append(plain[state_at + 7:start])
+        text.append(plain[state_at : state_at + 7], style=STATE_STYLES.get(line.state, ""))
+        text.append(plain[state_at + 7 : start])
         text.append(plain[start:end], style=board.bar_style(line))
         text.append(plain[end:] + "\n")
     text.rstrip()
@@ -169,8 +174,9 @@ def live_board(stream: TextIO) -> Iterator[Callable[[Event | Gap], None]]:
     board = Board()
     console = Console(file=stream, highlight=False, soft_wrap=False)
     last = [0.0]
-    with Live(console=console, auto_refresh=False, transient=False, redirect_stdout=False,
-              redirect_stderr=False) as live:
+    with Live(
+        console=console, auto_refresh=False, transient=False, redirect_stdout=False, redirect_stderr=False
+    ) as live:
 
         def show(event: Event | Gap) -> None:
             if isinstance(event, Gap):  # the CLI subscribes with "block": no gap reaches it, but say so if one does

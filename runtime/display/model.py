@@ -270,9 +270,7 @@ class _Builder:
     def _on_CacheRewrite(self, event: Event, data: Mapping[str, Any]) -> None:
         if event.request_id is None:
             return
-        self._request(event).rewrites.append(
-            RewriteMark(data.get("cause"), int(data.get("first_changed_message", 0)))
-        )
+        self._request(event).rewrites.append(RewriteMark(data.get("cause"), int(data.get("first_changed_message", 0))))
 
 
 def picture_events(

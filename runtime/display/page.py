@@ -102,26 +102,41 @@ def _cards(report: Mapping[str, Any]) -> str:
     u, cost = report["usage"], report["cost"]
     usd = f"${cost['usd']:.4f}" if cost.get("usd") is not None else "no USD price"
     cards = [
-        ("status", str(report.get("status"))), (f"requests ({report['attempts']:,} attempts)", f"{report['requests']:,}"),
-        ("cost (BIT)", f"{cost['bit']:,.0f}"), ("cost (USD)", usd), ("cached share", f"{report['cached_share']:.3f}"),
+        ("status", str(report.get("status"))),
+        (f"requests ({report['attempts']:,} attempts)", f"{report['requests']:,}"),
+        ("cost (BIT)", f"{cost['bit']:,.0f}"),
+        ("cost (USD)", usd),
+        ("cached share", f"{report['cached_share']:.3f}"),
         ("cache read", f"{u['cache_read_input_tokens']:,}"),
         ("cache write 5m / 1h", f"{u['cache_write_5m_tokens']:,} / {u['cache_write_1h_tokens']:,}"),
-        ("fresh input", f"{u['input_tokens']:,}"), ("output", f"{u['output_tokens']:,}"),
+        ("fresh input", f"{u['input_tokens']:,}"),
+        ("output", f"{u['output_tokens']:,}"),
         ("peak request", f"{report['peak_request_tokens']:,}"),
         ("notices / refusals", f"{report['notices']} / {report['refusals']}"),
         ("folds / freed", f"{report['folds']} / {report['tokens_freed']:,}"),
         ("rewrites expl. / unexpl.", f"{report['rewrites']['explained']} / {report['rewrites']['unexplained']}"),
         ("bytes unrecoverable", f"{report['bytes_unrecoverable']:,}"),
     ]
-    return el("div", {"class": "cards"}, *(el("div", {"class": "card"}, el("b", text=v), el("span", text=k))
-                                           for k, v in cards))
+    return el(
+        "div",
+        {"class": "cards"},
+        *(el("div", {"class": "card"}, el("b", text=v), el("span", text=k)) for k, v in cards),
+    )
 
 
 def _totals(report: Mapping[str, Any]) -> str:
     return el(
-        "section", {"class": "totals"}, el("h2", text="totals"), _cards(report),
-        el("details", {}, el("summary", text="the report as foldline run prints it, and its JSON"),
-           el("pre", text=format_report(report)), el("pre", text=json.dumps(report, indent=2, sort_keys=True))),
+        "section",
+        {"class": "totals"},
+        el("h2", text="totals"),
+        _cards(report),
+        el(
+            "details",
+            {},
+            el("summary", text="the report as foldline run prints it, and its JSON"),
+            el("pre", text=format_report(report)),
+            el("pre", text=json.dumps(report, indent=2, sort_keys=True)),
+        ),
     )
 
 
@@ -132,13 +147,16 @@ def _plural(count: int, word: str) -> str:
 def _node_section(node: NodePicture, report_node: Mapping[str, Any]) -> str:
     cost = sum(r.cost_bit or 0.0 for r in node.requests)
     ceilings = sorted(set(node.ceilings()))
-    line = (f"{node.status}" + (f" ({node.reason})" if node.reason else "") + f"; {_plural(len(node.requests), 'request')}"
-            f" ({sum(1 for r in node.requests if r.refused)} refused); ceiling "
-            + (", ".join(f"{c:,}" for c in ceilings) or "none")
-            + "; {} {:g} x ceiling ({})".format(*node.dashed_line())
-            + f"; cached share {float(report_node.get('cached_share', 0.0)):.3f}; cost {cost:,.1f} BIT")
+    line = (
+        f"{node.status}" + (f" ({node.reason})" if node.reason else "") + f"; {_plural(len(node.requests), 'request')}"
+        f" ({sum(1 for r in node.requests if r.refused)} refused); ceiling "
+        + (", ".join(f"{c:,}" for c in ceilings) or "none")
+        + "; {} {:g} x ceiling ({})".format(*node.dashed_line())
+        + f"; cached share {float(report_node.get('cached_share', 0.0)):.3f}; cost {cost:,.1f} BIT"
+    )
     return el(
-        "section", {"class": "node", "data-node": node.node_id},
+        "section",
+        {"class": "node", "data-node": node.node_id},
         el("h3", text=f"node {node.node_id}" + (f" (spawned by {node.parent})" if node.parent else "")),
         el("p", {"class": "quiet"}, text=line),
         node_chart(node),
@@ -149,18 +167,30 @@ def _node_section(node: NodePicture, report_node: Mapping[str, Any]) -> str:
 
 def _branches(source: RunSource) -> str:
     if source.branches is None:
-        return el("section", {"class": "branches"}, el("h2", text="branches"),
-                  el("p", {"class": "unavailable"},
-                     text="Not available from a signals file: the branches' records and views (visible messages, "
-                          "notes, clipped copies, restored originals, their bytes and recovery calls) are kept only in "
-                          "the store. Run with foldline run --store PATH and report on the store."))
-    return el("section", {"class": "branches"}, el("h2", text="branches at the end"),
-              *(branch_section(facts) for facts in source.branches))
+        return el(
+            "section",
+            {"class": "branches"},
+            el("h2", text="branches"),
+            el(
+                "p",
+                {"class": "unavailable"},
+                text="Not available from a signals file: the branches' records and views (visible messages, "
+                "notes, clipped copies, restored originals, their bytes and recovery calls) are kept only in "
+                "the store. Run with foldline run --store PATH and report on the store.",
+            ),
+        )
+    return el(
+        "section",
+        {"class": "branches"},
+        el("h2", text="branches at the end"),
+        *(branch_section(facts) for facts in source.branches),
+    )
 
 
 def run_picture(source: RunSource) -> RunPicture:
-    return picture_events(source.events, pricing=PricingTable.load_default(), default_model=source.default_model,
-                          fold_at=source.fold_at)
+    return picture_events(
+        source.events, pricing=PricingTable.load_default(), default_model=source.default_model, fold_at=source.fold_at
+    )
 
 
 def run_page(source: RunSource) -> str:
@@ -170,15 +200,28 @@ def run_page(source: RunSource) -> str:
     heading = f"{run.scenario or 'run'}: {run.run_id} ({run.status or 'not finished'})"
     unavailable = ""
     if source.kind == "signals":
-        unavailable = el("p", {"class": "unavailable"},
-                         text="From a signals file: the branches' views are not in it, and neither are the profiles' "
-                              "fold settings (the fold line is drawn at the default 0.8 x ceiling).")
-    intro = el("p", {"class": "quiet"},
-               text=f"from the {source.kind} {source.path}: {run.events:,} events, models {', '.join(run.models()) or '-'}")
+        unavailable = el(
+            "p",
+            {"class": "unavailable"},
+            text="From a signals file: the branches' views are not in it, and neither are the profiles' "
+            "fold settings (the fold line is drawn at the default 0.8 x ceiling).",
+        )
+    intro = el(
+        "p",
+        {"class": "quiet"},
+        text=f"from the {source.kind} {source.path}: {run.events:,} events, models {', '.join(run.models()) or '-'}",
+    )
     nodes = [_node_section(node, report["nodes"].get(node.node_id, {})) for node in run.nodes.values()]
-    body = (intro + unavailable + _totals(report)
-            + el("section", {"class": "timeline"}, el("h2", text="timeline"), timeline(run))
-            + el("h2", text="requests per node") + legend() + "".join(nodes) + _branches(source))
+    body = (
+        intro
+        + unavailable
+        + _totals(report)
+        + el("section", {"class": "timeline"}, el("h2", text="timeline"), timeline(run))
+        + el("h2", text="requests per node")
+        + legend()
+        + "".join(nodes)
+        + _branches(source)
+    )
     return document(f"foldline report: {heading}", heading, body)
 
 

@@ -60,16 +60,17 @@ def request_tooltip(r: RequestPoint) -> str:
     if r.attempts > 1:
         lines.append(f"{r.attempts} attempts")
     lines.extend(f"fold: {fold_text(f)}" for f in r.folds)
-    lines.extend(f"cache rewrite: {w.cause or 'unexplained'} (from message {w.first_changed_message})" for w in r.rewrites)
+    lines.extend(
+        f"cache rewrite: {w.cause or 'unexplained'} (from message {w.first_changed_message})" for w in r.rewrites
+    )
     lines.extend(reason for reason in r.reasons if r.action in ("notice", "refuse"))
     return "\n".join(lines)
 
 
 def fold_text(f: FoldMark) -> str:
     stages = "+".join(f.stages) or "marks"
-    return (
-        f"{stages}: {f.estimate_before:,} -> {f.estimate_after:,} tokens, freed {f.tokens_freed:,}"
-        + (" (target reached)" if f.target_reached else " (target not reached)")
+    return f"{stages}: {f.estimate_before:,} -> {f.estimate_after:,} tokens, freed {f.tokens_freed:,}" + (
+        " (target reached)" if f.target_reached else " (target not reached)"
     )
 
 
@@ -81,12 +82,32 @@ def _bar(r: RequestPoint, x: float, width: float, y_of: Callable[[float], float]
         for css, _label, field in SEGMENTS:
             value = getattr(r.usage, field)
             if value:
-                parts.append(void("rect", {"class": f"seg {css}", "x": x, "y": y(base + value),
-                                           "width": width, "height": y(base) - y(base + value)}))
+                parts.append(
+                    void(
+                        "rect",
+                        {
+                            "class": f"seg {css}",
+                            "x": x,
+                            "y": y(base + value),
+                            "width": width,
+                            "height": y(base) - y(base + value),
+                        },
+                    )
+                )
             base += value
     elif r.refused:
-        parts.append(void("rect", {"class": "refused-outline", "x": x, "y": y(r.estimate_after), "width": width,
-                                   "height": y(0) - y(r.estimate_after)}))
+        parts.append(
+            void(
+                "rect",
+                {
+                    "class": "refused-outline",
+                    "x": x,
+                    "y": y(r.estimate_after),
+                    "width": width,
+                    "height": y(0) - y(r.estimate_after),
+                },
+            )
+        )
     if r.estimate_after:
         ey = y(r.estimate_after)
         parts.append(void("line", {"class": "estimate", "x1": x, "x2": x + width, "y1": ey, "y2": ey}))
@@ -117,7 +138,9 @@ def _request_group(r: RequestPoint, x: float, width: float, y_of: Callable[[floa
 def _marks(r: RequestPoint, cx: float) -> list[str]:
     kinds = []
     if r.folds or r.action == "fold":
-        kinds.append(("fold", f"fold before request #{r.number}: " + ("; ".join(fold_text(f) for f in r.folds) or "fold")))
+        kinds.append(
+            ("fold", f"fold before request #{r.number}: " + ("; ".join(fold_text(f) for f in r.folds) or "fold"))
+        )
     if r.action in ("notice", "refuse"):
         kinds.append((r.action, f"{r.action} at request #{r.number}: " + " / ".join(r.reasons)))
     if r.rewrites:
@@ -125,9 +148,14 @@ def _marks(r: RequestPoint, cx: float) -> list[str]:
         kinds.append(("rewrite", f"cache rewrite at request #{r.number}: {causes}"))
     out = []
     for kind, text in kinds:
-        out.append(el("g", {"class": f"mark mark-{kind}", "data-request": r.request_id, "data-mark": kind},
-                      title(text),
-                      el("text", {"x": cx, "y": MARK_ROWS[kind], "text-anchor": "middle"}, text=MARK_GLYPHS[kind])))
+        out.append(
+            el(
+                "g",
+                {"class": f"mark mark-{kind}", "data-request": r.request_id, "data-mark": kind},
+                title(text),
+                el("text", {"x": cx, "y": MARK_ROWS[kind], "text-anchor": "middle"}, text=MARK_GLYPHS[kind]),
+            )
+        )
     return out
 
 
@@ -145,7 +173,13 @@ def _lines(node: NodePicture, band: float, y_of: Callable[[float], float]) -> li
     parts = []
     if ceiling_path:
         parts.append(el("path", {"class": "ceiling", "d": "".join(ceiling_path)}, title("ceiling")))
-        parts.append(el("path", {"class": "foldline", "d": "".join(fold_path)}, title(f"{name} ({fold_at:g} x ceiling: {known})")))
+        parts.append(
+            el(
+                "path",
+                {"class": "foldline", "d": "".join(fold_path)},
+                title(f"{name} ({fold_at:g} x ceiling: {known})"),
+            )
+        )
     return parts
 
 
@@ -157,10 +191,20 @@ def _axes(top: float, n: int, band: float, y_of: Callable[[float], float]) -> li
         parts.append(el("text", {"class": "axis", "x": LEFT - 6, "y": y + 3, "text-anchor": "end"}, text=short(tick)))
     step = max(1, round(n / 16))
     for i in range(0, n, step):
-        parts.append(el("text", {"class": "axis", "x": LEFT + (i + 0.5) * band, "y": HEIGHT - BOTTOM + 14,
-                                 "text-anchor": "middle"}, text=str(i + 1)))
-    parts.append(el("text", {"class": "axis", "x": (LEFT + WIDTH - RIGHT) / 2, "y": HEIGHT - 4, "text-anchor": "middle"},
-                    text="request (in order)"))
+        parts.append(
+            el(
+                "text",
+                {"class": "axis", "x": LEFT + (i + 0.5) * band, "y": HEIGHT - BOTTOM + 14, "text-anchor": "middle"},
+                text=str(i + 1),
+            )
+        )
+    parts.append(
+        el(
+            "text",
+            {"class": "axis", "x": (LEFT + WIDTH - RIGHT) / 2, "y": HEIGHT - 4, "text-anchor": "middle"},
+            text="request (in order)",
+        )
+    )
     parts.append(el("text", {"class": "axis", "x": 4, "y": TOP - 6}, text="input tokens"))
     return parts
 
@@ -187,9 +231,14 @@ def node_chart(node: NodePicture) -> str:
     if off_scale:
         ceiling = max(node.ceilings())
         peak = max(max(r.estimate_after, r.usage.total_input if r.usage else 0) for r in node.requests)
-        parts.append(el("text", {"class": "offscale", "x": WIDTH - RIGHT, "y": TOP - 6, "text-anchor": "end"},
-                        text=f"↑ ceiling {ceiling:,} and {name} {round(ceiling * line_at):,} are off this scale: "
-                             f"the largest request is {100 * peak / ceiling:.0f}% of the ceiling"))
+        parts.append(
+            el(
+                "text",
+                {"class": "offscale", "x": WIDTH - RIGHT, "y": TOP - 6, "text-anchor": "end"},
+                text=f"↑ ceiling {ceiling:,} and {name} {round(ceiling * line_at):,} are off this scale: "
+                f"the largest request is {100 * peak / ceiling:.0f}% of the ceiling",
+            )
+        )
     else:
         parts.extend(_lines(node, band, y_of))
     return svg(WIDTH, HEIGHT, f"node {node.node_id}: {n} requests against the ceiling", parts)
@@ -212,15 +261,29 @@ def node_notes(node: NodePicture) -> str:
     rows = []
     for r in node.requests:
         where = f"request #{r.number} ({r.request_id})"
-        rows += [el("li", {"class": "fold", "data-request": r.request_id}, text=f"{where}: fold {fold_text(f)}")
-                 for f in r.folds]
+        rows += [
+            el("li", {"class": "fold", "data-request": r.request_id}, text=f"{where}: fold {fold_text(f)}")
+            for f in r.folds
+        ]
         if r.action in ("refuse", "notice"):
-            rows.append(el("li", {"class": r.action, "data-request": r.request_id},
-                           text=f"{where}: {r.action}: " + " / ".join(r.reasons)))
-        rows += [el("li", {"class": "rewrite", "data-request": r.request_id},
-                    text=f"{where}: cache rewrite from message {w.first_changed_message}: {w.cause or 'unexplained'}")
-                 for w in r.rewrites]
-    rows += [el("li", {"class": "fold"}, text=f"after the last request: fold {fold_text(f)}") for f in node.trailing_folds]
+            rows.append(
+                el(
+                    "li",
+                    {"class": r.action, "data-request": r.request_id},
+                    text=f"{where}: {r.action}: " + " / ".join(r.reasons),
+                )
+            )
+        rows += [
+            el(
+                "li",
+                {"class": "rewrite", "data-request": r.request_id},
+                text=f"{where}: cache rewrite from message {w.first_changed_message}: {w.cause or 'unexplained'}",
+            )
+            for w in r.rewrites
+        ]
+    rows += [
+        el("li", {"class": "fold"}, text=f"after the last request: fold {fold_text(f)}") for f in node.trailing_folds
+    ]
     if not rows:
         return el("p", {"class": "quiet"}, text="No folds, notices, refusals or cache rewrites.")
     return el("ul", {"class": "marks"}, *rows)
@@ -228,16 +291,40 @@ def node_notes(node: NodePicture) -> str:
 
 def request_table(node: NodePicture) -> str:
     """Every request's figures (collapsed on screen)."""
-    head = "".join(el("th", text=h) for h in ("#", "request", "action", "read", "write 5m", "write 1h", "fresh",
-                                                "input", "output", "estimate", "ceiling", "cost BIT"))
+    head = "".join(
+        el("th", text=h)
+        for h in (
+            "#",
+            "request",
+            "action",
+            "read",
+            "write 5m",
+            "write 1h",
+            "fresh",
+            "input",
+            "output",
+            "estimate",
+            "ceiling",
+            "cost BIT",
+        )
+    )
     rows = []
     for r in node.requests:
         u = r.usage
-        cells = [str(r.number), r.request_id, r.action + (f" ({r.intent})" if r.intent == "side" else ""),
-                 tokens(u.cache_read_input_tokens if u else None), tokens(u.cache_write_5m_tokens if u else None),
-                 tokens(u.cache_write_1h_tokens if u else None), tokens(u.input_tokens if u else None),
-                 tokens(u.total_input if u else None), tokens(u.output_tokens if u else None),
-                 tokens(r.estimate_after), tokens(r.ceiling), "-" if r.cost_bit is None else f"{r.cost_bit:,.1f}"]
+        cells = [
+            str(r.number),
+            r.request_id,
+            r.action + (f" ({r.intent})" if r.intent == "side" else ""),
+            tokens(u.cache_read_input_tokens if u else None),
+            tokens(u.cache_write_5m_tokens if u else None),
+            tokens(u.cache_write_1h_tokens if u else None),
+            tokens(u.input_tokens if u else None),
+            tokens(u.total_input if u else None),
+            tokens(u.output_tokens if u else None),
+            tokens(r.estimate_after),
+            tokens(r.ceiling),
+            "-" if r.cost_bit is None else f"{r.cost_bit:,.1f}",
+        ]
         rows.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
     table = f"<table class='figures'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
     return el("details", {}, el("summary", text=f"every request's figures ({len(node.requests)})"), table)

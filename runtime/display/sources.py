@@ -83,7 +83,9 @@ def load_source(path: str | os.PathLike[str]) -> RunSource | BenchSource:
         return _load_store(label)
     size = target.stat().st_size
     if size > MAX_TEXT_SOURCE_BYTES:
-        raise ReportSourceError(f"{label}: {size:,} bytes is over the {MAX_TEXT_SOURCE_BYTES:,}-byte limit of a report source")
+        raise ReportSourceError(
+            f"{label}: {size:,} bytes is over the {MAX_TEXT_SOURCE_BYTES:,}-byte limit of a report source"
+        )
     try:
         text = target.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -123,7 +125,11 @@ def _check_bench(label: str, document: Mapping[str, Any]) -> None:
             if not isinstance(workload.get(key), kind):
                 raise ReportSourceError(f"{where}.{key}: {workload.get(key)!r} is not a {kind.__name__}")
         for name, run in workload["runs"].items():
-            if not isinstance(run, dict) or not isinstance(run.get("cost"), dict) or not isinstance(run.get("usage"), dict):
+            if (
+                not isinstance(run, dict)
+                or not isinstance(run.get("cost"), dict)
+                or not isinstance(run.get("usage"), dict)
+            ):
                 raise ReportSourceError(f"{where}.runs.{name}: expected an object with cost and usage objects")
 
 
@@ -178,8 +184,9 @@ def _stored_scenario(reader: Any) -> Any:
     meta = reader.meta()
     if "scenario_text" not in meta:
         return None
-    return loads_scenario(meta["scenario_text"], path_label=meta.get("scenario_path", "stored scenario"),
-                          tool_names=BUILTIN_TOOLS.names())
+    return loads_scenario(
+        meta["scenario_text"], path_label=meta.get("scenario_path", "stored scenario"), tool_names=BUILTIN_TOOLS.names()
+    )
 
 
 def branch_facts_of(reader: Any) -> tuple[BranchFacts, ...]:
@@ -194,11 +201,11 @@ def branch_facts_of(reader: Any) -> tuple[BranchFacts, ...]:
     facts = []
     for branch in branches.values():
         projection = result_projection(bounds.get(branch.id), branch, branch.state.protected_round)
-        picture = describe_branch(branch, count_tokens=count_tokens, node_id=nodes.get(branch.id), projection=projection)
+        picture = describe_branch(
+            branch, count_tokens=count_tokens, node_id=nodes.get(branch.id), projection=projection
+        )
         facts.append(branch_facts(branch, picture))
     return tuple(facts)
-
-
 
 
 def branch_facts(branch: Any, picture: BranchPicture) -> BranchFacts:
@@ -215,7 +222,5 @@ def branch_facts(branch: Any, picture: BranchPicture) -> BranchFacts:
             ever_folded.update(message.replaced)
         elif isinstance(message, ToolResult) and message.clipped_from is not None:
             ever_folded.add(message.clipped_from)
-    restored = frozenset(
-        entry.index for entry in picture.entries if branch.message_at(entry.index).id in ever_folded
-    )
+    restored = frozenset(entry.index for entry in picture.entries if branch.message_at(entry.index).id in ever_folded)
     return BranchFacts(picture=picture, restored=restored, record_chars=record_chars)

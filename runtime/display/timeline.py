@@ -32,32 +32,81 @@ def _row(node: NodePicture, y: float, x_of: Callable[[float], float], run_end: f
     parts = [el("text", {"class": "rowlabel", "x": LEFT - 8, "y": mid + 4, "text-anchor": "end"}, text=node.node_id)]
     if node.started_at is not None:
         end = node.ended_at if node.ended_at is not None else run_end
-        parts.append(el("rect", {"class": f"life {node.status}", "x": x_of(node.started_at), "y": y + 6,
-                                 "width": max(x_of(end) - x_of(node.started_at), 1.0), "height": ROW - 12},
-                        title(f"{node.node_id}: {node.status}" + (f" ({node.reason})" if node.reason else ""))))
+        parts.append(
+            el(
+                "rect",
+                {
+                    "class": f"life {node.status}",
+                    "x": x_of(node.started_at),
+                    "y": y + 6,
+                    "width": max(x_of(end) - x_of(node.started_at), 1.0),
+                    "height": ROW - 12,
+                },
+                title(f"{node.node_id}: {node.status}" + (f" ({node.reason})" if node.reason else "")),
+            )
+        )
     previous = None
     for r in node.requests:
         if previous is not None and previous.stop_reason == "tool_use" and previous.received_at is not None:
             start = previous.received_at
             stop = r.sent_at if r.sent_at is not None else r.decided_at
-            parts.append(el("line", {"class": "toolround", "x1": x_of(start), "x2": x_of(max(stop, start)),
-                                     "y1": mid, "y2": mid}, title(f"tool round after request #{previous.number}")))
+            parts.append(
+                el(
+                    "line",
+                    {"class": "toolround", "x1": x_of(start), "x2": x_of(max(stop, start)), "y1": mid, "y2": mid},
+                    title(f"tool round after request #{previous.number}"),
+                )
+            )
         if r.sent_at is not None:
             stop = r.received_at if r.received_at is not None else r.sent_at
-            parts.append(el("rect", {"class": "span" + (" side" if r.intent == "side" else ""),
-                                     "data-request": r.request_id, "x": x_of(r.sent_at), "y": y + 9,
-                                     "width": max(x_of(stop) - x_of(r.sent_at), 1.2), "height": ROW - 18},
-                            title(f"request #{r.number} ({r.request_id}): {r.action}")))
+            parts.append(
+                el(
+                    "rect",
+                    {
+                        "class": "span" + (" side" if r.intent == "side" else ""),
+                        "data-request": r.request_id,
+                        "x": x_of(r.sent_at),
+                        "y": y + 9,
+                        "width": max(x_of(stop) - x_of(r.sent_at), 1.2),
+                        "height": ROW - 18,
+                    },
+                    title(f"request #{r.number} ({r.request_id}): {r.action}"),
+                )
+            )
         elif r.refused:
-            parts.append(el("text", {"class": "refusal", "data-request": r.request_id, "x": x_of(r.decided_at),
-                                     "y": mid + 4, "text-anchor": "middle"}, title(f"refused: {r.reasons[-1]}"), text="✕"))
+            parts.append(
+                el(
+                    "text",
+                    {
+                        "class": "refusal",
+                        "data-request": r.request_id,
+                        "x": x_of(r.decided_at),
+                        "y": mid + 4,
+                        "text-anchor": "middle",
+                    },
+                    title(f"refused: {r.reasons[-1]}"),
+                    text="✕",
+                )
+            )
         for fold in r.folds:
-            parts.append(el("text", {"class": "tfold", "x": x_of(fold.time), "y": y + 7, "text-anchor": "middle"},
-                            title(f"fold freed {fold.tokens_freed:,} tokens"), text="▼"))
+            parts.append(
+                el(
+                    "text",
+                    {"class": "tfold", "x": x_of(fold.time), "y": y + 7, "text-anchor": "middle"},
+                    title(f"fold freed {fold.tokens_freed:,} tokens"),
+                    text="▼",
+                )
+            )
         previous = r
     if node.ended_at is not None and node.status in END_GLYPHS:
-        parts.append(el("text", {"class": f"end {node.status}", "x": x_of(node.ended_at) + 7, "y": mid + 5},
-                        title(f"{node.status}" + (f": {node.reason}" if node.reason else "")), text=END_GLYPHS[node.status]))
+        parts.append(
+            el(
+                "text",
+                {"class": f"end {node.status}", "x": x_of(node.ended_at) + 7, "y": mid + 5},
+                title(f"{node.status}" + (f": {node.reason}" if node.reason else "")),
+                text=END_GLYPHS[node.status],
+            )
+        )
     return [el("g", {"class": "trow", "data-node": node.node_id}, *parts)]
 
 
@@ -65,9 +114,13 @@ def _arrow(x1: float, y1: float, x2: float, y2: float, text: str) -> str:
     head = 5.0
     direction = 1.0 if y2 >= y1 else -1.0
     points = f"{num(x2)},{num(y2)} {num(x2 - head)},{num(y2 - direction * head * 1.6)} {num(x2 + head)},{num(y2 - direction * head * 1.6)}"
-    return el("g", {"class": "spawn"}, title(text),
-              void("line", {"x1": x1, "y1": y1, "x2": x2, "y2": y2 - direction * head * 1.6}),
-              void("polygon", {"points": points}))
+    return el(
+        "g",
+        {"class": "spawn"},
+        title(text),
+        void("line", {"x1": x1, "y1": y1, "x2": x2, "y2": y2 - direction * head * 1.6}),
+        void("polygon", {"points": points}),
+    )
 
 
 def timeline(run: RunPicture) -> str:
@@ -86,10 +139,20 @@ def timeline(run: RunPicture) -> str:
         t = start + span * i / 5
         x = x_of(t)
         parts.append(void("line", {"class": "grid", "x1": x, "x2": x, "y1": TOP, "y2": height - AXIS + 4}))
-        parts.append(el("text", {"class": "axis", "x": x, "y": height - AXIS + 16, "text-anchor": "middle"},
-                        text=f"{t - start:.2f}s"))
-    parts.append(el("text", {"class": "axis", "x": (LEFT + WIDTH) / 2, "y": height - 4, "text-anchor": "middle"},
-                    text="seconds since the run started"))
+        parts.append(
+            el(
+                "text",
+                {"class": "axis", "x": x, "y": height - AXIS + 16, "text-anchor": "middle"},
+                text=f"{t - start:.2f}s",
+            )
+        )
+    parts.append(
+        el(
+            "text",
+            {"class": "axis", "x": (LEFT + WIDTH) / 2, "y": height - 4, "text-anchor": "middle"},
+            text="seconds since the run started",
+        )
+    )
     rows = {node.node_id: TOP + i * ROW for i, node in enumerate(nodes)}
     for node in nodes:
         parts.extend(_row(node, rows[node.node_id], x_of, end))
@@ -97,7 +160,13 @@ def timeline(run: RunPicture) -> str:
         if spawn.parent in rows and spawn.child in rows:
             child = run.nodes[spawn.child]
             x2 = x_of(child.started_at if child.started_at is not None else spawn.time)
-            parts.append(_arrow(x_of(spawn.time), rows[spawn.parent] + ROW / 2, x2, rows[spawn.child] + ROW / 2,
-                                f"{spawn.parent} spawned {spawn.child} (inherits {spawn.inherit}, "
-                                f"{spawn.view_length} messages)"))
+            parts.append(
+                _arrow(
+                    x_of(spawn.time),
+                    rows[spawn.parent] + ROW / 2,
+                    x2,
+                    rows[spawn.child] + ROW / 2,
+                    f"{spawn.parent} spawned {spawn.child} (inherits {spawn.inherit}, {spawn.view_length} messages)",
+                )
+            )
     return svg(WIDTH, height, f"timeline of {len(nodes)} nodes over {span:.2f} s", parts)

@@ -138,7 +138,7 @@ def clip_stage(
             done.add(original.id)
             continue
         copy = clipped_copy(original, index=index, allowance=level, bound=bound)
-        candidate = current[:position] + [copy] + current[position + 1:]
+        candidate = current[:position] + [copy] + current[position + 1 :]
         after = measurer.estimate(candidate)
         if after >= estimate:
             done.add(original.id)

@@ -175,9 +175,7 @@ def status_answer(
         lines.append(f"notes in view: {len(notes)}: {shown}")
     if marks:
         lines.append("pending fold marks: " + ", ".join(f"#{m.start}-#{m.end}" for m in marks[-8:]))
-    results = sorted(
-        (m for m in view if isinstance(m, ToolResult)), key=lambda r: len(r.output), reverse=True
-    )[:5]
+    results = sorted((m for m in view if isinstance(m, ToolResult)), key=lambda r: len(r.output), reverse=True)[:5]
     if results:
         parts = []
         for r in results:

@@ -99,7 +99,9 @@ def message_line(index: int, role: str, text: str) -> str:
     return f"- #{index} {role}: {canonical_json(_clip(text, TEXT_PREVIEW_LIMIT))}"
 
 
-_CALL_LINE = re.compile(r"^- #(?P<index>\d+) (?P<name>\S+) (?P<args>\{.*\}) -> (?P<error>error, )?(?P<chars>\d+) chars$")
+_CALL_LINE = re.compile(
+    r"^- #(?P<index>\d+) (?P<name>\S+) (?P<args>\{.*\}) -> (?P<error>error, )?(?P<chars>\d+) chars$"
+)
 _DETAIL_LINE = re.compile(r"^  \(#\d+ .*\)$")
 """A detail under a listed message: the thinking it held, or one of its images."""
 _MESSAGE_LINE = re.compile(r'^- #(?P<index>\d+) (?P<role>user|assistant): (?P<text>".*")$')

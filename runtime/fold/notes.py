@@ -51,7 +51,9 @@ def structural_digest(message: Message) -> str:
     """
     if isinstance(message, Note):
         return sha256_hex(
-            canonical_json({"kind": "note", "text": message.text, "stage": message.stage, "first_index": message.first_index})
+            canonical_json(
+                {"kind": "note", "text": message.text, "stage": message.stage, "first_index": message.first_index}
+            )
         )
     if isinstance(message, ToolResult) and message.clipped_from is not None:
         content = message.content()

@@ -182,7 +182,9 @@ class PlanRun:
         )
 
 
-def rebuild_view(view: Sequence[Message], units: Sequence[Unit], taken: set[int], note_at: Mapping[int, Message]) -> list[Message]:
+def rebuild_view(
+    view: Sequence[Message], units: Sequence[Unit], taken: set[int], note_at: Mapping[int, Message]
+) -> list[Message]:
     """``view`` without the taken units' members, each replacing note placed at its run's first position."""
     drop: set[int] = set()
     insert: dict[int, Message] = {}

@@ -93,8 +93,6 @@ SUMMARY_ALLOWANCE_TOKENS = 600
 """Room kept under the target for a summary still to come (at most 300 words, SUMMARY_SYSTEM)."""
 
 
-
-
 class FoldPlanner:
     """Runs one fold over a :class:`FoldInput` (see the module docstring)."""
 

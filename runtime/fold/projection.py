@@ -78,7 +78,7 @@ def _cut_text(body: Body, k: int, *, index: int, total: int, bound: int | None) 
     limit = min(end - start, READ_LIMIT, bound if bound is not None else READ_LIMIT)
     marker = clip_marker(index=index, start=start, end=end, total=total, limit=limit)
     label = JSON_PREVIEW_LABEL if body.preview else ""
-    return label + source[:head] + marker + (source[len(source) - tail:] if tail else "")
+    return label + source[:head] + marker + (source[len(source) - tail :] if tail else "")
 
 
 def bound_retained(body: Body, bound: int, *, index: int, total: int) -> int:
@@ -113,9 +113,7 @@ def bound_retained(body: Body, bound: int, *, index: int, total: int) -> int:
     return k
 
 
-def project_body(
-    body: Body, *, index: int, total: int, allowance: int | None, bound: int | None
-) -> ProjectedBody:
+def project_body(body: Body, *, index: int, total: int, allowance: int | None, bound: int | None) -> ProjectedBody:
     """Project one body: keep ``min(allowance, k_N)`` of its source characters (see the module docstring)."""
     length = len(body.text)
     k = length if allowance is None else min(allowance, length)

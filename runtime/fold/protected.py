@@ -63,7 +63,7 @@ def first_round(view: Sequence[Message]) -> tuple[Message, ...] | None:
     members: list[Message] = [message, answer]
     wanted = [call.call_id for call in answer.tool_calls]
     if wanted:
-        results = {m.call_id: m for m in view[i + 2:] if isinstance(m, ToolResult) and m.call_id in wanted}
+        results = {m.call_id: m for m in view[i + 2 :] if isinstance(m, ToolResult) and m.call_id in wanted}
         if len(results) != len(wanted):
             return None
         members.extend(results[call_id] for call_id in wanted)

@@ -230,9 +230,7 @@ def verify_note(note: Note, record: RecordAccess) -> None:
         )
 
 
-def plan_restore(
-    view: Sequence[Message], record: RecordAccess, *, start: int, end: int | None = None
-) -> RestorePlan:
+def plan_restore(view: Sequence[Message], record: RecordAccess, *, start: int, end: int | None = None) -> RestorePlan:
     """Plan restoring the original at ``start`` (or every original in ``start..end``).
 
     A note's own index expands the note. Raises :class:`RecoveryError` for an
@@ -292,9 +290,7 @@ def plan_restore(
     for unit in hidden_units:
         current = _insert(current, unit, record)
     visible = {m.id for m in current}
-    dropped = [
-        m.id for m in current if isinstance(m, Note) and _closure(m, record) <= visible and m.id not in targets
-    ]
+    dropped = [m.id for m in current if isinstance(m, Note) and _closure(m, record) <= visible and m.id not in targets]
     final = [m.id for m in current if m.id not in set(dropped)]
     return RestorePlan(tuple(final), tuple(restored), tuple(replaced_copies), tuple(dropped), tuple(already))
 

@@ -43,7 +43,6 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-
 def sim_config_for(spec: ProviderSpec, *, api_key: str) -> SimConfig:
     from runtime.sim.server import SimConfig
 

@@ -62,4 +62,6 @@ class FoldSummaryPolicy:
     """Answers a summary request with :func:`extractive_summary` of its span (stateless)."""
 
     def respond(self, payload: Mapping[str, Any]) -> Reply:
-        return Reply(content=({"type": "text", "text": extractive_summary(_prompt_text(payload))},), stop_reason="end_turn")
+        return Reply(
+            content=({"type": "text", "text": extractive_summary(_prompt_text(payload))},), stop_reason="end_turn"
+        )

@@ -77,11 +77,21 @@ def _part_from_content(part: Any) -> Part:
         return RedactedThinkingPart(part["data"])
     if isinstance(part, Mapping) and part.get("type") == "text" and set(part) == {"type", "text"}:
         return TextPart(part["text"])
-    if isinstance(part, Mapping) and part.get("type") == "tool_call" and set(part) == {
-        "type", "call_id", "name", "arguments",
-    }:
+    if (
+        isinstance(part, Mapping)
+        and part.get("type") == "tool_call"
+        and set(part)
+        == {
+            "type",
+            "call_id",
+            "name",
+            "arguments",
+        }
+    ):
         return ToolCall(call_id=part["call_id"], name=part["name"], arguments_json=part["arguments"])
-    raise StoreCorrupt(f"a stored assistant part {part!r:.200} is not a text, tool call, thinking or redacted_thinking part")
+    raise StoreCorrupt(
+        f"a stored assistant part {part!r:.200} is not a text, tool call, thinking or redacted_thinking part"
+    )
 
 
 _IMAGE_KEYS = {"type", "media_type", "sha256", "width", "height", "size", "data"}
@@ -114,7 +124,9 @@ def message_from_content(kind: str, content: Mapping[str, Any], id: str) -> Mess
     if not isinstance(content, Mapping):
         raise StoreCorrupt(f"stored message {id}: content {content!r:.200} is not a JSON object")
     if content.get("kind") != kind:
-        raise StoreCorrupt(f"stored message {id}: content kind {content.get('kind')!r} does not match its row's kind {kind!r}")
+        raise StoreCorrupt(
+            f"stored message {id}: content kind {content.get('kind')!r} does not match its row's kind {kind!r}"
+        )
     try:
         if kind == "system":
             _keys(content, {"kind", "text"}, kind)
@@ -214,7 +226,9 @@ def ledger_rows_of(ledger: Any) -> tuple[float | None, int, list[tuple[str, str]
     if ledger is None:
         return None
     if not isinstance(ledger, CacheLedger):
-        raise StoreEncodeError(f"a branch ledger of type {type(ledger).__name__} has no stored form; expected a CacheLedger")
+        raise StoreEncodeError(
+            f"a branch ledger of type {type(ledger).__name__} has no stored form; expected a CacheLedger"
+        )
     records = ledger.to_records()
     rows = [(row["certificate"], canonical_json(row)) for row in records["rows"]]
     return records["watermark"], records["max_rows"], rows

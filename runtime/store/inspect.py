@@ -99,7 +99,9 @@ def label_of(message: Message) -> str:
         return f"{message.name} result" + (" (error)" if message.is_error else "")
     if isinstance(message, AssistantResponse):
         calls = message.tool_calls
-        return "assistant" + (f" ({len(calls)} call{'s' if len(calls) != 1 else ''}: {', '.join(c.name for c in calls)})" if calls else "")
+        return "assistant" + (
+            f" ({len(calls)} call{'s' if len(calls) != 1 else ''}: {', '.join(c.name for c in calls)})" if calls else ""
+        )
     if isinstance(message, Note):
         return f"fold note ({message.stage})"
     return message.kind
@@ -184,8 +186,13 @@ def _note_stands_for(branch: Branch, message: Note, accounted: dict[int, str]) -
         original = branch.message_at(original_index)
         accounted.setdefault(original_index, "replaced")
         stands_for.append(
-            Original(original_index, original.kind, label_of(original), message_chars(original),
-                     _whole_read(original_index, original))
+            Original(
+                original_index,
+                original.kind,
+                label_of(original),
+                message_chars(original),
+                _whole_read(original_index, original),
+            )
         )
     detail = detail or (
         f"replaces {len(message.replaced)} message(s) from #{message.first_index}, "
@@ -197,9 +204,13 @@ def _note_stands_for(branch: Branch, message: Note, accounted: dict[int, str]) -
 def _bounded_stands_for(message: ToolResult, index: int, shown: str) -> tuple[list[Original], str]:
     """A result the result bound shortens: the original it stands for and its detail line."""
     markers = parse_clip_marker(shown)
-    original = Original(index, message.kind, label_of(message), len(message.output),
-                        read_call(markers[0].index, markers[0].offset, markers[0].limit) if markers
-                        else _whole_read(index, message))
+    original = Original(
+        index,
+        message.kind,
+        label_of(message),
+        len(message.output),
+        read_call(markers[0].index, markers[0].offset, markers[0].limit) if markers else _whole_read(index, message),
+    )
     return [original], f"bounded: {len(shown):,} of its {len(message.output):,} chars are sent"
 
 
@@ -214,7 +225,11 @@ def _clip_stands_for(branch: Branch, message: ToolResult, accounted: dict[int, s
     markers = parse_clip_marker(message.output)
     calls = [read_call(m.index, m.offset, m.limit) for m in markers] or [_whole_read(original_index, original)]
     stands_for = [Original(original_index, original.kind, label_of(original), message_chars(original), calls[0])]
-    kept = f"keeps {message.clip.head:,} + {message.clip.tail:,} of {message.clip.total:,} chars" if message.clip else "clipped"
+    kept = (
+        f"keeps {message.clip.head:,} + {message.clip.tail:,} of {message.clip.total:,} chars"
+        if message.clip
+        else "clipped"
+    )
     omitted = "; ".join(f"omits {m.start:,}-{m.end:,} ({m.omitted:,} chars)" for m in markers)
     detail = f"clipped copy of #{original_index}: {kept}" + (f"; {omitted}" if omitted else "")
     if len(calls) > 1:

@@ -246,7 +246,8 @@ class RunStore:
                     log.warning(
                         "run stopped with responses whose usage events never arrived; "
                         "they are left out as if the process had stopped before them",
-                        store=str(self.path), units=dropped,
+                        store=str(self.path),
+                        units=dropped,
                     )
             await self.aclose()
 
@@ -381,7 +382,9 @@ class RunStore:
                 if change.status == "sent" and change.usage is not None:
                     awaits = change.request_id
             else:
-                raise StoreEncodeError(f"branch {branch.id}: a change of type {type(change).__name__} has no stored form")
+                raise StoreEncodeError(
+                    f"branch {branch.id}: a change of type {type(change).__name__} has no stored form"
+                )
         self._pairing.batch(branch.id, statements, awaits)
 
     # -- the event sink's target ---------------------------------------------------------------------

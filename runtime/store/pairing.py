@@ -86,7 +86,9 @@ class ResponsePairing:
             awaits = None
         self._enqueue(_Held(unit, awaits))
 
-    def event(self, event_type: str, branch_id: str | None, request_id: str | None, statements: Sequence[Statement]) -> None:
+    def event(
+        self, event_type: str, branch_id: str | None, request_id: str | None, statements: Sequence[Statement]
+    ) -> None:
         """One signal's statements."""
         unit = list(statements)
         if event_type == "ResponseReceived" and request_id is not None:

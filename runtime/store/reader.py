@@ -151,20 +151,21 @@ class StoreReader:
             "SELECT id, created, parent_id, fork_length, system_id, tools, turns_completed FROM branches ORDER BY created"
         )
         return [
-            BranchRow(r[0], r[1], r[2], r[3], r[4], tuple(_json_list(r[5], f"branch {r[0]} tools")), r[6])
-            for r in rows
+            BranchRow(r[0], r[1], r[2], r[3], r[4], tuple(_json_list(r[5], f"branch {r[0]} tools")), r[6]) for r in rows
         ]
 
     def own_record_ids(self, branch_id: str) -> list[tuple[int, str]]:
         """(index, message id) of the messages the branch appended itself, in order."""
-        return [(r[0], r[1]) for r in self._rows(
-            "SELECT idx, message_id FROM record WHERE branch_id = ? ORDER BY idx", (branch_id,)
-        )]
+        return [
+            (r[0], r[1])
+            for r in self._rows("SELECT idx, message_id FROM record WHERE branch_id = ? ORDER BY idx", (branch_id,))
+        ]
 
     def view_ids(self, branch_id: str) -> list[str]:
-        return [r[0] for r in self._rows(
-            "SELECT message_id FROM view_entries WHERE branch_id = ? ORDER BY pos", (branch_id,)
-        )]
+        return [
+            r[0]
+            for r in self._rows("SELECT message_id FROM view_entries WHERE branch_id = ? ORDER BY pos", (branch_id,))
+        ]
 
     def state(self, branch_id: str) -> ContextState:
         rows = self._rows("SELECT state FROM states WHERE branch_id = ?", (branch_id,))

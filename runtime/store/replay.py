@@ -154,7 +154,9 @@ def replay(row: RequestRow, reader: StoreReader, record: StoredRecord) -> Replay
     recipe = RECIPES.get(row.recipe_version)
     if recipe is None:
         known = ", ".join(str(v) for v in sorted(RECIPES))
-        raise UnknownRecipe(row.label, f"recipe version {row.recipe_version} is not one this build can rebuild (it has {known})")
+        raise UnknownRecipe(
+            row.label, f"recipe version {row.recipe_version} is not one this build can rebuild (it has {known})"
+        )
     try:
         _check_in_record(row, record)
         request = recipe(row, reader, record)

@@ -163,7 +163,8 @@ def _match_children(
             spec = scenario.node(child)
             candidates = sorted(
                 (
-                    b for b in branches.values()
+                    b
+                    for b in branches.values()
                     if b.id not in taken
                     and created.get(b.id, -1) > created.get(emitter_branch, -1)
                     and (b.parent_id == emitter_branch if spec.inherit == "view" else b.parent_id is None)
@@ -237,7 +238,9 @@ def plan_resume(
             restored[node.id] = Restored(branch, outcome, spawned=is_child)
         elif ended is not None and ended.type == "NodeFailed":
             reason = f"{ended.data.get('error_type')}: {ended.data.get('message')}"
-            restored[node.id] = Restored(branch, NodeOutcome(node.id, "failed", reason, None, branch.id), spawned=is_child)
+            restored[node.id] = Restored(
+                branch, NodeOutcome(node.id, "failed", reason, None, branch.id), spawned=is_child
+            )
         elif turns.get(branch.id, 0) > 0 and branch.state.open_turn is None:
             # The turn completed (its end is in the store) but NodeFinished never reached the disk.
             result = result_of(node.id, branch)

@@ -97,7 +97,9 @@ async def run_scenario_stored(
     return run
 
 
-def load_stored_plan(path: str | os.PathLike[str], *, registry: ToolRegistry = BUILTIN_TOOLS) -> tuple[Scenario, ResumePlan, dict[str, str]]:
+def load_stored_plan(
+    path: str | os.PathLike[str], *, registry: ToolRegistry = BUILTIN_TOOLS
+) -> tuple[Scenario, ResumePlan, dict[str, str]]:
     """The stored run's scenario, its resume plan and its meta; :class:`NothingToResume` if it finished."""
     with StoreReader(path) as reader:
         meta = reader.meta()

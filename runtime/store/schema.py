@@ -138,9 +138,7 @@ def configure(connection: sqlite3.Connection) -> None:
 
 def create_schema(connection: sqlite3.Connection) -> None:
     connection.executescript(SCHEMA)
-    connection.execute(
-        "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
-    )
+    connection.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
 
 
 def check_schema(connection: sqlite3.Connection, label: str) -> None:

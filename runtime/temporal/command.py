@@ -85,7 +85,9 @@ async def _client(args: EngineOptions) -> AsyncIterator[Any]:
 
     if args.temporal:
         if not args.bodies:
-            raise ConfigError("--engine temporal --temporal HOST:PORT needs --bodies DIR (a store every worker reaches)")
+            raise ConfigError(
+                "--engine temporal --temporal HOST:PORT needs --bodies DIR (a store every worker reaches)"
+            )
         yield await connect(args.temporal, open_body_store(args.bodies))
         return
     with tempfile.TemporaryDirectory(prefix="foldline-bodies-") as scratch:
@@ -139,7 +141,9 @@ async def submit(args: EngineOptions, scenario_text: str, label: str, providers:
                     result = await execute
         except WorkflowFailureError as failure:
             cause = failure.cause
-            raise FlowFailed(f"the flow workflow {workflow_id} failed: {getattr(cause, 'message', None) or cause}") from None
+            raise FlowFailed(
+                f"the flow workflow {workflow_id} failed: {getattr(cause, 'message', None) or cause}"
+            ) from None
         result["history"] = await history_size(client, workflow_id)
     return result
 
@@ -154,7 +158,9 @@ def run_temporal(args: EngineOptions, out: TextIO, err: TextIO) -> int:
         require_temporal()
         scenario = load_scenario(args.scenario, tool_names=BUILTIN_TOOLS.names())
         if args.temporal and not args.bodies:
-            raise ConfigError("--engine temporal --temporal HOST:PORT needs --bodies DIR (a store every worker reaches)")
+            raise ConfigError(
+                "--engine temporal --temporal HOST:PORT needs --bodies DIR (a store every worker reaches)"
+            )
         if args.no_worker and not args.temporal:
             raise ConfigError("--no-worker needs --temporal HOST:PORT (a server other workers serve)")
         if args.store:

@@ -147,7 +147,9 @@ class EventPump:
                 {"path": self.path, "sqlite": self.sqlite, "events": batch},
                 start_to_close_timeout=timedelta(minutes=1),
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                retry_policy=RetryPolicy(initial_interval=timedelta(seconds=0.5), maximum_interval=timedelta(seconds=8)),
+                retry_policy=RetryPolicy(
+                    initial_interval=timedelta(seconds=0.5), maximum_interval=timedelta(seconds=8)
+                ),
                 result_type=int,
             )
 
