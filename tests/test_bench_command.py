@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from runtime.bench import micro, workloads
+from runtime.bench import micro, workload_files, workloads
 from runtime.cli import bench as command
 
 
@@ -50,7 +50,7 @@ def test_the_small_bench_prints_the_table_and_writes_the_same_figures_as_json(tm
 
 
 def test_the_workload_files_are_found_and_run_from_a_directory(tmp_path: Path) -> None:
-    workloads.write_all(tmp_path, workloads.SMALL)
+    workload_files.write_all(tmp_path, workloads.SMALL)
     code, out, _ = run(
         "--dir",
         str(tmp_path),
@@ -83,7 +83,7 @@ def test_bad_input_exits_2_naming_what_was_wrong(argv: tuple[str, ...], message:
 
 
 def test_a_broken_workload_file_is_refused_naming_the_file_and_key(tmp_path: Path) -> None:
-    workloads.write_all(tmp_path, workloads.SMALL)
+    workload_files.write_all(tmp_path, workloads.SMALL)
     path = tmp_path / "fits.toml"
     path.write_text(path.read_text(encoding="utf-8").replace('tools = ["read_doc", "answer"]', 'tools = ["read_dog"]'))
     code, _, err = run("--dir", str(tmp_path), "--workloads", "fits")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.bench import workloads
+from runtime.bench import workload_files, workloads
 from runtime.bench.reader import recalls_of
 from runtime.bench.tools import BENCH_TOOLS
 from runtime.tokenizer import count_tokens
@@ -16,12 +16,12 @@ BENCH_DIR = Path(__file__).resolve().parent.parent / "scenarios" / "bench"
 
 @pytest.mark.parametrize("name", list(workloads.WORKLOADS))
 def test_the_committed_file_is_the_generators_full_rendering(name: str) -> None:
-    path = BENCH_DIR / workloads.file_name(name)
+    path = BENCH_DIR / workload_files.file_name(name)
     assert path.read_text(encoding="utf-8") == workloads.render(name, workloads.FULL), (
         f"{path.name} differs from runtime/bench/workloads.py; regenerate with "
-        "python -m runtime.bench.workloads scenarios/bench"
+        "python -m runtime.bench.workload_files scenarios/bench"
     )
-    scenario = workloads.load(BENCH_DIR, name)
+    scenario = workload_files.load(BENCH_DIR, name)
     assert scenario.name == name and scenario.provider.kind == "simulated"
 
 
@@ -94,6 +94,6 @@ def test_rendering_is_deterministic_and_unknown_workloads_are_refused() -> None:
 
 
 def test_write_all_writes_every_file(tmp_path: Path) -> None:
-    written = workloads.write_all(tmp_path, workloads.SMALL)
-    assert sorted(p.name for p in written) == sorted(workloads.file_name(n) for n in workloads.WORKLOADS)
-    assert workloads.load(tmp_path, "fanout").node("lead").script
+    written = workload_files.write_all(tmp_path, workloads.SMALL)
+    assert sorted(p.name for p in written) == sorted(workload_files.file_name(n) for n in workloads.WORKLOADS)
+    assert workload_files.load(tmp_path, "fanout").node("lead").script

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -57,7 +56,7 @@ from runtime.bench.workload_text import scenario_text as _scenario_text_on
 from runtime.bench.workload_text import sizes as _sizes
 from runtime.bench.workload_text import system as _system
 from runtime.config import Scenario
-from runtime.config.loader import load_scenario, loads_scenario
+from runtime.config.loader import loads_scenario
 
 MODEL = "claude-opus-5"
 """The benchmark's model: the simulator serves it like claude-haiku-5-5 (a 1M-token window, a 512-token
@@ -487,36 +486,3 @@ def render(name: str, sizes: Sizes = FULL) -> str:
 def build(name: str, sizes: Sizes = FULL) -> Scenario:
     """Workload ``name`` at ``sizes`` as a scenario (validated like a file)."""
     return loads_scenario(render(name, sizes), path_label=f"{name}.toml", tool_names=BENCH_TOOLS.names())
-
-
-def file_name(name: str) -> str:
-    return f"{name}.toml"
-
-
-def load(directory: str | Path, name: str) -> Scenario:
-    """Load workload ``name`` from its file in ``directory`` (the bench tools are known)."""
-    return load_file(Path(directory) / file_name(name))
-
-
-def load_file(path: str | Path) -> Scenario:
-    """Load any workload scenario file (the bench tools are known); the loader's errors name the file."""
-    return load_scenario(Path(path), tool_names=BENCH_TOOLS.names())
-
-
-def write_all(directory: str | Path, sizes: Sizes = FULL) -> list[Path]:
-    """Write every workload's file into ``directory``; returns the paths written."""
-    out = Path(directory)
-    out.mkdir(parents=True, exist_ok=True)
-    for name in WORKLOADS:
-        (out / file_name(name)).write_text(render(name, sizes), encoding="utf-8")
-    return [out / file_name(name) for name in WORKLOADS]
-
-
-if __name__ == "__main__":
-    import sys
-
-    if len(sys.argv) != 2:
-        print("usage: python -m runtime.bench.workloads DIRECTORY", file=sys.stderr)
-        sys.exit(2)
-    for written_path in write_all(sys.argv[1]):
-        print(written_path)

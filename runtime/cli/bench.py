@@ -113,32 +113,35 @@ def workload_directory(given: str) -> Path:
 
 
 def _workload_file(given: str) -> Scenario:
-    from runtime.bench import workloads as workload_files
 
     path = Path(given)
     if not path.is_file():
         raise ConfigError(f"--workload: {given} is not a file")
-    return workload_files.load_file(path)
+    from runtime.bench.workload_files import load_file
+
+    return load_file(path)
 
 
 def _scenarios(args: argparse.Namespace) -> list[Scenario]:
-    from runtime.bench import workloads as workload_files
+    from runtime.bench import workloads
     from runtime.bench.harness import priced_model, with_model
     from runtime.pricing import PricingTable
 
     files = list(getattr(args, "workload", None) or [])
     named = _names(args.workloads)
-    names = named if named is not None else ([] if files else list(workload_files.WORKLOADS))
-    unknown = [n for n in names if n not in workload_files.WORKLOADS]
+    names = named if named is not None else ([] if files else list(workloads.WORKLOADS))
+    unknown = [n for n in names if n not in workloads.WORKLOADS]
     if unknown:
-        raise ConfigError(f"--workloads: {unknown[0]!r} is not one of {', '.join(workload_files.WORKLOADS)}")
+        raise ConfigError(f"--workloads: {unknown[0]!r} is not one of {', '.join(workloads.WORKLOADS)}")
     if args.small:
-        scenarios = [workload_files.build(name, workload_files.SMALL) for name in names]
+        scenarios = [workloads.build(name, workloads.SMALL) for name in names]
     elif args.dir is not None:
         directory = workload_directory(args.dir)
-        scenarios = [workload_files.load(directory, name) for name in names]
+        from runtime.bench.workload_files import load
+
+        scenarios = [load(directory, name) for name in names]
     else:
-        scenarios = [workload_files.build(name) for name in names]
+        scenarios = [workloads.build(name) for name in names]
     built_in = len(scenarios)
     scenarios.extend(_workload_file(given) for given in files)
     model = getattr(args, "model", None)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from runtime.display.model import NodePicture, RunPicture
+from runtime.display.model import NodePicture, RequestPoint, RunPicture
 from runtime.display.svg import el, num, svg, title, void
 
 WIDTH = 960.0
@@ -25,6 +25,64 @@ def _ordered(run: RunPicture) -> list[NodePicture]:
         return (when if when is not None else float("inf"), node.node_id)
 
     return sorted(run.nodes.values(), key=key)
+
+
+def _request_marks(
+    r: RequestPoint, previous: RequestPoint | None, y: float, mid: float, x_of: Callable[[float], float]
+) -> list[str]:
+    """One request's marks on its node's row: the tool round before it, its span or refusal, its folds."""
+    parts: list[str] = []
+    if previous is not None and previous.stop_reason == "tool_use" and previous.received_at is not None:
+        start = previous.received_at
+        stop = r.sent_at if r.sent_at is not None else r.decided_at
+        parts.append(
+            el(
+                "line",
+                {"class": "toolround", "x1": x_of(start), "x2": x_of(max(stop, start)), "y1": mid, "y2": mid},
+                title(f"tool round after request #{previous.number}"),
+            )
+        )
+    if r.sent_at is not None:
+        stop = r.received_at if r.received_at is not None else r.sent_at
+        parts.append(
+            el(
+                "rect",
+                {
+                    "class": "span" + (" side" if r.intent == "side" else ""),
+                    "data-request": r.request_id,
+                    "x": x_of(r.sent_at),
+                    "y": y + 9,
+                    "width": max(x_of(stop) - x_of(r.sent_at), 1.2),
+                    "height": ROW - 18,
+                },
+                title(f"request #{r.number} ({r.request_id}): {r.action}"),
+            )
+        )
+    elif r.refused:
+        parts.append(
+            el(
+                "text",
+                {
+                    "class": "refusal",
+                    "data-request": r.request_id,
+                    "x": x_of(r.decided_at),
+                    "y": mid + 4,
+                    "text-anchor": "middle",
+                },
+                title(f"refused: {r.reasons[-1]}"),
+                text="✕",
+            )
+        )
+    for fold in r.folds:
+        parts.append(
+            el(
+                "text",
+                {"class": "tfold", "x": x_of(fold.time), "y": y + 7, "text-anchor": "middle"},
+                title(f"fold freed {fold.tokens_freed:,} tokens"),
+                text="▼",
+            )
+        )
+    return parts
 
 
 def _row(node: NodePicture, y: float, x_of: Callable[[float], float], run_end: float) -> list[str]:
@@ -47,56 +105,7 @@ def _row(node: NodePicture, y: float, x_of: Callable[[float], float], run_end: f
         )
     previous = None
     for r in node.requests:
-        if previous is not None and previous.stop_reason == "tool_use" and previous.received_at is not None:
-            start = previous.received_at
-            stop = r.sent_at if r.sent_at is not None else r.decided_at
-            parts.append(
-                el(
-                    "line",
-                    {"class": "toolround", "x1": x_of(start), "x2": x_of(max(stop, start)), "y1": mid, "y2": mid},
-                    title(f"tool round after request #{previous.number}"),
-                )
-            )
-        if r.sent_at is not None:
-            stop = r.received_at if r.received_at is not None else r.sent_at
-            parts.append(
-                el(
-                    "rect",
-                    {
-                        "class": "span" + (" side" if r.intent == "side" else ""),
-                        "data-request": r.request_id,
-                        "x": x_of(r.sent_at),
-                        "y": y + 9,
-                        "width": max(x_of(stop) - x_of(r.sent_at), 1.2),
-                        "height": ROW - 18,
-                    },
-                    title(f"request #{r.number} ({r.request_id}): {r.action}"),
-                )
-            )
-        elif r.refused:
-            parts.append(
-                el(
-                    "text",
-                    {
-                        "class": "refusal",
-                        "data-request": r.request_id,
-                        "x": x_of(r.decided_at),
-                        "y": mid + 4,
-                        "text-anchor": "middle",
-                    },
-                    title(f"refused: {r.reasons[-1]}"),
-                    text="✕",
-                )
-            )
-        for fold in r.folds:
-            parts.append(
-                el(
-                    "text",
-                    {"class": "tfold", "x": x_of(fold.time), "y": y + 7, "text-anchor": "middle"},
-                    title(f"fold freed {fold.tokens_freed:,} tokens"),
-                    text="▼",
-                )
-            )
+        parts.extend(_request_marks(r, previous, y, mid, x_of))
         previous = r
     if node.ended_at is not None and node.status in END_GLYPHS:
         parts.append(
