@@ -4,6 +4,15 @@
 :class:`~actors.send.TurnDriver`: it appends the instructions, sends, runs
 the round's tools and stops at the answer (or the round limit). A resumed
 operation continues from the branch's stored ``open_turn``.
+
+Stop reasons (each is in the ``ResponseReceived`` event of its reply):
+``end_turn`` and ``stop_sequence`` end the turn with the reply's text;
+``tool_use`` runs the round's calls; ``pause_turn`` sends the conversation
+again as it is so the model continues (at most :data:`MAX_PAUSES` times in a
+row); ``refusal`` fails the operation with the reason; ``max_tokens`` in an
+iterative operation answers any (possibly truncated) calls of the reply as
+not run and asks the model to continue, at most :data:`MAX_CONTINUATIONS`
+times, the answer being the continued replies' text joined.
 """
 
 from __future__ import annotations
@@ -28,6 +37,31 @@ from runtime.operation import (
 from runtime.send_bounds import bound_by_window
 
 __all__ = ["Operation", "OperationError", "OperationResult", "RoundLimitExceeded", "run_operation"]
+
+MAX_PAUSES = 8
+"""How many ``pause_turn`` replies in a row an operation continues before it fails."""
+
+MAX_CONTINUATIONS = 3
+"""How many times an iterative operation continues a reply cut at ``max_tokens``."""
+
+CONTINUE_TEXT = "Your previous reply was cut off at the output limit (max_tokens). Continue exactly where it stopped."
+CUT_CALL_TEXT = "not run: the reply was cut off at max_tokens, so this call may be incomplete; call it again if needed"
+
+
+async def _send(driver: TurnDriver, intent: Intent) -> AssistantResponse:
+    """Send, continuing ``pause_turn`` replies; a ``refusal`` fails the operation with its reason."""
+    for pause in range(MAX_PAUSES + 1):
+        message = await driver.send(intent)
+        if pause:
+            # The continuation is a second reply after the paused one: both render as one
+            # assistant turn, so the next request extends that turn's message (a known rewrite).
+            driver.turn.explain_rewrite("pause_turn: the continued reply joins the paused assistant turn")
+        if message.stop_reason == "refusal":
+            why = message.text.strip() or "no text given"
+            raise OperationError(f"the model refused (stop_reason refusal): {why}")
+        if message.stop_reason != "pause_turn":
+            return message
+    raise OperationError(f"the model paused its turn (stop_reason pause_turn) {MAX_PAUSES + 1} times in a row")
 
 
 async def run_operation(
@@ -78,7 +112,7 @@ async def _run_bounded(driver: TurnDriver, appended: int, completed: int) -> Ope
         intent: Intent = "final" if i == len(steps) - 1 else "continuing"
         if i >= appended:
             await driver.append_instruction(text, intent)
-        reply_message = await driver.send(intent)
+        reply_message = await _send(driver, intent)
         if reply_message.tool_calls:
             calls = reply_message.tool_calls
             await _answer_unrun(driver, calls, "tools are not run in a bounded operation")
@@ -97,9 +131,9 @@ def _last_answer(driver: TurnDriver) -> AssistantResponse:
     raise OperationError("the resumed operation has no answer in its view")
 
 
-async def _answer_unrun(driver: TurnDriver, calls: Sequence[ToolCall], why: str) -> None:
+async def _answer_unrun(driver: TurnDriver, calls: Sequence[ToolCall], why: str, *, prefix: str = "not run: ") -> None:
     for call in calls:
-        driver.turn.append(ToolResult.for_call(call, f"not run: {why}", is_error=True))
+        driver.turn.append(ToolResult.for_call(call, f"{prefix}{why}", is_error=True))
 
 
 async def _run_iterative(driver: TurnDriver, appended: int, completed: int) -> OperationResult:
@@ -112,10 +146,23 @@ async def _run_iterative(driver: TurnDriver, appended: int, completed: int) -> O
             return OperationResult(last.text, completed, driver.progress.requests, driver.progress.usage)
         answered = {m.call_id for m in driver.branch.view() if isinstance(m, ToolResult)}
         await driver.run_tools([c for c in last.tool_calls if c.call_id not in answered])
+    cut: list[str] = []
     for round_no in range(completed + 1, driver.operation.max_rounds + 1):
-        message = await driver.send("continuing")
+        message = await _send(driver, "continuing")
+        if message.stop_reason == "max_tokens":
+            if len(cut) >= MAX_CONTINUATIONS:
+                raise OperationError(
+                    f"the reply was cut off at max_tokens {len(cut) + 1} times in a row "
+                    f"(continued at most {MAX_CONTINUATIONS} times)"
+                )
+            cut.append(message.text)
+            await _answer_unrun(driver, message.tool_calls, CUT_CALL_TEXT, prefix="")
+            await driver.append_instruction(CONTINUE_TEXT, "continuing")
+            continue
         if not message.tool_calls:
-            return OperationResult(message.text, round_no, driver.progress.requests, driver.progress.usage)
+            text = "".join(cut) + message.text
+            return OperationResult(text, round_no, driver.progress.requests, driver.progress.usage)
+        cut.clear()
         await driver.run_tools(message.tool_calls)
     raise RoundLimitExceeded(
         f"no final answer after {driver.operation.max_rounds} rounds (max_rounds={driver.operation.max_rounds})"

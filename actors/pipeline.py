@@ -322,7 +322,7 @@ class SendPipeline:
         event without the response it belongs to (a store pairs the two).
         """
         self.progress.usage = self.progress.usage + reply.usage
-        message = reply.message()
+        message = reply.message(outgoing.request.context_digest() if reply.has_thinking else None)
         plan = outgoing.plan
         verdict = None
         if plan is not None and not outgoing.side:

@@ -97,6 +97,7 @@ class TurnDriver:
             max_tokens=profile.max_tokens,
             result_bound=profile.tool_result_max_chars,
             counter=env.counter,
+            thinking_json=profile.thinking,
         )
         publish = Publisher(env.bus, branch.id, self.node_id)
         folding = None

@@ -20,7 +20,8 @@ from runtime.config import Profile
 from runtime.fold.context_tool import CONTEXT_TOOL, CONTEXT_TOOL_NAME
 from runtime.fold.measurer import ViewMeasurer
 from runtime.fold.projection import BoundProjection, request_projection
-from runtime.measure import Measurement, TokenCounter, measure
+from runtime.image_count import measure_request
+from runtime.measure import Measurement, TokenCounter
 from runtime.messages import Instruction, Message
 
 SUMMARY_MAX_TOKENS = 1024
@@ -51,13 +52,17 @@ class RequestShape:
     max_tokens: int
     result_bound: int | None
     counter: TokenCounter = attrs.field(eq=False)
+    thinking_json: str | None = None
+    """The profile's ``thinking`` field (canonical JSON), sent on main requests; None: not sent."""
 
     @property
     def offers_context_tool(self) -> bool:
         return any(t is CONTEXT_TOOL for t in self.tools)
 
     def settings(self, intent: Intent) -> RequestSettings:
-        return RequestSettings(model=self.model, max_tokens=self.max_tokens, intent=intent)
+        return RequestSettings(
+            model=self.model, max_tokens=self.max_tokens, intent=intent, thinking_json=self.thinking_json
+        )
 
     def projection(self) -> BoundProjection | None:
         """The result bound's projection (None when nothing is bounded).
@@ -83,7 +88,7 @@ class RequestShape:
         return compile_request(system=None, tools=(), view=(prompt,), settings=settings)
 
     def measure(self, request: Request) -> Measurement:
-        return measure(request.pieces(), self.counter, self.branch.scale)
+        return measure_request(request, self.counter, self.branch.scale)
 
     def measurer(self, intent: Intent) -> ViewMeasurer:
         """The fold planner's view measurer, under the same rule as :meth:`compile`."""

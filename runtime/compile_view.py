@@ -8,6 +8,13 @@ there: compiling after one appended turn renders the turn, not the history, and
 the earlier rendered messages are the same objects as last time. With a result
 projection the memo is used only when the projection still renders every
 earlier result the same (its memo keys are compared).
+
+A reply's thinking blocks go back only while the conversation before it is
+the one it answered (:mod:`runtime.thinking`): the keep decision reads only
+the messages before the reply. So a remembered layout's keep decisions, and
+the thinking-context digest it carries on, are still right for any view that
+extends it: reuse requires the prefix to be the same messages (so the same
+rendered bytes), and nothing later can change a decision already made.
 """
 
 from __future__ import annotations
@@ -26,9 +33,24 @@ from runtime.rendering import (
     ResultProjection,
     render_blocks,
 )
+from runtime.thinking import CONTEXT_SEED, extend_context
 
 MAX_LAYOUTS = 16
 """How many finished layouts the memo keeps (most recently used first)."""
+
+
+@attrs.define
+class _ThinkingContext:
+    """The thinking-context digest of the messages laid out so far (extended only when a reply asks)."""
+
+    digest: str = CONTEXT_SEED
+    done: int = 0
+
+    def matches(self, out: Sequence[RenderedMessage], context: str | None) -> bool:
+        for msg in out[self.done :]:
+            self.digest = extend_context(self.digest, msg.role, tuple(b.json for b in msg.blocks))
+        self.done = len(out)
+        return self.digest == context
 
 
 @attrs.frozen(eq=False)
@@ -42,6 +64,8 @@ class _Layout:
     blocks: tuple[Block, ...]
     sources: tuple[str, ...]
     role: str | None
+    context: tuple[str, int] = (CONTEXT_SEED, 0)
+    """The thinking-context chain's state (digest, messages it covers); it depends only on ``out``."""
 
 
 class _Builder:
@@ -52,6 +76,7 @@ class _Builder:
         self.blocks: list[Block] = list(start.blocks) if start else []
         self.sources: list[str] = list(start.sources) if start else []
         self.role: str | None = start.role if start else None
+        self.chain = _ThinkingContext(*start.context) if start else _ThinkingContext()
 
     def flush(self) -> None:
         if self.blocks and self.role is not None:
@@ -85,7 +110,11 @@ class _Builder:
                     )
                 continue
             if isinstance(message, AssistantResponse):
-                self.add("assistant", render_blocks(message, projection), message.id)
+                keep = message.context is not None and self.role != "assistant"
+                if keep:
+                    self.flush()
+                    keep = self.chain.matches(self.out, message.context)
+                self.add("assistant", render_blocks(message, projection, keep_thinking=keep), message.id)
                 calls = message.tool_calls
                 if calls:
                     self.flush()
@@ -163,6 +192,7 @@ def layout_view(view: Sequence[Message], projection: ResultProjection | None = N
             tuple(builder.blocks),
             tuple(builder.sources),
             builder.role,
+            (builder.chain.digest, builder.chain.done),
         ),
         start,
     )

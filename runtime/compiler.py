@@ -42,6 +42,7 @@ from runtime.rendering import (
     ResultProjection,
     render_blocks,
 )
+from runtime.thinking import context_digest
 
 __all__ = [
     "EMPTY_RESPONSE_TEXT",
@@ -111,6 +112,8 @@ class RequestSettings:
     max_tokens: int = 1024
     intent: Intent = "continuing"
     tool_choice_json: str | None = None
+    thinking_json: str | None = None
+    """The request's ``thinking`` field as canonical JSON (None: not sent)."""
 
 
 def _with_cache_control(block_json: str, ttl: str) -> str:
@@ -161,7 +164,17 @@ class Request:
     def _mark_map(self) -> dict[Location, str]:
         return {tuple(m.location): m.ttl for m in self.marks}
 
-    def pieces(self) -> SegmentedPieces:
+    def image_tokens(self) -> dict[str, int]:
+        """The image estimate each message label carries (empty when the request has no images)."""
+        out: dict[str, int] = {}
+        for msg in self.messages:
+            for block in msg.blocks:
+                if block.image_tokens:
+                    label = block.source_id or "envelope"
+                    out[label] = out.get(label, 0) + block.image_tokens
+        return out
+
+    def pieces(self, *, counting: bool = False) -> SegmentedPieces:
         """The payload as labelled canonical JSON pieces, in order.
 
         Labels are message ids for message blocks, ``"tools"``, ``"system"``
@@ -169,6 +182,9 @@ class Request:
         :meth:`payload_text`. The result is a :class:`SegmentedPieces`: one
         segment per message, keyed by the rendered message, so a measurer can
         reuse what it counted for an unchanged leading run of messages.
+        With ``counting``, image data is left empty (see :mod:`runtime.image_count`);
+        a message carrying an image is then keyed apart, so its counted segment
+        is never reused for its sent one or the other way round.
         """
         marks = self._mark_map()
         s = self.settings
@@ -179,7 +195,7 @@ class Request:
             msg = self.messages[mi]
             out: list[tuple[str, str]] = [("envelope", _NEXT_OPEN if mi else _CONTENT_OPEN)]
             for bi, block in enumerate(msg.blocks):
-                text = block.json
+                text = block.count_json if counting and block.count_json is not None else block.json
                 ttl = marks.get(("messages", mi, bi)) if marks else None
                 if ttl is not None:
                     text = _with_cache_control(text, ttl)
@@ -189,7 +205,10 @@ class Request:
             out.append(("envelope", _ROLE_CLOSE[msg.role]))
             return tuple(out)
 
-        return SegmentedPieces(head, self.messages, min(marked, default=len(self.messages)), segment, self._foot(marks))
+        keys: tuple[Any, ...] = self.messages
+        if counting:
+            keys = tuple(("counting", m) if any(b.count_json is not None for b in m.blocks) else m for m in keys)
+        return SegmentedPieces(head, keys, min(marked, default=len(self.messages)), segment, self._foot(marks))
 
     def _foot(self, marks: Mapping[Location, str]) -> tuple[tuple[str, str], ...]:
         s = self.settings
@@ -202,6 +221,8 @@ class Request:
             out.append(("envelope", ',"system":['))
             out.append(("system", text))
             out.append(("envelope", "]"))
+        if s.thinking_json is not None:
+            out.append(("envelope", ',"thinking":' + s.thinking_json))
         if s.tool_choice_json is not None:
             out.append(("envelope", ',"tool_choice":' + s.tool_choice_json))
         if self.tools:
@@ -225,6 +246,7 @@ class Request:
         or re-serialising anything, and compares messages by identity first.
         """
         tool_choice = ABSENT if self.settings.tool_choice_json is None else json.loads(self.settings.tool_choice_json)
+        thinking = None if self.settings.thinking_json is None else json.loads(self.settings.thinking_json)
         system = () if self.system is None else (prepare_block(_system_piece(self.system), "text"),)
         return PreparedPayload(
             model=self.settings.model,
@@ -232,6 +254,7 @@ class Request:
             system=system,
             keys=self.messages,
             message=RenderedMessage.prepared,
+            thinking=thinking,
             tool_choice=tool_choice,
         )
 
@@ -256,6 +279,10 @@ class Request:
             object.__setattr__(self, "_digest", sha256_hex(self.payload_bytes()))
         assert self._digest is not None
         return self._digest
+
+    def context_digest(self) -> str:
+        """The digest of the conversation this request carries; a reply records it (:mod:`runtime.thinking`)."""
+        return context_digest((m.role, tuple(b.json for b in m.blocks)) for m in self.messages)
 
     def message_digests(self) -> tuple[str, ...]:
         """SHA-256 of each rendered message without marks (for prefix checks)."""

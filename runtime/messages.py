@@ -22,14 +22,16 @@ Kinds:
 
 from __future__ import annotations
 
+import base64
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 import attrs
 
 from runtime.canonical import canonical_json, sha256_hex
 from runtime.ids import current_ids
+from runtime.images import image_tokens, inspect_image
 
 
 def new_message_id() -> str:
@@ -81,6 +83,83 @@ class TextPart:
 
 
 @attrs.frozen
+class ImagePart:
+    """An image an instruction or a tool result carries: its bytes (base64) and what its header says.
+
+    Built with :meth:`from_bytes`, which refuses what the API would refuse
+    (:func:`runtime.images.inspect_image`). ``sha256`` is the digest of the
+    bytes; ``tokens`` the documented estimate the runtime counts it by.
+    """
+
+    media_type: str
+    data: str = attrs.field(repr=False)
+    sha256: str
+    width: int
+    height: int
+    size: int
+
+    @classmethod
+    def from_bytes(cls, data: bytes, where: str) -> ImagePart:
+        info = inspect_image(data, where)
+        encoded = base64.b64encode(data).decode("ascii")
+        return cls(info.media_type, encoded, info.sha256, info.width, info.height, info.size)
+
+    @property
+    def tokens(self) -> int:
+        return image_tokens(self.width, self.height)
+
+    def raw(self) -> bytes:
+        return base64.b64decode(self.data)
+
+    def content(self) -> dict[str, Any]:
+        return {
+            "type": "image",
+            "media_type": self.media_type,
+            "sha256": self.sha256,
+            "width": self.width,
+            "height": self.height,
+            "size": self.size,
+            "data": self.data,
+        }
+
+    def describe(self) -> str:
+        """One line naming the image: digest, format, pixel size, bytes and token estimate."""
+        kind = self.media_type.removeprefix("image/").upper()
+        return f"image sha256:{self.sha256[:16]} {kind} {self.width}x{self.height}, {self.size:,} bytes, ~{self.tokens} tokens"
+
+
+def _images(value: Iterable[ImagePart]) -> tuple[ImagePart, ...]:
+    return tuple(value)
+
+
+@attrs.frozen
+class ThinkingPart:
+    """A ``thinking`` block of a reply, exactly as the provider gave it (signature included)."""
+
+    thinking: str
+    signature: str
+
+    def content(self) -> dict[str, Any]:
+        return {"type": "thinking", "thinking": self.thinking, "signature": self.signature}
+
+
+@attrs.frozen
+class RedactedThinkingPart:
+    """A ``redacted_thinking`` block of a reply, exactly as given (its opaque ``data``)."""
+
+    data: str
+
+    def content(self) -> dict[str, Any]:
+        return {"type": "redacted_thinking", "data": self.data}
+
+
+Part = TextPart | ToolCall | ThinkingPart | RedactedThinkingPart
+"""One block of an assistant response, in the order the model produced them."""
+
+ThinkingBlock = ThinkingPart | RedactedThinkingPart
+
+
+@attrs.frozen
 class SystemMessage:
     text: str
     id: str = attrs.field(factory=new_message_id, kw_only=True)
@@ -104,6 +183,7 @@ class Instruction:
 
     text: str
     notice: str | None = None
+    images: tuple[ImagePart, ...] = attrs.field(default=(), kw_only=True, converter=_images)
     id: str = attrs.field(factory=new_message_id, kw_only=True)
     sha256: str = attrs.field(init=False, eq=False, repr=False)
     kind: Literal["instruction"] = attrs.field(default="instruction", init=False)
@@ -112,7 +192,10 @@ class Instruction:
         _set_digest(self)
 
     def content(self) -> dict[str, Any]:
-        return {"kind": "instruction", "text": self.text, "notice": self.notice}
+        value: dict[str, Any] = {"kind": "instruction", "text": self.text, "notice": self.notice}
+        if self.images:
+            value["images"] = [image.content() for image in self.images]
+        return value
 
     def rendered_text(self) -> str:
         """The exact text sent for this turn, current or history alike."""
@@ -123,10 +206,18 @@ class Instruction:
 
 @attrs.frozen
 class AssistantResponse:
-    """One model response: its blocks in order, and why it stopped."""
+    """One model response: its blocks in order, and why it stopped.
 
-    parts: tuple[TextPart | ToolCall, ...]
+    ``context`` is set when the reply carries thinking blocks: the digest of
+    the conversation that came before it in the request that produced it
+    (:func:`runtime.thinking.context_digest`). A later request gives the
+    thinking blocks back only while what comes before the reply still has
+    that digest (the API verifies each block against what preceded it).
+    """
+
+    parts: tuple[Part, ...]
     stop_reason: str | None = None
+    context: str | None = None
     id: str = attrs.field(factory=new_message_id, kw_only=True)
     sha256: str = attrs.field(init=False, eq=False, repr=False)
     kind: Literal["assistant"] = attrs.field(default="assistant", init=False)
@@ -135,11 +226,19 @@ class AssistantResponse:
         _set_digest(self)
 
     def content(self) -> dict[str, Any]:
-        return {
+        value: dict[str, Any] = {
             "kind": "assistant",
             "parts": [p.content() for p in self.parts],
             "stop_reason": self.stop_reason,
         }
+        if self.context is not None:
+            # Only replies with thinking carry it: every other reply keeps its digest.
+            value["context"] = self.context
+        return value
+
+    @property
+    def thinking_parts(self) -> tuple[ThinkingBlock, ...]:
+        return tuple(p for p in self.parts if isinstance(p, (ThinkingPart, RedactedThinkingPart)))
 
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:
@@ -184,6 +283,7 @@ class ToolResult:
     output_format: Literal["text", "json"] = "text"
     clipped_from: str | None = None
     clip: ClipInfo | None = None
+    images: tuple[ImagePart, ...] = attrs.field(default=(), kw_only=True, converter=_images)
     id: str = attrs.field(factory=new_message_id, kw_only=True)
     sha256: str = attrs.field(init=False, eq=False, repr=False)
     kind: Literal["tool_result"] = attrs.field(default="tool_result", init=False)
@@ -192,11 +292,15 @@ class ToolResult:
         _set_digest(self)
 
     @classmethod
-    def for_call(cls, call: ToolCall, output: Any, *, is_error: bool = False) -> ToolResult:
-        """Build the result of ``call`` from a tool's return value."""
+    def for_call(
+        cls, call: ToolCall, output: Any, *, is_error: bool = False, images: tuple[ImagePart, ...] = ()
+    ) -> ToolResult:
+        """Build the result of ``call`` from a tool's return value (and the images it returned)."""
         if isinstance(output, str):
-            return cls(call.call_id, call.name, call.arguments_json, output, is_error)
-        return cls(call.call_id, call.name, call.arguments_json, canonical_json(output), is_error, "json")
+            return cls(call.call_id, call.name, call.arguments_json, output, is_error, images=images)
+        return cls(
+            call.call_id, call.name, call.arguments_json, canonical_json(output), is_error, "json", images=images
+        )
 
     def content(self) -> dict[str, Any]:
         return {
@@ -209,7 +313,7 @@ class ToolResult:
             "is_error": self.is_error,
             "clipped_from": self.clipped_from,
             "clip": attrs.asdict(self.clip) if self.clip else None,
-        }
+        } | ({"images": [image.content() for image in self.images]} if self.images else {})
 
 
 @attrs.frozen

@@ -21,7 +21,14 @@ import attrs
 from runtime.canonical import canonical_json, sha256_hex
 from runtime.errors import ConfigError, FoldlineError
 
-_STEP_KEYS = frozenset({"text", "tool_calls"})
+STOP_REASONS = ("end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal")
+"""Every stop reason the Messages API documents."""
+
+SCRIPTED_STOP_REASONS = ("pause_turn", "refusal")
+"""The stop reasons a script step may name (the others follow from the step's content and the request)."""
+
+
+_STEP_KEYS = frozenset({"text", "tool_calls", "stop_reason"})
 _CALL_KEYS = frozenset({"name", "arguments"})
 
 
@@ -81,8 +88,14 @@ class ScriptStep:
 
     text: str | None = None
     tool_calls: tuple[ScriptCall, ...] = attrs.field(default=(), converter=_calls)
+    stop_reason: str | None = None
+    """``"pause_turn"`` or ``"refusal"`` to end the step that way (None: from the content)."""
 
     def __attrs_post_init__(self) -> None:
+        if self.stop_reason is not None and self.stop_reason not in SCRIPTED_STOP_REASONS:
+            raise ValueError(
+                f"ScriptStep.stop_reason: {self.stop_reason!r} is not one of {', '.join(SCRIPTED_STOP_REASONS)}"
+            )
         if self.text is not None and (not isinstance(self.text, str) or not self.text):
             raise ValueError(f"ScriptStep.text: {self.text!r} is not a non-empty string")
         if self.text is None and not self.tool_calls:
@@ -109,7 +122,10 @@ class ScriptStep:
         calls = tuple(_call_from_obj(call, f"{where}.tool_calls[{i}]") for i, call in enumerate(raw_calls))
         if text is None and not calls:
             raise ConfigError(f"{where}: a step needs 'text', 'tool_calls', or both; it has neither")
-        return cls(text=text, tool_calls=calls)
+        stop_reason = obj.get("stop_reason")
+        if stop_reason is not None and stop_reason not in SCRIPTED_STOP_REASONS:
+            raise ConfigError(f"{where}.stop_reason: {stop_reason!r} is not one of {', '.join(SCRIPTED_STOP_REASONS)}")
+        return cls(text=text, tool_calls=calls, stop_reason=stop_reason)
 
 
 def _call_from_obj(obj: Any, where: str) -> ScriptCall:
@@ -143,10 +159,8 @@ class Reply:
     output_tokens: int | None = None
 
     def __attrs_post_init__(self) -> None:
-        if self.stop_reason not in ("end_turn", "tool_use", "max_tokens", "stop_sequence"):
-            raise ValueError(
-                f"Reply.stop_reason: {self.stop_reason!r} is not one of end_turn, tool_use, max_tokens, stop_sequence"
-            )
+        if self.stop_reason not in STOP_REASONS:
+            raise ValueError(f"Reply.stop_reason: {self.stop_reason!r} is not one of {', '.join(STOP_REASONS)}")
         if self.output_tokens is not None and (
             isinstance(self.output_tokens, bool) or not isinstance(self.output_tokens, int) or self.output_tokens < 0
         ):
@@ -212,7 +226,8 @@ def reply_for_step(node_id: str, index: int, step: ScriptStep) -> Reply:
         content.append(
             {"type": "tool_use", "id": tool_use_id(node_id, index, i), "name": call.name, "input": call.arguments}
         )
-    return Reply(content=tuple(content), stop_reason="tool_use" if step.tool_calls else "end_turn")
+    stop_reason = step.stop_reason or ("tool_use" if step.tool_calls else "end_turn")
+    return Reply(content=tuple(content), stop_reason=stop_reason)
 
 
 def _freeze_policies(value: Mapping[str, Policy]) -> Mapping[str, Policy]:

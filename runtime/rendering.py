@@ -19,10 +19,13 @@ from runtime.canonical import canonical_json
 from runtime.errors import FoldlineError
 from runtime.messages import (
     AssistantResponse,
+    ImagePart,
     Instruction,
     Message,
     Note,
+    RedactedThinkingPart,
     TextPart,
+    ThinkingPart,
     ToolCall,
     ToolResult,
 )
@@ -53,11 +56,16 @@ _ENVELOPES = {"user": b'{"role":"user"}', "assistant": b'{"role":"assistant"}'}
 
 @attrs.frozen
 class Block:
-    """One rendered content block: its canonical JSON and the message it came from."""
+    """One rendered content block: its canonical JSON and the message it came from.
+
+    With images: ``count_json`` (their base64 left empty) and ``image_tokens`` (their estimate) are what is counted.
+    """
 
     json: str
     kind: str
     source_id: str | None
+    count_json: str | None = None
+    image_tokens: int = 0
     _prepared: PreparedBlock | None = attrs.field(default=None, init=False, eq=False, repr=False)
 
     def prepared(self) -> PreparedBlock:
@@ -119,40 +127,82 @@ def _tool_use_block(call: ToolCall, source_id: str) -> Block:
     return Block(text, "tool_use", source_id)
 
 
+def _image_value(image: ImagePart, data: str) -> dict[str, Any]:
+    return {"type": "image", "source": {"type": "base64", "media_type": image.media_type, "data": data}}
+
+
+def _image_block(image: ImagePart, source_id: str) -> Block:
+    return Block(
+        canonical_json(_image_value(image, image.data)),
+        "image",
+        source_id,
+        count_json=canonical_json(_image_value(image, "")),
+        image_tokens=image.tokens,
+    )
+
+
 def _tool_result_block(result: ToolResult, output: str) -> Block:
     value: dict[str, Any] = {"type": "tool_result", "tool_use_id": result.call_id, "content": output}
     if result.is_error:
         value["is_error"] = True
-    return Block(canonical_json(value), "tool_result", result.id)
+    if not result.images:
+        return Block(canonical_json(value), "tool_result", result.id)
+    text = [{"type": "text", "text": output}] if output else []
+    counted = value | {"content": text + [_image_value(image, "") for image in result.images]}
+    value["content"] = text + [_image_value(image, image.data) for image in result.images]
+    tokens = sum(image.tokens for image in result.images)
+    return Block(canonical_json(value), "tool_result", result.id, canonical_json(counted), tokens)
 
 
-def render_blocks(message: Message, projection: ResultProjection | None = None) -> tuple[Block, ...]:
+def _thinking_block(part: ThinkingPart | RedactedThinkingPart, source_id: str) -> Block:
+    value = part.content()
+    return Block(canonical_json(value), value["type"], source_id)
+
+
+def _assistant_blocks(message: AssistantResponse, keep_thinking: bool) -> tuple[Block, ...]:
+    parts: list[Block] = []
+    spoken = False
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            if part.text.strip():
+                parts.append(_text_block(part.text, message.id))
+                spoken = True
+        elif isinstance(part, ToolCall):
+            parts.append(_tool_use_block(part, message.id))
+            spoken = True
+        elif keep_thinking:
+            parts.append(_thinking_block(part, message.id))
+    if not spoken:
+        # The API refuses blank text blocks, and a response rendering to
+        # nothing would let the next user turn merge into the previous
+        # user message (rewriting a prefix); it keeps its place instead.
+        parts.append(_text_block(EMPTY_RESPONSE_TEXT, message.id))
+    return tuple(parts)
+
+
+def render_blocks(
+    message: Message, projection: ResultProjection | None = None, *, keep_thinking: bool = False
+) -> tuple[Block, ...]:
     """The content blocks one message renders to (memoized; same message and projection, same blocks).
 
-    ``projection`` decides what a tool result's block carries (None: its stored output).
+    ``projection`` decides what a tool result's block carries (None: its stored output);
+    ``keep_thinking`` whether a reply's thinking blocks go back with it (in their place).
     """
-    variant = projection.memo_key(message) if projection is not None and isinstance(message, ToolResult) else None
+    variant: Hashable = None
+    if projection is not None and isinstance(message, ToolResult):
+        variant = projection.memo_key(message)
+    elif keep_thinking and isinstance(message, AssistantResponse) and message.thinking_parts:
+        variant = "thinking"
     cached = _memo.get(message, variant)
     if cached is not None:
         return cached
     if isinstance(message, Instruction):
-        blocks: tuple[Block, ...] = (_text_block(message.rendered_text(), message.id),)
+        images = tuple(_image_block(image, message.id) for image in message.images)
+        blocks: tuple[Block, ...] = (_text_block(message.rendered_text(), message.id), *images)
     elif isinstance(message, Note):
         blocks = (_text_block(message.text, message.id),)
     elif isinstance(message, AssistantResponse):
-        parts: list[Block] = []
-        for part in message.parts:
-            if isinstance(part, TextPart):
-                if part.text.strip():
-                    parts.append(_text_block(part.text, message.id))
-            else:
-                parts.append(_tool_use_block(part, message.id))
-        if not parts:
-            # The API refuses blank text blocks, and a response rendering to
-            # nothing would let the next user turn merge into the previous
-            # user message (rewriting a prefix); it keeps its place instead.
-            parts.append(_text_block(EMPTY_RESPONSE_TEXT, message.id))
-        blocks = tuple(parts)
+        blocks = _assistant_blocks(message, variant == "thinking")
     elif isinstance(message, ToolResult):
         output = projection.output_of(message) if projection is not None else message.output
         blocks = (_tool_result_block(message, output),)

@@ -17,6 +17,7 @@ recoverable byte for byte, and keeps a report rebuilt from the events.
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
@@ -98,6 +99,8 @@ class Runtime:
     journal: BranchJournal | None = None
     first_seq: int = 1
     """Event numbering for this run (a resumed run continues its predecessor's)."""
+    jitter: Callable[[], float] = attrs.field(default=random.random, kw_only=True)
+    """A uniform number in [0, 1) for each retry's wait (a deterministic host, e.g. a workflow, passes its own)."""
     _stack: AsyncExitStack | None = attrs.field(default=None, init=False)
     _bus: SignalBus | None = attrs.field(default=None, init=False)
     _report: ReportBuilder | None = attrs.field(default=None, init=False)
@@ -158,6 +161,7 @@ class Runtime:
             process_id=self.run_id,
             journal=self.journal,
             ids=self.ids,
+            jitter=self.jitter,
         )
 
     def new_branch(self, node: Node) -> Branch:

@@ -21,6 +21,7 @@ import anyio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from actors.images import scenario_registry as image_tools  # noqa: E402
 from runtime.bench.harness import run_workload_set, strategies_named  # noqa: E402
 from runtime.bench.workloads import WORKLOADS, build  # noqa: E402
 from runtime.config.loader import load_scenario  # noqa: E402
@@ -51,9 +52,13 @@ async def collect() -> dict[str, Any]:
     SignalBus.publish = _capturing_publish  # type: ignore[method-assign]
     out: dict[str, Any] = {}
     for path in sorted((ROOT / "scenarios").glob("*.toml")):
-        scenario = load_scenario(path, tool_names=tool_names_for_loading())
+        base = image_tools(path)  # the built-in tools and read_image (next to the file)
+        scenario = load_scenario(path, tool_names=tool_names_for_loading(None, base))
         await run_scenario(
-            scenario, provider_kind="scripted", clock=lambda: 1_000_000.0, registry=scenario_registry(scenario)
+            scenario,
+            provider_kind="scripted",
+            clock=lambda: 1_000_000.0,
+            registry=scenario_registry(scenario, None, base),
         )
         out[path.name] = _group()
     for name in WORKLOADS:

@@ -94,6 +94,10 @@ PLAUSIBLE = {
     "context_strategy": st.sampled_from(["fold", "compaction", "compact"]),
     "max_tokens": st.integers(min_value=-1, max_value=5000),
     "model": texts,
+    "thinking": st.fixed_dictionaries(
+        {"type": st.sampled_from(["enabled", "adaptive", "disabled", "on"])},
+        optional={"budget_tokens": st.integers(min_value=0, max_value=5000)},
+    ),
     "concurrency": st.integers(min_value=-1, max_value=8),
     "spawn_limit": st.integers(min_value=-1, max_value=8),
     "workspace": st.sampled_from(["workspace", "", " ", "a/b"]),

@@ -113,7 +113,7 @@ def test_unknown_keys_kinds_and_mismatched_kinds_are_refused_by_name() -> None:
         message_from_content("note", {"kind": "instruction", "text": "a", "notice": None}, "m1")
     with pytest.raises(StoreCorrupt, match="kind 'image' is not one of"):
         message_from_content("image", {"kind": "image"}, "m1")
-    with pytest.raises(StoreCorrupt, match="neither a text part nor a tool call"):
+    with pytest.raises(StoreCorrupt, match="is not a text, tool call, thinking or redacted_thinking part"):
         message_from_content(
             "assistant", {"kind": "assistant", "parts": [{"type": "thinking"}], "stop_reason": None}, "m1"
         )

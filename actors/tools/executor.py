@@ -31,6 +31,7 @@ from typing import Literal
 import anyio
 import attrs
 
+from actors.images import ImageOutput
 from actors.tools.registry import DEFAULT_MAX_CONCURRENT, Tool, ToolArgumentError, ToolContext, ToolFailed
 from runtime.errors import FoldlineError
 from runtime.messages import ToolCall, ToolResult
@@ -106,7 +107,10 @@ async def _invoke(slot: _Slot, context: ToolContext) -> None:
     try:
         with deadline:
             output = await tool.func(call.arguments, context)
-            slot.result = ToolResult.for_call(call, output)
+            if isinstance(output, ImageOutput):
+                slot.result = ToolResult.for_call(call, output.text, images=output.images)
+            else:
+                slot.result = ToolResult.for_call(call, output)
         if deadline.cancelled_caught:  # our deadline, not a TimeoutError the tool raised itself
             slot.error = ToolTimeout(f"{call.name}: timed out after {tool.timeout_s:g} s")
     except Exception as exc:

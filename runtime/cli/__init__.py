@@ -6,6 +6,7 @@
 - :mod:`runtime.cli.bench`: ``foldline bench``.
 - :mod:`runtime.cli.store`: ``run --store``, ``resume``, ``replay``, ``events``, ``inspect``.
 - :mod:`runtime.cli.report`: ``foldline report`` and ``inspect --html``.
+- :mod:`runtime.cli.temporal`: ``run --engine temporal`` and ``worker`` (runtime.temporal runs them).
 
 Heavy modules are imported inside the command that needs them, so
 ``foldline --help`` and bad-input exits stay fast.

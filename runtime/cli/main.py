@@ -4,6 +4,8 @@
   [--signals FILE.jsonl] [--report FILE.json] [--tools MODULE:NAME]``: run a scenario file, show
   progress on stderr, print the report on stdout. Exit 0 when every node
   succeeded, 1 when the run finished with failed nodes, 2 on bad input.
+- ``foldline run SCENARIO --engine temporal [--temporal HOST:PORT]``, ``foldline worker --temporal HOST:PORT``:
+  flows on Temporal (runtime.cli.temporal, runtime.temporal.command; needs the ``temporal`` extra).
 - ``foldline sim [--port N] [--clock virtual] ...``: serve the simulated Anthropic server (runtime.cli.sim).
 - ``foldline bench [--micro] [--json FILE]``: the benchmarks.
 - ``foldline resume PATH``, ``replay PATH``, ``events PATH``, ``inspect PATH [--html F]``:
@@ -49,6 +51,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--tools", metavar="MODULE:NAME", help="add the tools of a registry in your code (package.module:registry)"
     )
+    from runtime.cli import temporal as temporal_command
+
+    temporal_command.add_engine_arguments(run)
+    temporal_command.add_worker_arguments(sub.add_parser("worker", help="run a Temporal worker for foldline flows"))
 
     from runtime.cli import bench as bench_command
     from runtime.cli import store as store_commands
@@ -75,6 +81,15 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.engine == "temporal":
+        from runtime.cli import temporal as temporal_command
+
+        return temporal_command.run(args, out, err)
+    from runtime.cli.temporal import local_engine_conflict
+
+    if (conflict := local_engine_conflict(args)) is not None:
+        print(f"foldline: {conflict}", file=err)
+        return EXIT_BAD_INPUT
     if args.store:
         if args.tools or _names_a_workspace(args.scenario):
             print(
@@ -86,13 +101,15 @@ def _cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from runtime.cli.store import run_run
 
         return run_run(args, out, err)
+    from actors.images import scenario_registry as image_tools
     from runtime.config.loader import load_scenario
     from runtime.scenario_tools import load_user_tools, scenario_registry, tool_names_for_loading
 
+    base = image_tools(args.scenario)  # the built-in tools and read_image (next to the file)
     try:
         user = load_user_tools(args.tools) if args.tools else None
-        scenario = load_scenario(args.scenario, tool_names=tool_names_for_loading(user))
-        registry = scenario_registry(scenario, user)
+        scenario = load_scenario(args.scenario, tool_names=tool_names_for_loading(user, base))
+        registry = scenario_registry(scenario, user, base)
     except ConfigError as exc:
         label = "" if str(exc).startswith((args.scenario, "--tools")) else f"{args.scenario}: "
         print(f"foldline: {label}{exc}", file=err)
@@ -146,6 +163,10 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
     try:
         if args.command == "run":
             return _cmd_run(args, out, err)
+        if args.command == "worker":
+            from runtime.cli import temporal as temporal_command
+
+            return temporal_command.worker(args, out, err)
         if args.command == "sim":
             from runtime.cli.sim import run as run_sim
 

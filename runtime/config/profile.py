@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Mapping
 from typing import Any, Literal
 
 import attrs
 
+from runtime.canonical import canonical_json
 from runtime.config.bounds import MAX_OUTPUT_TOKENS, MAX_TOOL_RESULT_CHARS
 from runtime.config.checks import (
     CeilingValue,
@@ -34,6 +36,16 @@ from runtime.errors import ConfigError
 FOLD_SCHEDULINGS = ("epoch", "immediate")
 CONTEXT_STRATEGIES = ("fold", "compaction")
 TOOL_ERRORS = ("model", "fail")
+
+
+def _thinking_json(value: Any) -> Any:
+    """A thinking table as canonical JSON (anything else is left for the check to refuse)."""
+    if isinstance(value, Mapping):
+        try:
+            return canonical_json(dict(value))
+        except (TypeError, ValueError):
+            return value
+    return value
 
 
 @attrs.frozen(kw_only=True)
@@ -67,6 +79,10 @@ class Profile:
     - ``tool_errors``: ``"model"`` (default: a tool that raises or times out
       becomes an error result the model sees, and the loop goes on) or
       ``"fail"`` (the node fails).
+    - ``thinking``: the request's ``thinking`` field, as the API names it:
+      ``{type = "enabled", budget_tokens = N}`` (``1024 <= N < max_tokens``),
+      ``{type = "adaptive"}`` or ``{type = "disabled"}``; held as canonical
+      JSON (None: not sent).
     """
 
     system: str | None = None
@@ -83,6 +99,7 @@ class Profile:
     max_tokens: int = 1024
     model: str | None = None
     tool_errors: Literal["model", "fail"] = "model"
+    thinking: str | None = attrs.field(default=None, converter=_thinking_json)
 
     def __attrs_post_init__(self) -> None:
         _check_profile(_values_of(self), "Profile")
@@ -100,6 +117,28 @@ class Profile:
 
 
 _PROFILE_DEFAULTS = _defaults_of(Profile)
+
+
+def _check_thinking(value: Any, max_tokens: Any, where: str) -> None:
+    expected = '{type = "enabled", budget_tokens = N}, {type = "adaptive"} or {type = "disabled"}'
+    try:
+        table = json.loads(value) if isinstance(value, str) else None
+    except ValueError:
+        table = None
+    if not isinstance(table, dict) or table.get("type") not in ("enabled", "adaptive", "disabled"):
+        raise ConfigError(f"{where}: {render_value(value)} is not a thinking table; expected {expected}")
+    allowed = {"type", "budget_tokens"} if table["type"] == "enabled" else {"type"}
+    extra = sorted(set(table) - allowed)
+    if extra:
+        raise ConfigError(f"{where}.{extra[0]}: not a key of a {table['type']!r} thinking table; expected {expected}")
+    if table["type"] == "enabled":
+        budget = table.get("budget_tokens")
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1024:
+            raise ConfigError(f"{where}.budget_tokens: {render_value(budget)} is not an integer >= 1024")
+        if isinstance(max_tokens, int) and budget >= max_tokens:
+            raise ConfigError(
+                f"{where}.budget_tokens: {budget} is not below max_tokens ({max_tokens}); the API requires it"
+            )
 
 
 def _check_profile(v: Mapping[str, Any], where: str) -> None:
@@ -168,6 +207,8 @@ def _check_profile(v: Mapping[str, Any], where: str) -> None:
     if v["model"] is not None:
         check_text(v["model"], at("model"), expected="a model name (omit the key to use the provider's)")
     check_choice(v["tool_errors"], at("tool_errors"), TOOL_ERRORS)
+    if v["thinking"] is not None:
+        _check_thinking(v["thinking"], v["max_tokens"], at("thinking"))
 
 
 def _tool_names(tools: Any) -> Any:

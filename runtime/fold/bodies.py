@@ -31,7 +31,16 @@ from typing import Any, Literal
 import attrs
 
 from runtime.canonical import canonical_json
-from runtime.messages import AssistantResponse, Instruction, Message, Note, SystemMessage, TextPart, ToolResult
+from runtime.messages import (
+    AssistantResponse,
+    Instruction,
+    Message,
+    Note,
+    SystemMessage,
+    TextPart,
+    ToolCall,
+    ToolResult,
+)
 
 PROTECTED_FIELDS = frozenset({"success", "error"})
 """Mapping fields a clip never cuts."""
@@ -102,7 +111,7 @@ def recovery_text(message: Message) -> str:
         for part in message.parts:
             if isinstance(part, TextPart):
                 lines.append(part.text)
-            else:
+            elif isinstance(part, ToolCall):
                 lines.append(f"[call {part.name} {part.arguments_json}]")
         return "\n".join(lines)
     raise TypeError(f"recovery_text: {type(message).__name__} is not a message kind")

@@ -166,7 +166,7 @@ def per_request(candidate: Candidate, line: float, state: CostState, prices: Cos
     little to run on (the lesson of commits that free nothing) and is never chosen.
     """
     span = line - candidate.tokens_after
-    if span < state.growth:
+    if span < state.growth - 1e-9 * max(1.0, state.growth):  # tolerance: line = after + growth rounds
         return None
     horizon = span / state.growth
     return commit_cost(candidate, prices) / horizon + prices.read * (candidate.tokens_after + line) / 2

@@ -102,6 +102,8 @@ def message_line(index: int, role: str, text: str) -> str:
 _CALL_LINE = re.compile(
     r"^- #(?P<index>\d+) (?P<name>\S+) (?P<args>\{.*\}) -> (?P<error>error, )?(?P<chars>\d+) chars$"
 )
+_DETAIL_LINE = re.compile(r"^  \(#\d+ .*\)$")
+"""A detail under a listed message: the thinking it held, or one of its images."""
 _MESSAGE_LINE = re.compile(r'^- #(?P<index>\d+) (?P<role>user|assistant): (?P<text>".*")$')
 
 
@@ -145,7 +147,11 @@ def parse_note_calls(text: str) -> tuple[NoteCall, ...]:
 
 def listing_lines(text: str) -> tuple[str, ...]:
     """Every listing line (call or message) of a note's text, in order."""
-    return tuple(line for line in text.splitlines() if _CALL_LINE.match(line) or _MESSAGE_LINE.match(line))
+    return tuple(
+        line
+        for line in text.splitlines()
+        if _CALL_LINE.match(line) or _MESSAGE_LINE.match(line) or _DETAIL_LINE.match(line)
+    )
 
 
 # -- note header --------------------------------------------------------------------

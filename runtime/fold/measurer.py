@@ -15,7 +15,8 @@ from typing import Protocol
 import attrs
 
 from runtime.compiler import Request, RequestSettings, ResultProjection, ToolSpec, compile_request, render_blocks
-from runtime.measure import Measurement, TokenCounter, measure
+from runtime.image_count import measure_request
+from runtime.measure import Measurement, TokenCounter
 from runtime.messages import Message, SystemMessage
 
 
@@ -47,7 +48,7 @@ class ViewMeasurer:
         )
 
     def measure(self, view: Sequence[Message]) -> Measurement:
-        return measure(self.compile(view).pieces(), self.counter, self.scale)
+        return measure_request(self.compile(view), self.counter, self.scale)
 
     def estimate(self, view: Sequence[Message]) -> int:
         return self.measure(view).estimate
@@ -57,7 +58,7 @@ class ViewMeasurer:
         request = compile_request(
             system=None, tools=(), view=messages, settings=self.settings, projection=self.projection
         )
-        return measure(request.pieces(), self.counter, self.scale).estimate
+        return measure_request(request, self.counter, self.scale).estimate
 
     def block_tokens(self, message: Message) -> tuple[int, int]:
         """Counted tokens and characters of the blocks ``message`` renders to (unscaled)."""

@@ -16,7 +16,19 @@ from collections.abc import Callable, Sequence
 from runtime.canonical import canonical_json, sha256_hex
 from runtime.fold.formats import call_line, listing_lines, message_line, note_header
 from runtime.fold.units import RecordAccess, Unit
-from runtime.messages import AssistantResponse, Instruction, Message, Note, TextPart, ToolResult
+from runtime.messages import (
+    AssistantResponse,
+    ImagePart,
+    Instruction,
+    Message,
+    Note,
+    RedactedThinkingPart,
+    TextPart,
+    ThinkingPart,
+    ToolCall,
+    ToolResult,
+)
+from runtime.tokenizer import count_tokens
 
 SUMMARY_MAX_CHARS = 4000
 """A note keeps at most this many characters of a summary."""
@@ -82,8 +94,11 @@ def unit_lines(unit: Unit, record: RecordAccess) -> list[str]:
         lines = []
         text = "\n".join(p.text for p in first.parts if isinstance(p, TextPart) and p.text.strip())
         index = record.index_of(first.id)
+        at = index if index is not None else unit.key
         if text:
-            lines.append(message_line(index if index is not None else unit.key, "assistant", text))
+            lines.append(message_line(at, "assistant", text))
+        if first.thinking_parts:
+            lines.append(thinking_line(at, first))
         results = {r.call_id: r for r in unit.results}
         for call in first.tool_calls:
             result = results.get(call.call_id)
@@ -91,13 +106,37 @@ def unit_lines(unit: Unit, record: RecordAccess) -> list[str]:
                 continue
             original, original_index = _original(result, record)
             lines.append(call_line(original_index, call.name, call.arguments, len(original.output), original.is_error))
+            lines.extend(image_lines(original_index, original.images))
         return lines
     if isinstance(first, Instruction):
-        return [message_line(unit.key, "user", first.rendered_text())]
+        return [message_line(unit.key, "user", first.rendered_text()), *image_lines(unit.key, first.images)]
     if isinstance(first, ToolResult):
         original, original_index = _original(first, record)
-        return [call_line(original_index, first.name, {}, len(original.output), original.is_error)]
+        return [
+            call_line(original_index, first.name, {}, len(original.output), original.is_error),
+            *image_lines(original_index, original.images),
+        ]
     return []
+
+
+def thinking_line(index: int, reply: AssistantResponse) -> str:
+    """The line saying how much thinking a folded reply held (its blocks fold with it)."""
+    parts = reply.thinking_parts
+    tokens = sum(count_tokens(p.thinking) for p in parts if isinstance(p, ThinkingPart))
+    redacted = sum(1 for p in parts if isinstance(p, RedactedThinkingPart))
+    extra = f", {redacted} redacted" if redacted else ""
+    return (
+        f"  (#{index} held {len(parts)} thinking block(s){extra}, about {tokens} thinking tokens; "
+        f'restore with context {{"action":"restore","index":{index}}})'
+    )
+
+
+def image_lines(index: int, images: Sequence[ImagePart]) -> list[str]:
+    """One line per folded image: its digest, format, size and the call that restores it."""
+    return [
+        f'  (#{index} {image.describe()}; restore with context {{"action":"restore","index":{index}}})'
+        for image in images
+    ]
 
 
 def build_note(
@@ -148,7 +187,7 @@ def transcript(units: Sequence[Unit], record: RecordAccess, render_result: Calla
                     if isinstance(part, TextPart):
                         if part.text.strip():
                             lines.append(f"[assistant #{index}]\n{part.text}")
-                    else:
+                    elif isinstance(part, ToolCall):
                         lines.append(f"[assistant #{index} calls {part.name} {part.arguments_json}]")
             elif isinstance(message, ToolResult):
                 original, original_index = _original(message, record)

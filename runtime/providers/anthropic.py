@@ -2,8 +2,13 @@
 
 By default it talks to the built-in simulated server on loopback; pointed at
 the real API (``base_url`` unset and an API key in the environment) it is the
-same code. The SDK runs with ``max_retries=0`` and this provider sends exactly
-one attempt per call: the send pipeline retries by the SDK's own rules
+same code. Every request is streamed (the SDK's ``messages.stream``: the SDK
+refuses non-streaming calls whose ``max_tokens`` could outlast its time
+limit); the final message is assembled from the events and its usage is what
+``message_start`` and ``message_delta`` reported, as the non-streaming body
+would. A stream cut mid-way (an ``error`` event, or the connection lost) is a
+failed attempt: nothing of it is recorded. The SDK runs with ``max_retries=0``
+and this provider sends exactly one attempt per call: the send pipeline retries by the SDK's own rules
 (:mod:`runtime.providers.retry`), so that each attempt is measured, decided and
 recorded before it is sent.
 
@@ -13,10 +18,12 @@ reports or errors (error text is scrubbed of it).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import anthropic
 import attrs
+import httpx2
 
 from runtime.compiler import Request
 from runtime.providers.base import AttemptFailed, ProviderError, ProviderReply
@@ -25,6 +32,17 @@ from runtime.scrub import scrub_secret
 from runtime.usage import Usage
 
 NODE_HEADER = "x-foldline-node"
+
+STREAM_ERROR_STATUS = {
+    "overloaded_error": 529,
+    "api_error": 500,
+    "rate_limit_error": 429,
+    "timeout_error": 504,
+}
+"""The status a mid-stream ``error`` event counts as for the retry rules (its HTTP status was already 200)."""
+
+TextProgress = Callable[[str], None]
+"""Receives each text delta of a streamed reply as it arrives (progress only; never recorded)."""
 
 
 @attrs.define(eq=False)
@@ -40,6 +58,7 @@ class AnthropicProvider:
     name: str = "anthropic"
     caches_by_prefix: bool = True
     max_retries: int = DEFAULT_MAX_RETRIES
+    progress: TextProgress | None = attrs.field(default=None, kw_only=True)
 
     @classmethod
     def create(
@@ -61,30 +80,65 @@ class AnthropicProvider:
 
     async def send(self, request: Request, *, node_id: str | None) -> ProviderReply:
         """Send one attempt; a failed one raises :class:`AttemptFailed` for the pipeline's retry rules."""
+        return await self.send_payload(request.payload(), node_id=node_id)
+
+    async def send_payload(self, payload: dict[str, Any], *, node_id: str | None) -> ProviderReply:
+        """Send one attempt of a compiled request's payload (a host that carries payloads, not requests)."""
         headers = {NODE_HEADER: node_id} if node_id else {}
+        started, events, stopped = False, 0, False
         try:
-            raw = await self._client.messages.with_raw_response.create(**request.payload(), extra_headers=headers)
+            async with self._client.messages.stream(**payload, extra_headers=headers) as stream:
+                started = True
+                async for event in stream:
+                    events += 1
+                    stopped = stopped or event.type == "message_stop"
+                    if self.progress is not None and event.type == "text":
+                        self.progress(event.text)
+                if events and not stopped:
+                    raise AttemptFailed(
+                        f"stream cut: it ended after {events} event(s) without message_stop",
+                        status=None,
+                        error_type="connection_error",
+                    )
+                if not events:
+                    raise ProviderError(
+                        "malformed response body from the provider: it carries no server-sent events",
+                        status=200,
+                        error_type="malformed_response",
+                    )
+                message = await stream.get_final_message()
         except anthropic.APIStatusError as exc:
             error_type = _error_type(exc.body)
-            failure = f"HTTP {exc.status_code} {error_type or ''}: {_error_message(exc)}".strip()
+            status = exc.status_code
+            if started and status < 400:
+                status = STREAM_ERROR_STATUS.get(error_type or "", 500)
+            where = "mid-stream " if started else ""
+            failure = f"HTTP {status} {where}{error_type or ''}: {_error_message(exc)}".strip()
             raise AttemptFailed(
-                self._scrub(failure), status=exc.status_code, error_type=error_type, headers=dict(exc.response.headers)
+                self._scrub(failure), status=status, error_type=error_type, headers=dict(exc.response.headers)
             ) from None
-        except anthropic.APIConnectionError as exc:
-            failure = f"connection error: {type(exc).__name__}: {exc}"
+        except (anthropic.APIConnectionError, httpx2.TransportError) as exc:
+            where = "stream cut" if started else "connection error"
+            failure = f"{where}: {type(exc).__name__}: {exc}"
             raise AttemptFailed(self._scrub(failure), status=None, error_type="connection_error") from None
-        return await self._reply(raw)
+        except (ValueError, KeyError, TypeError, anthropic.AnthropicError) as exc:
+            # The SDK raises several types for events it cannot read.
+            raise ProviderError(
+                self._scrub(f"malformed response stream from the provider: {type(exc).__name__}: {exc}"),
+                status=200,
+                error_type="malformed_response",
+            ) from exc
+        return self._reply(message)
 
-    async def _reply(self, raw: Any) -> ProviderReply:
+    def _reply(self, message: Any) -> ProviderReply:
         try:
-            message = await raw.parse()
             body = message.model_dump(mode="json")
-            content = tuple(dict(block) for block in body["content"])
+            content = tuple(_without_parsed(dict(block)) for block in body["content"])
             usage = Usage.from_anthropic(body["usage"])
-        except Exception as exc:  # the SDK raises several types for a body it cannot read
+        except Exception as exc:  # a message the SDK assembled but that lacks what a reply needs
             raise ProviderError(
                 self._scrub(f"malformed response body from the provider: {type(exc).__name__}: {exc}"),
-                status=raw.status_code,
+                status=200,
                 error_type="malformed_response",
             ) from exc
         return ProviderReply(
@@ -97,6 +151,12 @@ class AnthropicProvider:
 
     async def aclose(self) -> None:
         await self._client.close()
+
+
+def _without_parsed(block: dict[str, Any]) -> dict[str, Any]:
+    """A block as the API sent it (the stream helper adds ``parsed_output`` to text blocks)."""
+    block.pop("parsed_output", None)
+    return block
 
 
 def _error_type(body: Any) -> str | None:

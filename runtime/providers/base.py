@@ -19,7 +19,14 @@ import attrs
 
 from runtime.compiler import Request
 from runtime.errors import FoldlineError
-from runtime.messages import AssistantResponse, TextPart, ToolCall
+from runtime.messages import (
+    AssistantResponse,
+    Part,
+    RedactedThinkingPart,
+    TextPart,
+    ThinkingPart,
+    ToolCall,
+)
 from runtime.usage import Usage
 
 
@@ -63,19 +70,33 @@ class ProviderReply:
     attempts: int = 1
     response_id: str | None = None
 
-    def message(self) -> AssistantResponse:
-        """The response as a new record message: its text blocks and tool calls, in order.
+    @property
+    def has_thinking(self) -> bool:
+        return any(block.get("type") in ("thinking", "redacted_thinking") for block in self.content)
 
-        Each call makes a new message with a new id: the pipeline makes it once.
+    def message(self, context: str | None = None) -> AssistantResponse:
+        """The response as a new record message: its blocks in order.
+
+        Text, tool calls, and ``thinking`` / ``redacted_thinking`` blocks
+        exactly as given (signature or data included). ``context`` is the
+        digest of the conversation the request carried
+        (:meth:`~runtime.compiler.Request.context_digest`); a reply with
+        thinking keeps it, so a later request knows whether its blocks may go
+        back. Each call makes a new message with a new id: the pipeline makes it once.
         """
-        parts: list[TextPart | ToolCall] = []
+        parts: list[Part] = []
         for block in self.content:
             kind = block.get("type")
             if kind == "text":
                 parts.append(TextPart(block.get("text", "")))
             elif kind == "tool_use":
                 parts.append(ToolCall.create(block["id"], block["name"], block.get("input") or {}))
-        return AssistantResponse(tuple(parts), stop_reason=self.stop_reason)
+            elif kind == "thinking":
+                parts.append(ThinkingPart(str(block.get("thinking", "")), str(block.get("signature", ""))))
+            elif kind == "redacted_thinking":
+                parts.append(RedactedThinkingPart(str(block.get("data", ""))))
+        thinking = any(isinstance(p, (ThinkingPart, RedactedThinkingPart)) for p in parts)
+        return AssistantResponse(tuple(parts), stop_reason=self.stop_reason, context=context if thinking else None)
 
 
 class Provider(Protocol):

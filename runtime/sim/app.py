@@ -49,6 +49,7 @@ from runtime.sim.http import HttpRequest, HttpResponse, Response, StreamingRespo
 from runtime.sim.models import list_models, model_facts
 from runtime.sim.prepare import Decoded, Prepared, decode_body, prepare
 from runtime.sim.streaming import encode_sse, error_event, message_events
+from runtime.sim.thinking import ThinkingSigner
 from runtime.sim.tokens import SimTokenCounter
 from runtime.usage import Usage
 
@@ -115,6 +116,7 @@ class SimApp:
         default=attrs.Factory(lambda self: deque(maxlen=self.config.request_log_limit), takes_self=True), init=False
     )
     _scripts: ConversationScripts = attrs.field(factory=ConversationScripts, init=False)
+    thinking: ThinkingSigner = attrs.field(factory=ThinkingSigner)
 
     @property
     def requests(self) -> tuple[RequestRecord, ...]:
@@ -227,8 +229,9 @@ class SimApp:
         facts = model_facts(payload["model"])
         if layout.total_tokens > facts.context_window:
             raise invalid_request(f"prompt is too long: {layout.total_tokens} tokens > {facts.context_window} maximum")
+        self.thinking.verify(payload)
         reply, scripted = self._reply(payload, record.node)
-        finished = finish(reply, payload, self.counter, whole=scripted)
+        finished = finish(self.thinking.sign_reply(reply, payload), payload, self.counter, whole=scripted)
         delay = self.config.latency_s + extra_delay
         outcome = self.engine.apply(
             key_scope(api_key),

@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 
 from runtime.canonical import canonical_bytes, sha256_hex
+from runtime.sim.images import split_images
 from runtime.tokenizer import count_tokens
 
 MESSAGE_OVERHEAD_TOKENS = 3
@@ -66,8 +67,10 @@ class SimTokenCounter:
                 self._counts.move_to_end(key)
                 return cached
         # Tokenized outside the lock: a huge block in one thread never holds up the others.
-        text = canonical_bytes(strip_cache_control(block)).decode("utf-8")
-        count = math.ceil(self.count_text(text) * self.token_factor)
+        images = split_images(block)  # an image counts by the documented estimate, not its base64
+        counted, image_tokens = (block, 0) if images is None else images
+        text = canonical_bytes(strip_cache_control(counted)).decode("utf-8")
+        count = math.ceil(self.count_text(text) * self.token_factor) + image_tokens
         with self._lock:
             self.encoded_blocks += 1
             self._counts[key] = count

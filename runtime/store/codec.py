@@ -33,11 +33,15 @@ from runtime.errors import FoldlineError
 from runtime.messages import (
     AssistantResponse,
     ClipInfo,
+    ImagePart,
     Instruction,
     Message,
     Note,
+    Part,
+    RedactedThinkingPart,
     SystemMessage,
     TextPart,
+    ThinkingPart,
     ToolCall,
     ToolResult,
 )
@@ -66,7 +70,11 @@ def _keys(content: Mapping[str, Any], expected: set[str], kind: str) -> None:
         )
 
 
-def _part_from_content(part: Any) -> TextPart | ToolCall:
+def _part_from_content(part: Any) -> Part:
+    if isinstance(part, Mapping) and part.get("type") == "thinking" and set(part) == {"type", "thinking", "signature"}:
+        return ThinkingPart(part["thinking"], part["signature"])
+    if isinstance(part, Mapping) and part.get("type") == "redacted_thinking" and set(part) == {"type", "data"}:
+        return RedactedThinkingPart(part["data"])
     if isinstance(part, Mapping) and part.get("type") == "text" and set(part) == {"type", "text"}:
         return TextPart(part["text"])
     if (
@@ -81,7 +89,29 @@ def _part_from_content(part: Any) -> TextPart | ToolCall:
         }
     ):
         return ToolCall(call_id=part["call_id"], name=part["name"], arguments_json=part["arguments"])
-    raise StoreCorrupt(f"a stored assistant part {part!r:.200} is neither a text part nor a tool call")
+    raise StoreCorrupt(
+        f"a stored assistant part {part!r:.200} is not a text, tool call, thinking or redacted_thinking part"
+    )
+
+
+_IMAGE_KEYS = {"type", "media_type", "sha256", "width", "height", "size", "data"}
+
+
+def _images_from_content(images: Any, id: str) -> tuple[ImagePart, ...]:
+    """Stored images, each checked against its SHA-256 (a changed byte is a corrupt store, not a new image)."""
+    if not isinstance(images, list):
+        raise StoreCorrupt(f"stored message {id}: images {images!r:.200} is not a list")
+    out = []
+    for i, image in enumerate(images):
+        if not isinstance(image, Mapping) or set(image) != _IMAGE_KEYS or image.get("type") != "image":
+            raise StoreCorrupt(f"stored message {id}: image {i} {image!r:.200} is not a stored image")
+        part = ImagePart(
+            image["media_type"], image["data"], image["sha256"], image["width"], image["height"], image["size"]
+        )
+        if sha256_hex(part.raw()) != part.sha256:
+            raise StoreCorrupt(f"stored message {id}: image {i}'s bytes do not match its SHA-256 {part.sha256}")
+        out.append(part)
+    return tuple(out)
 
 
 def message_from_content(kind: str, content: Mapping[str, Any], id: str) -> Message:
@@ -102,18 +132,26 @@ def message_from_content(kind: str, content: Mapping[str, Any], id: str) -> Mess
             _keys(content, {"kind", "text"}, kind)
             return SystemMessage(content["text"], id=id)
         if kind == "instruction":
-            _keys(content, {"kind", "text", "notice"}, kind)
-            return Instruction(content["text"], content["notice"], id=id)
+            _keys(content, {"kind", "text", "notice"} | ({"images"} if "images" in content else set()), kind)
+            images = _images_from_content(content.get("images", []), id)
+            return Instruction(content["text"], content["notice"], images=images, id=id)
         if kind == "assistant":
-            _keys(content, {"kind", "parts", "stop_reason"}, kind)
+            has_context = "context" in content
+            _keys(content, {"kind", "parts", "stop_reason"} | ({"context"} if has_context else set()), kind)
             parts = content["parts"]
             if not isinstance(parts, list):
                 raise StoreCorrupt(f"stored message {id}: assistant parts {parts!r:.200} is not a list")
-            return AssistantResponse(tuple(_part_from_content(p) for p in parts), content["stop_reason"], id=id)
+            return AssistantResponse(
+                tuple(_part_from_content(p) for p in parts),
+                content["stop_reason"],
+                content.get("context"),
+                id=id,
+            )
         if kind == "tool_result":
             _keys(
                 content,
-                {"kind", "call_id", "name", "arguments", "output", "output_format", "is_error", "clipped_from", "clip"},
+                {"kind", "call_id", "name", "arguments", "output", "output_format", "is_error", "clipped_from", "clip"}
+                | ({"images"} if "images" in content else set()),
                 kind,
             )
             clip = content["clip"]
@@ -126,6 +164,7 @@ def message_from_content(kind: str, content: Mapping[str, Any], id: str) -> Mess
                 output_format=content["output_format"],
                 clipped_from=content["clipped_from"],
                 clip=ClipInfo(**clip) if clip is not None else None,
+                images=_images_from_content(content.get("images", []), id),
                 id=id,
             )
         if kind == "note":

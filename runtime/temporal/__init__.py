@@ -1,0 +1,18 @@
+"""Scale-out on Temporal: a flow as a workflow; provider attempts, tool calls and sink writes as activities.
+
+Needs the ``temporal`` extra (``pip install -e '.[temporal]'``); nothing else
+in foldline imports this package's submodules, and only they import
+``temporalio``. See the README section "Running on Temporal".
+"""
+
+DEFAULT_TASK_QUEUE = "foldline"
+
+
+def require_temporal() -> None:
+    """Raise a clear error when the ``temporal`` extra is not installed."""
+    import importlib.util
+
+    from runtime.errors import ConfigError
+
+    if importlib.util.find_spec("temporalio") is None:
+        raise ConfigError("the Temporal engine needs the temporal extra: pip install -e '.[temporal]'")

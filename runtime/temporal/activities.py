@@ -1,0 +1,208 @@
+"""The activities: the I/O a flow workflow does, run by workers.
+
+- ``foldline.provider_attempt``: ONE attempt of a compiled request (main or a
+  fold's side summary request). A failed attempt comes back as a value, not an
+  error, so the workflow's send pipeline applies the SDK's retry rules itself
+  (measuring, deciding and publishing every attempt, as in process); Temporal's
+  own retry policy only covers a lost worker or a timed-out attempt.
+- ``foldline.tool_call``: one call of a registry tool (never ``spawn``, which
+  the workflow's scheduler handles).
+- ``foldline.write_events``: a batch of events appended to a JSONL sink and/or
+  inserted into a SQLite store file, exactly once per ``seq`` (a retried batch
+  skips what the sink already holds).
+
+Each activity heartbeats while it runs, so a worker that dies is noticed
+within the heartbeat timeout and the attempt moves to another worker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+import anyio
+import attrs
+from temporalio import activity
+
+from actors.tools import ToolContext, ToolRegistry
+from runtime.errors import FoldlineError
+from runtime.providers.base import AttemptFailed, ProviderError, ProviderReply
+from runtime.usage import Usage
+
+T = TypeVar("T")
+
+HEARTBEAT_EVERY_S = 1.0
+
+
+class PayloadSender(Protocol):
+    """A provider that sends a compiled request's payload (``AnthropicProvider`` is one)."""
+
+    async def send_payload(self, payload: dict[str, Any], *, node_id: str | None) -> ProviderReply: ...
+
+
+def usage_to_wire(usage: Usage) -> dict[str, Any]:
+    """A usage in the Anthropic shape (``Usage.from_anthropic`` reads it back exactly)."""
+    return {
+        "input_tokens": usage.input_tokens,
+        "cache_read_input_tokens": usage.cache_read_input_tokens,
+        "cache_creation_input_tokens": usage.cache_write_tokens,
+        "cache_creation": {
+            "ephemeral_5m_input_tokens": usage.cache_write_5m_tokens,
+            "ephemeral_1h_input_tokens": usage.cache_write_1h_tokens,
+        },
+        "output_tokens": usage.output_tokens,
+    }
+
+
+def reply_to_wire(reply: ProviderReply) -> dict[str, Any]:
+    return {
+        "content": list(reply.content),
+        "stop_reason": reply.stop_reason,
+        "usage": usage_to_wire(reply.usage),
+        "model": reply.model,
+        "response_id": reply.response_id,
+    }
+
+
+def reply_from_wire(data: Mapping[str, Any]) -> ProviderReply:
+    return ProviderReply(
+        content=tuple(dict(block) for block in data["content"]),
+        stop_reason=data.get("stop_reason"),
+        usage=Usage.from_anthropic(data["usage"]),
+        model=str(data.get("model", "")),
+        response_id=data.get("response_id"),
+    )
+
+
+async def _heartbeating(work: Callable[[], Awaitable[T]]) -> T:
+    """Run ``work`` while heartbeating every second (the workflow sets the timeout that notices a lost worker)."""
+    result: list[T] = []
+    async with anyio.create_task_group() as tg:
+
+        async def beat() -> None:
+            while True:
+                activity.heartbeat()
+                await anyio.sleep(HEARTBEAT_EVERY_S)
+
+        tg.start_soon(beat)
+        result.append(await work())
+        tg.cancel_scope.cancel()
+    return result[0]
+
+
+@attrs.define(eq=False)
+class ActivityHost:
+    """What a worker's activities use: its providers by kind, its tool registry, and where sinks may write."""
+
+    providers: Mapping[str, PayloadSender]
+    registry: ToolRegistry
+    on_response: Callable[[], None] | None = None
+    """Called after each completed provider response (a test's crash point)."""
+
+    @activity.defn(name="foldline.provider_attempt")
+    async def provider_attempt(self, arg: dict[str, Any]) -> dict[str, Any]:
+        kind = str(arg["provider"])
+        provider = self.providers.get(kind)
+        if provider is None:
+            raise ProviderError(
+                f"this worker has no {kind!r} provider (it has: {', '.join(sorted(self.providers)) or 'none'})"
+            )
+        payload = json.loads(arg["payload"])
+        try:
+            reply = await _heartbeating(lambda: provider.send_payload(payload, node_id=arg.get("node_id")))
+        except AttemptFailed as failed:
+            return {"failed": _failure(failed) | {"headers": dict(failed.headers)}}
+        except ProviderError as error:
+            return {"error": _failure(error)}
+        if self.on_response is not None:
+            self.on_response()
+        return {"ok": reply_to_wire(reply)}
+
+    @activity.defn(name="foldline.tool_call")
+    async def tool_call(self, arg: dict[str, Any]) -> dict[str, Any]:
+        tool = self.registry.get(str(arg["name"]))
+        context = ToolContext(node_id=arg.get("node_id"), branch_id=str(arg["branch_id"]))
+        try:
+            value = await _heartbeating(lambda: tool.func(arg["arguments"], context))
+        except FoldlineError as error:
+            return {"failed": {"type": type(error).__name__, "message": str(error)}}
+        return {"value": value}
+
+    @activity.defn(name="foldline.write_events")
+    async def write_events(self, arg: dict[str, Any]) -> int:
+        """Write a batch to the run's sinks (a JSONL file, a SQLite store file); return the JSONL lines written."""
+        written = 0
+        if arg.get("path"):
+            written = append_events(Path(arg["path"]), arg["events"])
+        if arg.get("sqlite"):
+            insert_events(Path(arg["sqlite"]), arg["events"])
+        return written
+
+
+def _failure(error: ProviderError) -> dict[str, Any]:
+    return {"message": str(error), "status": error.status, "error_type": error.error_type}
+
+
+def _tail(path: Path) -> tuple[int, int | None]:
+    """The seq of the file's last complete event line (0: none), and where a torn last line starts (None: none)."""
+    try:
+        with open(path, "rb") as file:
+            file.seek(0, os.SEEK_END)
+            size = file.tell()
+            start = max(0, size - 65536)
+            file.seek(start)
+            tail = file.read()
+    except FileNotFoundError:
+        return 0, None
+    torn = None if not tail or tail.endswith(b"\n") else start + tail.rfind(b"\n") + 1
+    for line in reversed(tail.split(b"\n")[:-1]):
+        if line.strip():
+            return int(json.loads(line)["seq"]), torn
+    return 0, torn
+
+
+def append_events(path: Path, events: list[dict[str, Any]]) -> int:
+    """Append the events whose seq the file does not hold yet, in order; return how many were written.
+
+    A last line torn by a crash (no newline) is cut off first; its event is among the ones written again.
+    """
+    from runtime.canonical import canonical_json
+
+    last, torn = _tail(path)
+    fresh = [e for e in events if int(e["seq"]) > last]
+    if not fresh:
+        return 0
+    if torn is not None:  # a write torn by a crash: drop the fragment, its event is written again whole
+        os.truncate(path, torn)
+    with open(path, "a", encoding="utf-8", newline="\n") as file:
+        file.write("".join(canonical_json(e) + "\n" for e in fresh))
+        file.flush()
+        os.fsync(file.fileno())
+    return len(fresh)
+
+
+def insert_events(path: Path, events: list[dict[str, Any]]) -> int:
+    """Insert the events into a foldline store file's ``events`` table once per (run, seq); return how many were new.
+
+    ``foldline events PATH`` reads the file as it reads a local run's store.
+    """
+    import sqlite3
+
+    from runtime.store.journal import event_row
+    from runtime.store.schema import create_schema, resolve_store_path
+    from signals.envelope import Event
+
+    connection = sqlite3.connect(resolve_store_path(path))
+    try:
+        with connection:
+            create_schema(connection)
+            before = connection.total_changes
+            for data in events:
+                sql, params = event_row(Event.from_json(data))
+                connection.execute(sql.replace("INSERT INTO", "INSERT OR IGNORE INTO", 1), params)
+            return connection.total_changes - before
+    finally:
+        connection.close()

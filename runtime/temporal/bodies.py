@@ -1,0 +1,143 @@
+"""Bodies out of history: payloads stored once, content-addressed; Temporal's history carries digests.
+
+Every payload foldline hands Temporal (a workflow's input and result, an
+activity's input and result: request bodies, responses, tool results, event
+batches) passes through :class:`ClaimCheckCodec`. A payload larger than
+``threshold`` bytes is stored in a :class:`BodyStore` under the SHA-256 of
+its serialized form and replaced by a small payload that names the digest;
+decoding fetches it back and checks the digest. The server and its history
+therefore hold digests, never conversation bodies, and a body sent twice is
+stored once.
+
+Every worker and client of one deployment must reach the same store:
+
+- one host: :class:`DirectoryBodyStore` (a directory, ``file:PATH`` or a plain path);
+- across hosts: Postgres is the backend to add (``postgres://...``); it is not
+  built yet, and :func:`open_body_store` says so. Another backend is any
+  object with the two methods of :class:`BodyStore`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+import attrs
+from temporalio.api.common.v1 import Payload
+from temporalio.converter import PayloadCodec
+
+from runtime.errors import ConfigError, FoldlineError
+
+CLAIM_ENCODING = b"binary/foldline-claim"
+DEFAULT_THRESHOLD = 512
+"""Payloads up to this many bytes stay inline (ids, small settings); larger ones are stored."""
+
+
+class BodyMissing(FoldlineError):
+    """A digest named in history has no body in the store (or the body does not match it)."""
+
+
+class BodyStore(Protocol):
+    """Where bodies live: put once by digest, get by digest."""
+
+    def put(self, digest: str, body: bytes) -> None:
+        """Store ``body`` under ``digest`` (its SHA-256); storing it again is a no-op."""
+        ...
+
+    def get(self, digest: str) -> bytes:
+        """The body stored under ``digest``; raise :class:`BodyMissing` when there is none."""
+        ...
+
+
+def _check_digest(digest: str) -> str:
+    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        raise BodyMissing(f"not a SHA-256 hex digest: {digest[:80]!r}")
+    return digest
+
+
+@attrs.define(eq=False)
+class DirectoryBodyStore:
+    """Bodies as files ``ROOT/ab/abcdef...`` (one host; written atomically by rename)."""
+
+    root: Path = attrs.field(converter=Path)
+
+    def _path(self, digest: str) -> Path:
+        digest = _check_digest(digest)
+        return self.root / digest[:2] / digest
+
+    def put(self, digest: str, body: bytes) -> None:
+        path = self._path(digest)
+        if path.exists():
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".part-")
+        try:
+            with os.fdopen(fd, "wb") as file:
+                file.write(body)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def get(self, digest: str) -> bytes:
+        path = self._path(digest)
+        try:
+            body = path.read_bytes()
+        except FileNotFoundError:
+            raise BodyMissing(f"body {digest} is not in the store at {self.root}") from None
+        if hashlib.sha256(body).hexdigest() != digest:
+            raise BodyMissing(f"body {digest} in the store at {self.root} does not match its digest")
+        return body
+
+    def count(self) -> int:
+        """How many bodies the store holds."""
+        return sum(1 for p in self.root.glob("??/*") if not p.name.startswith("."))
+
+
+def open_body_store(location: str) -> BodyStore:
+    """The store a location names: a directory path (or ``file:PATH``); ``postgres://`` is not built yet."""
+    if not location:
+        raise ConfigError("--bodies: empty location (expected a directory, file:PATH or postgres://...)")
+    if location.startswith(("postgres://", "postgresql://")):
+        raise ConfigError(
+            "--bodies: the Postgres body store (the cross-host backend) is not built yet; "
+            "use a directory every worker reaches, or add a BodyStore (runtime/temporal/bodies.py)"
+        )
+    if "://" in location:
+        raise ConfigError(f"--bodies: {location!r}: unknown store scheme (expected a directory or file:PATH)")
+    return DirectoryBodyStore(Path(location.removeprefix("file:")))
+
+
+@attrs.define(eq=False)
+class ClaimCheckCodec(PayloadCodec):
+    """Stores payloads over ``threshold`` bytes in ``store`` and passes their digests instead."""
+
+    store: BodyStore
+    threshold: int = DEFAULT_THRESHOLD
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        out: list[Payload] = []
+        for payload in payloads:
+            raw = payload.SerializeToString()
+            if len(raw) <= self.threshold:
+                out.append(payload)
+                continue
+            digest = hashlib.sha256(raw).hexdigest()
+            self.store.put(digest, raw)
+            out.append(Payload(metadata={"encoding": CLAIM_ENCODING}, data=digest.encode("ascii")))
+        return out
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        out: list[Payload] = []
+        for payload in payloads:
+            if payload.metadata.get("encoding") != CLAIM_ENCODING:
+                out.append(payload)
+                continue
+            restored = Payload()
+            restored.ParseFromString(self.store.get(payload.data.decode("ascii")))
+            out.append(restored)
+        return out

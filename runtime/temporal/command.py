@@ -1,0 +1,246 @@
+"""``foldline worker`` and ``foldline run --engine temporal``.
+
+- ``foldline worker --temporal HOST:PORT --bodies DIR [--task-queue Q] [--sim-url URL]``
+  runs a worker until interrupted. Its providers: ``anthropic`` when
+  ``ANTHROPIC_API_KEY`` is set, ``simulated`` when ``--sim-url`` names a running
+  simulator (``foldline sim``; key from ``FOLDLINE_SIM_KEY``).
+- ``foldline run SCENARIO --engine temporal [--temporal HOST:PORT --bodies DIR]``
+  submits the scenario's flow and follows it to its report. The command also
+  runs a worker of its own on the task queue, holding the provider it opened
+  (the simulator, by default); other workers on the queue share the work.
+  Without ``--temporal`` it starts the Temporal dev server from the installed
+  ``temporal`` binary, with bodies in a temporary directory, and stops both
+  afterwards. ``--no-worker`` only submits and follows: other workers do the work.
+
+The Temporal SDK's native threads can abort the interpreter at exit
+(temporalio/sdk-python#300), so the console command ends its process with
+``os._exit`` once its output is flushed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Any, TextIO
+
+import anyio
+import attrs
+
+from runtime.errors import ConfigError, FoldlineError
+from runtime.temporal import DEFAULT_TASK_QUEUE, require_temporal
+
+
+class FlowFailed(FoldlineError):
+    """The flow workflow failed (its message says why); the command exits 1."""
+
+
+@attrs.frozen
+class EngineOptions:
+    """What ``foldline run --engine temporal`` was asked (runtime.cli.temporal parses them)."""
+
+    scenario: str
+    provider: str | None = None
+    signals: str | None = None
+    report: str | None = None
+    events_db: str | None = None
+    temporal: str | None = None
+    """HOST:PORT of a server; None: start the dev server."""
+    task_queue: str = DEFAULT_TASK_QUEUE
+    bodies: str | None = None
+    no_worker: bool = False
+    store: str | None = None
+
+
+@attrs.frozen
+class WorkerOptions:
+    """What ``foldline worker`` was asked."""
+
+    temporal: str
+    bodies: str
+    task_queue: str = DEFAULT_TASK_QUEUE
+    sim_url: str | None = None
+
+
+def finish(code: int, out: TextIO, err: TextIO) -> int:
+    """Return ``code``; as the console command, end the process now (see the module docstring)."""
+    out.flush()
+    err.flush()
+    if out is sys.__stdout__ and err is sys.__stderr__:
+        os._exit(code)
+    return code
+
+
+@asynccontextmanager
+async def _client(args: EngineOptions) -> AsyncIterator[Any]:
+    """A client: to ``--temporal`` with ``--bodies``, else to a dev server started here with bodies in a temp dir."""
+    from runtime.temporal.bodies import open_body_store
+    from runtime.temporal.worker import connect, local_server
+
+    if args.temporal:
+        if not args.bodies:
+            raise ConfigError(
+                "--engine temporal --temporal HOST:PORT needs --bodies DIR (a store every worker reaches)"
+            )
+        yield await connect(args.temporal, open_body_store(args.bodies))
+        return
+    with tempfile.TemporaryDirectory(prefix="foldline-bodies-") as scratch:
+        async with local_server(open_body_store(args.bodies or scratch)) as client:
+            yield client
+
+
+async def history_size(client: Any, workflow_id: str) -> dict[str, int]:
+    """The workflow's history: its events, its bytes, its largest event's bytes (bodies are digests there)."""
+    from temporalio.api.history.v1 import History
+
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    events = list(history.events)
+    return {
+        "events": len(events),
+        "bytes": History(events=events).ByteSize(),
+        "largest_event_bytes": max((e.ByteSize() for e in events), default=0),
+    }
+
+
+async def submit(args: EngineOptions, scenario_text: str, label: str, providers: Any) -> dict[str, Any]:
+    """Run one flow on Temporal with a worker of this process on the queue; return the workflow's result."""
+    from temporalio.client import WorkflowFailureError
+
+    from actors.tools import BUILTIN_TOOLS
+    from runtime.temporal.activities import ActivityHost
+    from runtime.temporal.worker import build_worker
+    from runtime.temporal.workflows import FLOW_WORKFLOW
+
+    run_id = "run-" + secrets.token_hex(6)
+    arg = {
+        "scenario_text": scenario_text,
+        "scenario_label": label,
+        "provider": args.provider,
+        "run_id": run_id,
+        "signals_path": str(Path(args.signals).resolve()) if args.signals else None,
+        "events_db": str(Path(args.events_db).resolve()) if args.events_db else None,
+    }
+    if args.signals:
+        Path(args.signals).write_text("", encoding="utf-8")
+    workflow_id = f"foldline-{run_id}"
+    async with _client(args) as client:
+        execute = client.execute_workflow(
+            FLOW_WORKFLOW, arg, id=workflow_id, task_queue=args.task_queue, result_type=dict
+        )
+        try:
+            if providers is None:
+                result: dict[str, Any] = await execute
+            else:
+                async with build_worker(client, ActivityHost(providers, BUILTIN_TOOLS), task_queue=args.task_queue):
+                    result = await execute
+        except WorkflowFailureError as failure:
+            cause = failure.cause
+            raise FlowFailed(
+                f"the flow workflow {workflow_id} failed: {getattr(cause, 'message', None) or cause}"
+            ) from None
+        result["history"] = await history_size(client, workflow_id)
+    return result
+
+
+def run_temporal(args: EngineOptions, out: TextIO, err: TextIO) -> int:
+    """``foldline run SCENARIO --engine temporal``: exit 0 all nodes ok, 1 failed nodes, 2 bad input."""
+    from actors.tools import BUILTIN_TOOLS
+    from runtime.config.loader import load_scenario
+    from runtime.report import format_report
+
+    try:
+        require_temporal()
+        scenario = load_scenario(args.scenario, tool_names=BUILTIN_TOOLS.names())
+        if args.temporal and not args.bodies:
+            raise ConfigError(
+                "--engine temporal --temporal HOST:PORT needs --bodies DIR (a store every worker reaches)"
+            )
+        if args.no_worker and not args.temporal:
+            raise ConfigError("--no-worker needs --temporal HOST:PORT (a server other workers serve)")
+        if args.store:
+            raise ConfigError("--store is not built for --engine temporal yet (the workflow history is the record)")
+        spec = scenario.provider if args.provider is None else scenario.provider.with_kind(args.provider)
+        if spec.kind == "scripted":
+            raise ConfigError("provider.kind: 'scripted' runs in process only; use simulated or anthropic on Temporal")
+        text = Path(args.scenario).read_text(encoding="utf-8")
+    except ConfigError as exc:
+        print(f"foldline: {exc}", file=err)
+        return finish(2, out, err)
+    report = anyio.run(_run_with_provider, args, scenario, spec, text, err)
+    print(format_report(report), file=out)
+    if args.report:
+        Path(args.report).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return finish(0 if report["status"] == "ok" else 1, out, err)
+
+
+async def _run_with_provider(args: EngineOptions, scenario: Any, spec: Any, text: str, err: TextIO) -> dict[str, Any]:
+    from runtime.providers.factory import open_provider
+    from runtime.scenario_run import build_policies
+
+    if args.no_worker:
+        result = await submit(args, text, args.scenario, None)
+    else:
+        async with open_provider(spec, build_policies(scenario), clock=time.time) as provider:
+            result = await submit(args, text, args.scenario, {spec.kind: provider})
+    h = result["history"]
+    print(
+        f"temporal: history of the flow workflow: {h['events']} events, {h['bytes']} bytes, "
+        f"largest event {h['largest_event_bytes']} bytes",
+        file=err,
+    )
+    report: dict[str, Any] = result["report"]
+    return report
+
+
+def _worker_providers(args: WorkerOptions) -> AbstractAsyncContextManager[dict[str, Any]]:
+    from runtime.providers.anthropic import AnthropicProvider
+
+    @asynccontextmanager
+    async def opened() -> AsyncIterator[dict[str, Any]]:
+        providers: dict[str, Any] = {}
+        if os.environ.get("ANTHROPIC_API_KEY"):
+            providers["anthropic"] = AnthropicProvider.create(api_key=os.environ["ANTHROPIC_API_KEY"])
+        if args.sim_url:
+            key = os.environ.get("FOLDLINE_SIM_KEY", "sim-worker")
+            providers["simulated"] = AnthropicProvider.create(api_key=key, base_url=args.sim_url, name="simulated")
+        if not providers:
+            raise ConfigError("foldline worker: no provider (set ANTHROPIC_API_KEY or pass --sim-url URL)")
+        try:
+            yield providers
+        finally:
+            for provider in providers.values():
+                await provider.aclose()
+
+    return opened()
+
+
+async def _serve(args: WorkerOptions, err: TextIO) -> None:
+    from actors.tools import BUILTIN_TOOLS
+    from runtime.temporal.activities import ActivityHost
+    from runtime.temporal.bodies import open_body_store
+    from runtime.temporal.worker import build_worker, connect
+
+    async with _worker_providers(args) as providers:
+        client = await connect(args.temporal, open_body_store(args.bodies))
+        worker = build_worker(client, ActivityHost(providers, BUILTIN_TOOLS), task_queue=args.task_queue)
+        print(f"foldline worker: serving task queue {args.task_queue!r} at {args.temporal}", file=err, flush=True)
+        await worker.run()
+
+
+def run_worker(args: WorkerOptions, out: TextIO, err: TextIO) -> int:
+    """``foldline worker``: serve until interrupted (exit 0), 2 on bad input."""
+    try:
+        require_temporal()
+        anyio.run(_serve, args, err)
+    except ConfigError as exc:
+        print(f"foldline: {exc}", file=err)
+        return finish(2, out, err)
+    except KeyboardInterrupt:
+        return finish(0, out, err)
+    return finish(0, out, err)

