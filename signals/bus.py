@@ -48,8 +48,8 @@ from signals.subscription import (
     Handler,
     Subscription,
     SubscriptionStatistics,
-    _check_subscription_options,
-    _set,
+    check_subscription_options,
+    set_slot,
 )
 
 _log = structlog.get_logger("signals.bus")
@@ -212,7 +212,7 @@ class SignalBus:
                 event.to_data(),
             )
         # Only a fully built event consumes its number, so seq has no holes.
-        _set(self, "_next_seq", seq + 1)
+        set_slot(self, "_next_seq", seq + 1)
         waiters = None
         for subscription in self._live:
             if subscription._plain and not subscription._closed:
@@ -248,7 +248,7 @@ class SignalBus:
         unsubscribes: buffered events are discarded and a publisher waiting on
         this subscription is released. The bus must be open.
         """
-        type_set = _check_subscription_options(maxsize, policy, types)
+        type_set = check_subscription_options(maxsize, policy, types)
         if name is not None and (not isinstance(name, str) or not name):
             raise ValueError(f"subscribe: name {name!r} is not a non-empty string")
         return _Subscribing(self, name, policy, maxsize, type_set)
@@ -276,7 +276,7 @@ class SignalBus:
             raise ValueError(f"add_handler: handler {handler!r} is not callable")
         if on_close is not None and not callable(on_close):
             raise ValueError(f"add_handler: on_close {on_close!r} is not callable")
-        type_set = _check_subscription_options(maxsize, policy, types)
+        type_set = check_subscription_options(maxsize, policy, types)
         self._require_open("add_handler")
         if name is None:
             label = getattr(handler, "__qualname__", type(handler).__qualname__)

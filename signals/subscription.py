@@ -25,7 +25,7 @@ POLICIES = (BLOCK, DROP_OLDEST)
 # The hot paths (every event, every subscriber) set private counters with
 # object.__setattr__: attrs' own __setattr__ (these classes freeze some fields
 # after creation) costs more than the rest of a delivery.
-_set = object.__setattr__
+set_slot = object.__setattr__
 
 
 @attrs.frozen
@@ -123,7 +123,7 @@ class Subscription:
             event = buffer.popleft()
             if self._overflow:
                 self._refill()
-            _set(self, "_delivered", self._delivered + 1)
+            set_slot(self, "_delivered", self._delivered + 1)
             return event
         while True:
             if self._gap:
@@ -134,7 +134,7 @@ class Subscription:
                 event = buffer.popleft()
                 if self._overflow:
                     self._refill()
-                _set(self, "_delivered", self._delivered + 1)
+                set_slot(self, "_delivered", self._delivered + 1)
                 return event
             if self._closed:
                 raise StopAsyncIteration
@@ -208,7 +208,7 @@ class Subscription:
         self._wake_reader()
 
 
-def _check_subscription_options(maxsize: Any, policy: Any, types: Any) -> frozenset[str] | None:
+def check_subscription_options(maxsize: Any, policy: Any, types: Any) -> frozenset[str] | None:
     if type(maxsize) is not int or maxsize < 1:
         raise ValueError(f"maxsize: {maxsize!r} is not a positive integer")
     if policy not in POLICIES:

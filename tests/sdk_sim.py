@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import attrs
-from support import node
+from support import ProviderWrapper, node
 
 from runtime.flow import Flow
 from runtime.operation import Operation
@@ -20,24 +20,12 @@ from runtime.sim.server import SimServer, serve_simulator
 
 
 @attrs.define(eq=False)
-class Capture:
+class Capture(ProviderWrapper):
     """Wraps the SDK provider: keeps each payload; ``tamper`` may change a payload before it is sent."""
 
     inner: AnthropicProvider
     payloads: list[dict[str, Any]] = attrs.field(factory=list)
     tamper_on: int | None = None
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def caches_by_prefix(self) -> bool:
-        return self.inner.caches_by_prefix
-
-    @property
-    def max_retries(self) -> int:
-        return self.inner.max_retries
 
     async def send(self, request, *, node_id):
         payload = request.payload()
@@ -55,9 +43,6 @@ class Capture:
                     break
         fake = _PayloadRequest(payload)
         return await self.inner.send(fake, node_id=node_id)  # type: ignore[arg-type]
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 @attrs.frozen

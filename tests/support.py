@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
+
+import attrs
 
 from runtime.config import Profile
 from runtime.flow import Flow, Node
 from runtime.operation import Operation
 from runtime.policies import PolicyRegistry, ScriptCall, ScriptPolicy, ScriptStep
+from runtime.providers.base import Provider
 from runtime.providers.scripted import ScriptedProvider
 from runtime.runtime import Runtime
 from runtime.sim.clock import ManualClock
@@ -54,3 +59,54 @@ def node(node_id: str, operation: Operation, **kw: Any) -> Node:
 
 def flow(*nodes: Node, **kw: Any) -> Flow:
     return Flow(nodes, **kw)
+
+
+@attrs.define(eq=False)
+class ProviderWrapper:
+    """A provider that hands every attempt to ``inner`` and says what ``inner`` says of itself.
+
+    Test wrappers (recording payloads, tampering with them) subclass it and override ``send``.
+    """
+
+    inner: Provider
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def caches_by_prefix(self) -> bool:
+        return self.inner.caches_by_prefix
+
+    @property
+    def max_retries(self) -> int:
+        return self.inner.max_retries
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def tamper_first_tool_result(store: Path) -> str:
+    """Change one byte of the first stored tool result's content (its digest no longer matches); its message id."""
+    connection = sqlite3.connect(store)
+    message_id, sha = connection.execute(
+        "SELECT m.id, m.sha256 FROM messages m JOIN contents c ON c.sha256 = m.sha256 WHERE c.kind = 'tool_result' "
+        "ORDER BY m.rowid LIMIT 1"
+    ).fetchone()
+    content = connection.execute("SELECT content FROM contents WHERE sha256 = ?", (sha,)).fetchone()[0]
+    with connection:
+        connection.execute(
+            "UPDATE contents SET content = ? WHERE sha256 = ?", (content.replace("a.md", "A.md", 1), sha)
+        )
+    connection.close()
+    return str(message_id)
+
+
+def copy_store(store: Path, tmp_path: Path) -> Path:
+    """A copy of a SQLite store (through its backup API) to change without touching the original."""
+    target = tmp_path / "copy.db"
+    source, dest = sqlite3.connect(store), sqlite3.connect(target)
+    source.backup(dest)
+    source.close()
+    dest.close()
+    return target

@@ -8,7 +8,7 @@ from typing import Any
 
 import attrs
 import pytest
-from support import READER, bounded, calls, iterative, node, read, runtime_for, scripted, text
+from support import READER, ProviderWrapper, bounded, calls, iterative, node, read, runtime_for, scripted, text
 
 from actors.cache_step import plan_cache, read_verdict, record_cache_outcome
 from runtime.compiler import RequestSettings, compile_request
@@ -21,30 +21,15 @@ SYSTEM = "You are a meticulous reader. " * 120  # long enough to be cacheable on
 
 
 @attrs.define(eq=False)
-class Capture:
+class Capture(ProviderWrapper):
     """A provider wrapper that keeps every payload it is asked to send."""
 
     inner: ScriptedProvider
     payloads: list[dict[str, Any]] = attrs.field(factory=list)
 
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def caches_by_prefix(self) -> bool:
-        return self.inner.caches_by_prefix
-
-    @property
-    def max_retries(self) -> int:
-        return self.inner.max_retries
-
     async def send(self, request, *, node_id):
         self.payloads.append(request.payload())
         return await self.inner.send(request, node_id=node_id)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 def reading_script(n: int = 4):

@@ -8,7 +8,7 @@ from typing import Any
 
 import attrs
 import pytest
-from support import calls, iterative, node, read, runtime_for, text
+from support import ProviderWrapper, calls, iterative, node, read, runtime_for, text
 
 from actors.branch import Branch, RequestRecord
 from actors.operations import Operation, run_operation
@@ -36,30 +36,15 @@ FOLDING = Profile(
 
 
 @attrs.define(eq=False)
-class Capture:
+class Capture(ProviderWrapper):
     """A provider wrapper keeping every payload, with the node it named."""
 
     inner: ScriptedProvider
     sent: list[tuple[str | None, dict[str, Any]]] = attrs.field(factory=list)
 
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def caches_by_prefix(self) -> bool:
-        return self.inner.caches_by_prefix
-
-    @property
-    def max_retries(self) -> int:
-        return self.inner.max_retries
-
     async def send(self, request, *, node_id):
         self.sent.append((node_id, request.payload()))
         return await self.inner.send(request, node_id=node_id)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
     def main(self) -> list[dict[str, Any]]:
         return [p for n, p in self.sent if n is not None]

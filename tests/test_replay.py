@@ -10,6 +10,7 @@ from typing import Any
 
 import anyio
 import pytest
+from support import copy_store, tamper_first_tool_result
 
 from actors.tools import BUILTIN_TOOLS
 from runtime.canonical import canonical_json, sha256_hex
@@ -147,16 +148,6 @@ def test_a_resumed_clipping_run_replays(tmp_path: Path) -> None:
     assert len(verified(tmp_path / "r.db")) == 13
 
 
-def _copy(store: Path, tmp_path: Path) -> Path:
-    target = tmp_path / "copy.db"
-    source = sqlite3.connect(store)
-    dest = sqlite3.connect(target)
-    source.backup(dest)
-    source.close()
-    dest.close()
-    return target
-
-
 def _users_of(store: Path, message_id: str) -> list[str]:
     with StoreReader(store) as reader:
         return [r.label for r in reader.requests() if message_id in r.view_ids]
@@ -165,18 +156,8 @@ def _users_of(store: Path, message_id: str) -> list[str]:
 def test_a_tampered_message_fails_replay_naming_every_request_that_carried_it(
     recover_store: Path, tmp_path: Path
 ) -> None:
-    store = _copy(recover_store, tmp_path)
-    connection = sqlite3.connect(store)
-    message_id, sha = connection.execute(
-        "SELECT m.id, m.sha256 FROM messages m JOIN contents c ON c.sha256 = m.sha256 WHERE c.kind = 'tool_result' "
-        "ORDER BY m.rowid LIMIT 1"
-    ).fetchone()
-    content = connection.execute("SELECT content FROM contents WHERE sha256 = ?", (sha,)).fetchone()[0]
-    with connection:
-        connection.execute(
-            "UPDATE contents SET content = ? WHERE sha256 = ?", (content.replace("a.md", "A.md", 1), sha)
-        )
-    connection.close()
+    store = copy_store(recover_store, tmp_path)
+    message_id = tamper_first_tool_result(store)
     users = _users_of(store, message_id)
     assert users
     code, out, err = replay_cli(str(store), "--all")
@@ -188,7 +169,7 @@ def test_a_tampered_message_fails_replay_naming_every_request_that_carried_it(
 
 
 def test_a_consistently_rewritten_message_is_a_digest_mismatch(recover_store: Path, tmp_path: Path) -> None:
-    store = _copy(recover_store, tmp_path)
+    store = copy_store(recover_store, tmp_path)
     with StoreReader(store) as reader:
         row = reader.requests()[2]
         original = reader.message(row.view_ids[0])
@@ -210,7 +191,7 @@ def test_a_consistently_rewritten_message_is_a_digest_mismatch(recover_store: Pa
 
 
 def test_an_unknown_recipe_version_is_refused_naming_the_request(recover_store: Path, tmp_path: Path) -> None:
-    store = _copy(recover_store, tmp_path)
+    store = copy_store(recover_store, tmp_path)
     connection = sqlite3.connect(store)
     with connection:
         connection.execute("UPDATE requests SET recipe_version = 99 WHERE rid = 4")
@@ -226,7 +207,7 @@ def test_an_unknown_recipe_version_is_refused_naming_the_request(recover_store: 
 
 
 def test_malformed_stores_fail_naming_the_request(recover_store: Path, tmp_path: Path) -> None:
-    store = _copy(recover_store, tmp_path)
+    store = copy_store(recover_store, tmp_path)
     with StoreReader(store) as reader:
         row = reader.requests()[3]
     connection = sqlite3.connect(store)
@@ -253,7 +234,7 @@ def test_one_request_prints_its_exact_payload(recover_store: Path) -> None:
 def test_request_selection_errors_are_bad_input(recover_store: Path, tmp_path: Path) -> None:
     assert replay_cli(str(recover_store), "--request", "br-nope:1")[0] == 2
     assert replay_cli(str(tmp_path / "missing.db"), "--all")[0] == 2
-    store = _copy(recover_store, tmp_path)
+    store = copy_store(recover_store, tmp_path)
     connection = sqlite3.connect(store)
     with connection:
         first = connection.execute("SELECT request_id FROM requests WHERE rid = 1").fetchone()[0]

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import io
-import sqlite3
 from pathlib import Path
 
 import pytest
+from support import copy_store, tamper_first_tool_result
 from test_replay import RECOVER, stored_run
 
 from runtime.cli.store import main
@@ -22,15 +22,6 @@ def finished_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return directory / "r.db"
 
 
-def _copy(store: Path, tmp_path: Path) -> Path:
-    target = tmp_path / "copy.db"
-    source, dest = sqlite3.connect(store), sqlite3.connect(target)
-    source.backup(dest)
-    source.close()
-    dest.close()
-    return target
-
-
 def resume_cli(store: Path) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     code = main(["resume", str(store), "--quiet"], out=out, err=err)
@@ -38,25 +29,15 @@ def resume_cli(store: Path) -> tuple[int, str, str]:
 
 
 def test_an_intact_finished_store_reports_and_says_it_verified(finished_store: Path, tmp_path: Path) -> None:
-    code, out, err = resume_cli(_copy(finished_store, tmp_path))
+    code, out, err = resume_cli(copy_store(finished_store, tmp_path))
     assert code == 0, err
     assert "nothing to resume" in err and "13 of 13 requests verified" in err
     assert "bytes unrecoverable: 0" in out
 
 
 def test_a_tampered_finished_store_fails_naming_the_message(finished_store: Path, tmp_path: Path) -> None:
-    store = _copy(finished_store, tmp_path)
-    connection = sqlite3.connect(store)
-    message_id, sha = connection.execute(
-        "SELECT m.id, m.sha256 FROM messages m JOIN contents c ON c.sha256 = m.sha256 WHERE c.kind = 'tool_result' "
-        "ORDER BY m.rowid LIMIT 1"
-    ).fetchone()
-    content = connection.execute("SELECT content FROM contents WHERE sha256 = ?", (sha,)).fetchone()[0]
-    with connection:
-        connection.execute(
-            "UPDATE contents SET content = ? WHERE sha256 = ?", (content.replace("a.md", "A.md", 1), sha)
-        )
-    connection.close()
+    store = copy_store(finished_store, tmp_path)
+    message_id = tamper_first_tool_result(store)
     code, out, err = resume_cli(store)
     assert code == 1
     assert f"stored message {message_id}" in err

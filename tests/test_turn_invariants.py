@@ -89,19 +89,25 @@ async def test_request_serials_count_up_and_turn_progress_opens_and_closes() -> 
     assert branch.state.open_turn is None and branch.state.request_serial == 3
 
 
+class RecordingJournal:
+    """A branch journal that keeps each batch of changes it is given."""
+
+    def __init__(self) -> None:
+        self.batches: list[tuple[object, ...]] = []
+
+    def branch_created(self, branch: Branch) -> None:
+        pass
+
+    def changed(self, branch: Branch, changes: object) -> None:
+        self.batches.append(tuple(changes))  # type: ignore[call-overload]
+
+
 @pytest.mark.anyio
 async def test_a_fold_commit_lands_whole_and_rewrite_causes_add_up_until_a_send() -> None:
     branch = Branch.create()
-    seen: list[tuple[object, ...]] = []
-
-    class Journal:
-        def branch_created(self, branch: Branch) -> None:
-            pass
-
-        def changed(self, branch: Branch, changes: object) -> None:
-            seen.append(tuple(changes))  # type: ignore[arg-type]
-
-    branch.attach_journal(Journal())
+    journal = RecordingJournal()
+    branch.attach_journal(journal)
+    seen = journal.batches
     async with branch.turn() as turn:
         for i in range(3):
             turn.append(Instruction(f"m{i}"))
@@ -123,16 +129,9 @@ async def test_a_fold_commit_lands_whole_and_rewrite_causes_add_up_until_a_send(
 @pytest.mark.anyio
 async def test_state_changes_in_a_row_reach_the_journal_as_one() -> None:
     branch = Branch.create()
-    seen: list[tuple[object, ...]] = []
-
-    class Journal:
-        def branch_created(self, branch: Branch) -> None:
-            pass
-
-        def changed(self, branch: Branch, changes: object) -> None:
-            seen.append(tuple(changes))  # type: ignore[arg-type]
-
-    branch.attach_journal(Journal())
+    journal = RecordingJournal()
+    branch.attach_journal(journal)
+    seen = journal.batches
     async with branch.turn() as turn:
         with turn.batch():
             turn.calibrate(4000, Usage(input_tokens=6000))
