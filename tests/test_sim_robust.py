@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import resource
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -20,6 +21,8 @@ import pytest
 from runtime.policies import PolicyRegistry
 from runtime.sim.default_model import DefaultModel
 from runtime.sim.server import SimConfig, SimServer, serve_simulator
+from runtime.sim.tokens import SimTokenCounter
+from runtime.tokenizer import count_tokens
 from tests.sim_process import foldline_sim
 
 pytestmark = pytest.mark.anyio
@@ -117,31 +120,41 @@ async def test_a_50_mb_body_gets_413_while_a_small_request_is_answered_within_a_
 
 
 async def test_a_huge_valid_request_is_counted_off_the_event_loop() -> None:
-    text = "The quick brown fox jumps over the lazy dog. " * 200_000  # 9 MB, about 2.3 million tokens to count
+    text = "The quick brown fox jumps over the lazy dog. " * 30_000  # 1.35 MB, above the 1 MB threshold below
     body = json.dumps({"model": "claude-opus-5", "messages": [{"role": "user", "content": text}]}).encode()
     head = HEAD.replace("/v1/messages", "/v1/messages/count_tokens")
+    entered, released = threading.Event(), threading.Event()
+
+    def gated_count(piece: str) -> int:
+        # The huge block's count waits until the test has been answered a small request: on a worker
+        # thread that is harmless; on the event loop it would block every request until the wait times out.
+        if len(piece) >= len(text):
+            entered.set()
+            released.wait(timeout=20.0)
+        return count_tokens(piece)
+
     async with running(SimConfig(thread_tokenize_bytes=1_000_000)) as sim:
+        sim.app.counter = SimTokenCounter(token_factor=sim.app.config.token_factor, count_text=gated_count)
         result: dict[str, tuple[int, dict]] = {}
-        sent = anyio.Event()
 
         async def huge() -> None:
             async with await anyio.connect_tcp(sim.host, sim.port) as stream:
                 await stream.send(f"{head}content-length: {len(body)}\r\n\r\n".encode() + body)
-                sent.set()
                 result["huge"] = await read_response(stream)
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(huge)
-            await sent.wait()
-            # Decoding takes about a tenth of a second; counting then takes seconds, in a worker thread.
-            await anyio.sleep(0.3)
-            # The order is the proof, not a stopwatch: with the count on the event loop the small request
-            # could only be answered after the huge one (the bound only keeps a broken server from hanging).
-            with anyio.fail_after(30.0):
-                await normal_request(sim.base_url)
-            assert "huge" not in result, "the huge request was answered before the small one: nothing overlapped"
+            assert await anyio.to_thread.run_sync(entered.wait, 20.0), "the huge block was never counted"
+            # The order is the proof, not a stopwatch: the huge count is held until the small request
+            # is answered, so a server counting on its event loop answers the huge one first.
+            try:
+                with anyio.fail_after(30.0):
+                    await normal_request(sim.base_url)
+                assert "huge" not in result, "the huge request was answered before the small one: nothing overlapped"
+            finally:
+                released.set()
         status, counted = result["huge"]
-        assert status == 200 and counted["input_tokens"] > 1_000_000
+        assert status == 200 and counted["input_tokens"] > 200_000
 
 
 @pytest.mark.parametrize("depth", [200_000, 101])
