@@ -59,8 +59,8 @@ def test_ttl_expiry_at_five_minutes_and_a_second_through_the_virtual_clock() -> 
         assert cached(client) == (0, written)  # 5 min + 1 s after the last read: expired, written again
         elapsed = time.monotonic() - started
         client.close()
-    # Ten minutes of cache time in a fraction of a second of wall time.
-    assert elapsed < 1.0
+    # Ten minutes of cache time without waiting for them (a generous bound: a loaded machine is slow, not 600 s slow).
+    assert elapsed < 60.0
 
 
 def test_the_admin_endpoint_refuses_bad_input_and_the_wall_clock_cannot_be_advanced() -> None:

@@ -1,7 +1,7 @@
 """The simulated server under abuse: idle floods, huge and deep bodies, slow clients, descriptor exhaustion.
 
 Each test ends by showing the server still answers a normal request. The
-"within 1 s" bounds are liveness bounds (a stalled server would take the
+5-second bounds are liveness bounds (a stalled server would take its 30 s+
 full timeout or forever), not speed measurements.
 """
 
@@ -66,13 +66,13 @@ def raise_descriptor_limit(wanted: int) -> None:
         pytest.skip(f"this test needs {wanted} descriptors; the hard limit here is {hard}")
 
 
-async def test_1500_idle_connections_and_a_normal_request_is_still_answered_within_a_second() -> None:
+async def test_1500_idle_connections_and_a_normal_request_is_still_answered_at_once() -> None:
     raise_descriptor_limit(4096)  # 1,500 client ends + up to 1,024 server ends + the rest
     async with running(SimConfig(max_connections=1024)) as sim:
         idle = [await anyio.connect_tcp(sim.host, sim.port) for _ in range(1500)]
         try:
             await anyio.sleep(0.2)  # let the server accept them all
-            with anyio.fail_after(1.0):
+            with anyio.fail_after(5.0):
                 message = await normal_request(sim.base_url)
             assert message.stop_reason == "end_turn"
             assert sim.connections.open_count <= 1024
@@ -82,7 +82,7 @@ async def test_1500_idle_connections_and_a_normal_request_is_still_answered_with
                 await stream.aclose()
 
 
-async def test_a_50_mb_body_gets_413_while_a_small_request_is_answered_within_a_second() -> None:
+async def test_a_50_mb_body_gets_413_while_a_small_request_is_answered_at_once() -> None:
     async with running() as sim:
         big = 50 * 1024 * 1024
         result: dict[str, object] = {}
@@ -101,7 +101,7 @@ async def test_a_50_mb_body_gets_413_while_a_small_request_is_answered_within_a_
         async with anyio.create_task_group() as tg:
             tg.start_soon(upload)
             await anyio.sleep(0.01)
-            with anyio.fail_after(1.0):
+            with anyio.fail_after(5.0):
                 result["small"] = await normal_request(sim.base_url)
         status, body = result["big"]  # type: ignore[misc]
         assert status == 413
