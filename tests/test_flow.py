@@ -174,7 +174,10 @@ def test_bad_graphs_are_refused() -> None:
 async def test_cancelling_a_flow_leaves_every_view_paired() -> None:
     from actors.tools import BUILTIN_TOOLS, Tool, ToolSpec
 
+    hanging = anyio.Event()
+
     async def forever(arguments, context):
+        hanging.set()
         await anyio.sleep_forever()
 
     registry = BUILTIN_TOOLS.with_tool(Tool(ToolSpec.create("hang", "Never returns.", {"type": "object"}), forever))
@@ -182,21 +185,27 @@ async def test_cancelling_a_flow_leaves_every_view_paired() -> None:
     provider = scripted({"h": [calls(read("a"), ("hang", {}), read("b"))]})
     fl = flow(node("h", iterative("hang"), profile=profile))
     branches = {}
-    async with runtime_for(provider, registry=registry) as rt:
-        with anyio.move_on_after(0.2):
-            from runtime import flow as flow_module
+    async with runtime_for(provider, registry=registry) as rt, anyio.create_task_group() as tg:
+        from runtime import flow as flow_module
 
-            original = flow_module._Scheduler.supervise
+        original = flow_module._Scheduler.supervise
 
-            async def spy(self, nd, branch, resume=False):
-                branches[nd.id] = branch
-                await original(self, nd, branch, resume)
+        async def spy(self, nd, branch, resume=False):
+            branches[nd.id] = branch
+            await original(self, nd, branch, resume)
 
-            flow_module._Scheduler.supervise = spy
-            try:
-                await rt.run(fl)
-            finally:
-                flow_module._Scheduler.supervise = original
+        async def cancel_once_hanging() -> None:
+            # Cancelled while the hanging tool runs, wherever the machine's load puts that moment.
+            with anyio.fail_after(30):
+                await hanging.wait()
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(cancel_once_hanging)
+        flow_module._Scheduler.supervise = spy
+        try:
+            await rt.run(fl)
+        finally:
+            flow_module._Scheduler.supervise = original
     view = branches["h"].view()
     results = [m for m in view if isinstance(m, ToolResult)]
     # Every call has a result: the hanging one an error; the reads ran (concurrently) or were
