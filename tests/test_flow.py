@@ -142,10 +142,16 @@ async def test_concurrency_limit_holds() -> None:
 
     from actors.tools import BUILTIN_TOOLS, Tool, ToolSpec
 
+    two_at_once = anyio.Event()
+
     async def slow(arguments, context):
         nonlocal running, peak
         running += 1
         peak = max(peak, running)
+        if running == 2:
+            two_at_once.set()
+        with anyio.fail_after(30):  # the first nap waits for a second one: overlap by an event, not by timing
+            await two_at_once.wait()
         await anyio.sleep(0.01)
         running -= 1
         return "slept"
