@@ -177,11 +177,13 @@ class RunStore:
         scenario_text: str,
         scenario_path: str,
         provider_kind: str,
+        extra_meta: Mapping[str, str] | None = None,
     ) -> RunStore:
         """A new store for run ``run_id`` at ``path`` (a file, or a directory to put it in).
 
         Refuses a path that already holds a run: that one is continued with
         :meth:`open_existing` (``foldline resume``), never overwritten.
+        ``extra_meta`` adds keys to the run's meta (the tools a resume must load again).
         """
         file = resolve_store_path(path)
         if not file.parent.is_dir():
@@ -198,6 +200,7 @@ class RunStore:
                 "scenario_path": scenario_path,
                 "scenario_text": scenario_text,
                 "provider_kind": provider_kind,
+                **(extra_meta or {}),
             }
 
             # Build the schema and meta in a sibling file and rename it into place, so
