@@ -374,6 +374,7 @@ class SendPipeline:
             status=status,
             usage=usage.to_dict() if usage is not None else None,
             result_bound=self.shape.result_bound if s.intent != "side" else None,
+            thinking_json=s.thinking_json,
             prompt_cache=(
                 {**plan.placement.to_record(), **(verdict.to_dict() if verdict is not None else {})}
                 if plan is not None

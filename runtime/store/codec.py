@@ -70,6 +70,15 @@ def _keys(content: Mapping[str, Any], expected: set[str], kind: str) -> None:
         )
 
 
+def thinking_block_digests(message: AssistantResponse) -> list[tuple[int, str]]:
+    """(part index, SHA-256 of the part's canonical JSON) of each thinking or redacted_thinking part of a reply."""
+    return [
+        (i, sha256_hex(canonical_json(part.content())))
+        for i, part in enumerate(message.parts)
+        if isinstance(part, (ThinkingPart, RedactedThinkingPart))
+    ]
+
+
 def _part_from_content(part: Any) -> Part:
     if isinstance(part, Mapping) and part.get("type") == "thinking" and set(part) == {"type", "thinking", "signature"}:
         return ThinkingPart(part["thinking"], part["signature"])

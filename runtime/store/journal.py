@@ -44,8 +44,8 @@ from actors.branch import (
     ViewSet,
 )
 from runtime.canonical import canonical_json
-from runtime.messages import Message, SystemMessage
-from runtime.store.codec import dumps_value, ledger_rows_of, message_content_json
+from runtime.messages import AssistantResponse, Message, SystemMessage
+from runtime.store.codec import dumps_value, ledger_rows_of, message_content_json, thinking_block_digests
 from runtime.store.errors import (
     NotAStore,
     StoreEncodeError,
@@ -70,13 +70,19 @@ class _Tracked:
 
 
 def _insert_message(message: Message) -> list[Statement]:
-    return [
+    statements: list[Statement] = [
         (
             "INSERT OR IGNORE INTO contents(sha256, kind, content) VALUES (?, ?, ?)",
             (message.sha256, message.kind, message_content_json(message)),
         ),
         ("INSERT OR IGNORE INTO messages(id, sha256) VALUES (?, ?)", (message.id, message.sha256)),
     ]
+    if isinstance(message, AssistantResponse):
+        statements.extend(
+            ("INSERT OR IGNORE INTO thinking_blocks(message_id, part, sha256) VALUES (?, ?, ?)", (message.id, i, sha))
+            for i, sha in thinking_block_digests(message)
+        )
+    return statements
 
 
 def _state_row(branch_id: str, state: Any) -> Statement:
@@ -109,8 +115,8 @@ def _request_row(branch_id: str, record: RequestRecord) -> Statement:
     marks = [[list(location), ttl, role] for location, ttl, role in record.marks]
     return (
         "INSERT INTO requests(request_id, branch_id, node_id, digest, recipe_version, system_id, tools, view_ids, "
-        "model, max_tokens, intent, tool_choice_json, marks, status, usage, record) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "model, max_tokens, intent, tool_choice_json, marks, status, usage, record, thinking) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             record.request_id,
             branch_id,
@@ -128,6 +134,7 @@ def _request_row(branch_id: str, record: RequestRecord) -> Statement:
             record.status,
             canonical_json(dict(record.usage)) if record.usage is not None else None,
             dumps_value(record, f"request {record.request_id}"),
+            record.thinking_json,
         ),
     )
 
