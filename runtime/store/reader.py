@@ -25,6 +25,7 @@ from actors.branch import Branch, ContextState
 from actors.record import Record
 from runtime.messages import Message, SystemMessage
 from runtime.store.codec import (
+    content_with_images,
     decode_message,
     ledger_from_rows,
     loads_value,
@@ -151,9 +152,20 @@ class StoreReader:
         sha256, kind, content = rows[0]
         if content is None:
             raise StoreCorrupt(f"{self.label}: message {message_id}: its content {sha256} is not in the store")
+        content = content_with_images(content, self.image_bytes, message_id)
         message = decode_message(message_id, kind, content, sha256)
         self._messages[message_id] = message
         return message
+
+    def image_bytes(self, sha256: str) -> bytes | None:
+        """The stored bytes of the image ``sha256`` (None: not stored); unverified."""
+        rows = self._rows("SELECT data FROM images WHERE sha256 = ?", (sha256,))
+        return bytes(rows[0][0]) if rows else None
+
+    def image_count(self) -> tuple[int, int]:
+        """(distinct images stored, their total bytes)."""
+        count, total = self._rows("SELECT COUNT(*), COALESCE(SUM(LENGTH(data)), 0) FROM images")[0]
+        return count, total
 
     def stored_content(self, message_id: str) -> str | None:
         """The stored content text of ``message_id`` as it is, unverified (None: not stored)."""

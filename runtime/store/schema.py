@@ -5,6 +5,9 @@ One SQLite file per run (WAL mode). Tables:
 - ``meta``: the run (schema version, run id, scenario text and path, provider).
 - ``contents``: each distinct message content once, keyed by its SHA-256.
 - ``messages``: message id -> content SHA-256 (ids are random; contents shared).
+- ``images``: each distinct image's bytes once, keyed by their SHA-256; a
+  content carrying images keeps each image's digest with its data left null
+  (:func:`runtime.store.codec.stored_message_content`).
 - ``branches``: one row per branch: its parent and how much of the parent's
   record it shares (``fork_length``), its current system message and tools,
   and how many turns it completed.
@@ -47,6 +50,10 @@ CREATE TABLE IF NOT EXISTS contents (
 CREATE TABLE IF NOT EXISTS messages (
     id TEXT PRIMARY KEY,
     sha256 TEXT NOT NULL REFERENCES contents(sha256)
+);
+CREATE TABLE IF NOT EXISTS images (
+    sha256 TEXT PRIMARY KEY,
+    data BLOB NOT NULL
 );
 CREATE TABLE IF NOT EXISTS thinking_blocks (
     message_id TEXT NOT NULL REFERENCES messages(id),
