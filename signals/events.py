@@ -16,6 +16,8 @@ Conventions the specification leaves open, fixed here:
 - ``RequestSent.attempt`` counts from 1 (the first send of a request is 1).
 - Digests are SHA-256 as 64 lowercase hex digits (``runtime.canonical``).
 - ``RunFinished.nodes`` maps each node id to ``ok``, ``failed`` or ``skipped``.
+- ``ReplyDelta`` (added in schema version 1, additive) is low priority: see
+  :data:`LOW_PRIORITY_TYPES` and :meth:`signals.bus.SignalBus.publish_progress`.
 """
 
 from __future__ import annotations
@@ -435,6 +437,32 @@ class ToolCallFinished(_TypedEvent):
     output_bytes: int = attrs.field(validator=_count)
 
 
+DELTA_KINDS = ("text", "thinking")
+
+
+@attrs.frozen
+class ReplyDelta(_TypedEvent):
+    """A piece of a reply as it streams in: ``text`` of a text block or of a thinking block (``kind``).
+
+    Low priority (:data:`LOW_PRIORITY_TYPES`): progress only. The bus builds
+    one only when a subscription names its type, never waits for a
+    subscriber to take one (such a subscription is ``drop_oldest``), and never
+    gives one to a subscription of every type, so sinks and reports never see
+    it. ``attempt`` is the send attempt it belongs to (a retried attempt
+    streams again from its first delta); ``index`` numbers the deltas of the
+    attempt from 0, so a subscriber sees what a :class:`~signals.subscription.Gap` skipped.
+    """
+
+    TYPE: ClassVar[str] = "ReplyDelta"
+    kind: str = attrs.field(validator=_one_of(*DELTA_KINDS))
+    text: str = attrs.field(validator=_any_text)
+    attempt: int = attrs.field(validator=_positive)
+    index: int = attrs.field(validator=_count)
+
+
+LOW_PRIORITY_TYPES: frozenset[str] = frozenset({ReplyDelta.TYPE})
+"""Event types published only to subscriptions that name them, never waited for (see :class:`ReplyDelta`)."""
+
 EVENT_TYPES: Mapping[str, type[_TypedEvent]] = MappingProxyType(
     {
         cls.TYPE: cls
@@ -452,6 +480,7 @@ EVENT_TYPES: Mapping[str, type[_TypedEvent]] = MappingProxyType(
             FoldCommitted,
             CacheRewrite,
             ToolCallFinished,
+            ReplyDelta,
         )
     }
 )
