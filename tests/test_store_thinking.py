@@ -12,14 +12,19 @@ import json
 import sqlite3
 from pathlib import Path
 
+import anyio
 import pytest
 from support import copy_store
 
 from runtime.canonical import canonical_json, sha256_hex
 from runtime.cli import main
+from runtime.config.loader import load_scenario
+from runtime.messages import AssistantResponse, ThinkingPart
+from runtime.scenario_tools import run_tools
 from runtime.store.errors import NotAStore, ReplayError, ReplayMismatch
 from runtime.store.reader import StoreReader
 from runtime.store.replay import Replayed, replay_all
+from runtime.store.run import run_scenario_stored
 from runtime.store.schema import SCHEMA_VERSION
 
 THINKING_SCENARIO = """
@@ -146,3 +151,47 @@ def test_a_store_of_the_previous_schema_is_refused_naming_both_versions(thinking
     connection.close()
     with pytest.raises(NotAStore, match=f"store schema version 1 is not {SCHEMA_VERSION}"):
         StoreReader(store)
+
+
+async def _stopped_after(scenario: Path, store: Path, responses: int) -> None:
+    tools = run_tools(scenario)
+    loaded = load_scenario(scenario, tool_names=tools.names())
+    seen = 0
+    with anyio.CancelScope() as scope:
+
+        def progress(event: object) -> None:
+            nonlocal seen
+            if getattr(event, "type", None) == "ResponseReceived":
+                seen += 1
+                if seen >= responses:
+                    scope.cancel()
+
+        await run_scenario_stored(loaded, store_path=store, progress=progress, registry=tools.registry(loaded))
+    assert scope.cancelled_caught
+
+
+def test_a_stopped_thinking_run_resumes_giving_back_the_blocks_the_stopped_run_got(tmp_path: Path) -> None:
+    """The resumed run's simulator signs with the key of the run (as the real API keeps its own),
+    so the blocks signed before the stop are accepted after it, and every request replays."""
+    scenario, store = tmp_path / "thinking.toml", tmp_path / "cut.db"
+    scenario.write_text(THINKING_SCENARIO)
+    anyio.run(_stopped_after, scenario, store, 2)
+    with StoreReader(store) as reader:
+        before = {
+            m.id for b in reader.restore_branches().values() for m in b.view() if isinstance(m, AssistantResponse)
+        }
+    assert len(before) == 2
+    code, out, err = cli("resume", str(store), "--quiet")
+    assert code == 0, err + out
+    with StoreReader(store) as reader:
+        (branch,) = reader.restore_branches().values()
+        rows = reader.requests()
+        results = replay_all(reader)
+    replies = [m for m in branch.view() if isinstance(m, AssistantResponse)]
+    assert before < {m.id for m in replies} and len(replies) == 4
+    assert all(any(isinstance(p, ThinkingPart) for p in m.parts) for m in replies)
+    assert all(isinstance(r, Replayed) for r in results), [str(r) for r in results]
+    last = results[-1]
+    assert isinstance(last, Replayed) and rows[-1].status == "sent"
+    given_back = [b for m in last.request.payload()["messages"] if m["role"] == "assistant" for b in m["content"]]
+    assert [b["type"] for b in given_back].count("thinking") == 3  # the stopped run's two blocks among them

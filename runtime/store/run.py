@@ -175,7 +175,7 @@ async def resume_stored_run(
                 restored.branch.attach_journal(store)
                 if restored.outcome is None:
                     await _drop_cancelled_results(restored.branch)
-        async with open_provider(spec, policies, clock=clock) as provider:
+        async with open_provider(spec, policies, clock=clock, run_id=meta["run_id"]) as provider:
             async with Runtime(
                 provider=provider,
                 model=spec.model_config,
