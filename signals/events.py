@@ -16,8 +16,7 @@ Conventions the specification leaves open, fixed here:
 - ``RequestSent.attempt`` counts from 1 (the first send of a request is 1).
 - Digests are SHA-256 as 64 lowercase hex digits (``runtime.canonical``).
 - ``RunFinished.nodes`` maps each node id to ``ok``, ``failed`` or ``skipped``.
-- ``ReplyDelta`` (added in schema version 1, additive) is low priority: see
-  :data:`LOW_PRIORITY_TYPES` and :meth:`signals.bus.SignalBus.publish_progress`.
+- ``ReplyDelta`` (additive, schema version 1) is low priority (:data:`LOW_PRIORITY_TYPES`).
 """
 
 from __future__ import annotations
@@ -442,15 +441,11 @@ DELTA_KINDS = ("text", "thinking")
 
 @attrs.frozen
 class ReplyDelta(_TypedEvent):
-    """A piece of a reply as it streams in: ``text`` of a text block or of a thinking block (``kind``).
+    """A piece of a reply as it streams in: ``text`` of a text or thinking block (``kind``); progress only.
 
-    Low priority (:data:`LOW_PRIORITY_TYPES`): progress only. The bus builds
-    one only when a subscription names its type, never waits for a
-    subscriber to take one (such a subscription is ``drop_oldest``), and never
-    gives one to a subscription of every type, so sinks and reports never see
-    it. ``attempt`` is the send attempt it belongs to (a retried attempt
-    streams again from its first delta); ``index`` numbers the deltas of the
-    attempt from 0, so a subscriber sees what a :class:`~signals.subscription.Gap` skipped.
+    Low priority (:meth:`signals.bus.SignalBus.publish_progress`): built only for ``drop_oldest``
+    subscriptions naming the type, never waited for, never seen by sinks or reports. ``index``
+    numbers the pieces of send attempt ``attempt`` from 0 (a retried attempt streams anew).
     """
 
     TYPE: ClassVar[str] = "ReplyDelta"
@@ -461,7 +456,7 @@ class ReplyDelta(_TypedEvent):
 
 
 LOW_PRIORITY_TYPES: frozenset[str] = frozenset({ReplyDelta.TYPE})
-"""Event types published only to subscriptions that name them, never waited for (see :class:`ReplyDelta`)."""
+"""Event types published only to subscriptions that name them, never waited for."""
 
 EVENT_TYPES: Mapping[str, type[_TypedEvent]] = MappingProxyType(
     {
