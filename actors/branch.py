@@ -110,6 +110,8 @@ class RequestRecord:
     """The ``tool_result_max_chars`` the request compiled under (replay projects results with it)."""
     prompt_cache: dict[str, Any] | None = None
     """The placement's record (``Placement.to_record()``: marks, landing, g1, tail_skip) when caching was on."""
+    thinking_json: str | None = None
+    """The request's ``thinking`` field as canonical JSON (None: not sent); replay compiles with it."""
 
 
 Change = MessageAdded | ViewSet | StateSet | LedgerSet | RequestRecord | SetupSet

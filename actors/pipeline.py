@@ -48,6 +48,7 @@ from runtime.fold.planner import NeedSummary, SummaryResult
 from runtime.measure import Measurement
 from runtime.messages import AssistantResponse, Instruction, Message, ToolResult
 from runtime.providers.base import AttemptFailed, ProviderError, ProviderReply
+from runtime.providers.progress import reporting_progress
 from runtime.providers.retry import retry_delay, should_retry
 from runtime.usage import Usage
 from signals.events import CacheRewrite, ContextDecision, RequestSent, ResponseReceived
@@ -270,7 +271,8 @@ class SendPipeline:
             attempt_start = self.env.clock()
             await self._announce(outgoing, attempt)
             try:
-                reply = await provider.send(outgoing.request, node_id=node_id)
+                with reporting_progress(self.publish.reply_progress(outgoing.request_id, attempt)):
+                    reply = await provider.send(outgoing.request, node_id=node_id)
             except AttemptFailed as failure:
                 delay = self._retry_delay(failure, attempt)
                 log.info(
@@ -374,6 +376,7 @@ class SendPipeline:
             status=status,
             usage=usage.to_dict() if usage is not None else None,
             result_bound=self.shape.result_bound if s.intent != "side" else None,
+            thinking_json=s.thinking_json,
             prompt_cache=(
                 {**plan.placement.to_record(), **(verdict.to_dict() if verdict is not None else {})}
                 if plan is not None

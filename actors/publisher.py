@@ -6,7 +6,9 @@ from typing import Any
 
 import attrs
 
+from runtime.providers.progress import ReplyProgress
 from signals.bus import SignalBus
+from signals.events import ReplyDelta
 
 
 @attrs.frozen
@@ -19,3 +21,21 @@ class Publisher:
 
     async def __call__(self, event: Any, request_id: str | None = None) -> None:
         await self.bus.publish(event, branch_id=self.branch_id, node_id=self.node_id, request_id=request_id)
+
+    def reply_progress(self, request_id: str, attempt: int) -> ReplyProgress:
+        """The progress hook of one send attempt: each streamed piece as a low-priority ``ReplyDelta``.
+
+        A piece costs one attribute check while no subscription takes deltas;
+        the bus never waits for one that does (:meth:`SignalBus.publish_progress`).
+        """
+        bus, branch_id, node_id = self.bus, self.branch_id, self.node_id
+        index = 0
+
+        def hook(kind: str, text: str) -> None:
+            nonlocal index
+            if bus.wants_progress:
+                delta = ReplyDelta(kind=kind, text=text, attempt=attempt, index=index)
+                bus.publish_progress(delta, branch_id=branch_id, node_id=node_id, request_id=request_id)
+            index += 1
+
+        return hook

@@ -91,7 +91,7 @@ async def run_scenario(
     spec = scenario.provider if provider_kind is None else scenario.provider.with_kind(provider_kind)
     flow = build_flow(scenario)
     extra: dict[str, Any] = {"run_id": run_id} if run_id is not None else {}
-    async with open_provider(spec, build_policies(scenario), clock=clock) as provider:
+    async with open_provider(spec, build_policies(scenario), clock=clock, run_id=run_id) as provider:
         async with Runtime(
             provider=provider,
             model=spec.model_config,

@@ -14,15 +14,24 @@ never anything the file says.
   over ``[run] workspace`` (relative to the scenario file) when it is set, and
   the user's tools on top; a profile naming a workspace tool without a
   workspace is refused with its key path.
+- :class:`RunTools` is all of it for one scenario file: the built-ins,
+  ``read_image`` beside the file, and the user's ``--tools`` registry. A run
+  with a store keeps the ``--tools`` spec and the names it gave in the store's
+  meta (:func:`tools_meta`), so ``foldline resume`` loads the same tools again
+  (:func:`stored_run_tools`) and readers of a store load its scenario without
+  importing user code (:func:`stored_tool_names`).
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+
+import attrs
 
 from actors.tools import BUILTIN_TOOLS, WORKSPACE_TOOL_NAMES, Tool, ToolRegistry, workspace_tools
 from runtime.config import Scenario
@@ -97,3 +106,62 @@ def scenario_registry(
                     f"it may read (relative to the scenario file)"
                 )
     return registry
+
+
+TOOLS_SPEC_KEY = "tools_spec"
+"""The store meta key holding the run's ``--tools`` spec (absent: none)."""
+TOOL_NAMES_KEY = "tool_names"
+"""The store meta key holding the names the ``--tools`` registry gave (a JSON list)."""
+
+
+@attrs.frozen
+class RunTools:
+    """The tools a run of one scenario file may use: ``base`` (built-ins and ``read_image``) and the user's."""
+
+    base: ToolRegistry
+    user: ToolRegistry | None = None
+    spec: str | None = None
+    """The ``--tools`` spec the user registry was loaded from."""
+
+    def names(self) -> frozenset[str]:
+        """Every name the scenario may use (to load it)."""
+        return tool_names_for_loading(self.user, self.base)
+
+    def registry(self, scenario: Scenario) -> ToolRegistry:
+        """The registry the run uses (the workspace tools added when ``[run] workspace`` is set)."""
+        return scenario_registry(scenario, self.user, self.base)
+
+
+def run_tools(scenario_path: str | os.PathLike[str], tools_spec: str | None = None) -> RunTools:
+    """The tools of a run of the scenario file at ``scenario_path``, ``--tools`` ``tools_spec`` included."""
+    from actors.images import scenario_registry as image_tools  # read_image beside the file
+
+    user = load_user_tools(tools_spec) if tools_spec else None
+    return RunTools(image_tools(os.fspath(scenario_path)), user, tools_spec)
+
+
+def tools_meta(tools: RunTools) -> dict[str, str]:
+    """What a store keeps of ``tools`` to load them again (nothing when there are no user tools)."""
+    if tools.spec is None or tools.user is None:
+        return {}
+    return {TOOLS_SPEC_KEY: tools.spec, TOOL_NAMES_KEY: json.dumps(sorted(tools.user.names()))}
+
+
+def stored_run_tools(meta: Mapping[str, str]) -> RunTools:
+    """The tools of a stored run, loaded again from its meta (the ``--tools`` module is imported again)."""
+    return run_tools(meta["scenario_path"], meta.get(TOOLS_SPEC_KEY))
+
+
+def stored_tool_names(meta: Mapping[str, str]) -> frozenset[str]:
+    """Every tool name a stored run's scenario may use, without importing the user's code."""
+    names = tool_names_for_loading()
+    stored = meta.get(TOOL_NAMES_KEY)
+    if stored is not None:
+        try:
+            user = json.loads(stored)
+        except ValueError:
+            user = None
+        if not isinstance(user, list) or not all(isinstance(name, str) for name in user):
+            raise ConfigError(f"store meta {TOOL_NAMES_KEY}: {stored[:120]!r} is not a JSON list of tool names")
+        names |= frozenset(user)
+    return names | {"read_image"}

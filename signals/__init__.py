@@ -36,6 +36,8 @@ _EXPORTS = {
     "ContextDecision": "signals.events",
     "FoldCommitted": "signals.events",
     "CacheRewrite": "signals.events",
+    "ReplyDelta": "signals.events",
+    "LOW_PRIORITY_TYPES": "signals.events",
     "payload_of": "signals.events",
     "BLOCK": "signals.bus",
     "DROP_OLDEST": "signals.bus",

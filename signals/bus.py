@@ -20,6 +20,18 @@ and the other subscriptions carry on. Cancellation is never caught.
 The bus keeps no history: an event lives in the buffers of the subscriptions
 that have not read it yet, and nowhere else.
 
+Low-priority events (:data:`signals.events.LOW_PRIORITY_TYPES`: the
+streamed pieces of a reply, :class:`signals.events.ReplyDelta`) are
+published with :meth:`SignalBus.publish_progress`, never ``publish``. They
+reach only subscriptions that name their type in ``types`` (a subscription of
+every type, such as a sink, never sees one), and such a subscription must be
+``drop_oldest``: the publisher never waits for it, so a slow subscriber drops
+deltas (and its reader gets a :class:`Gap`) but never slows the stream. With
+no such subscription, ``publish_progress`` returns at once, building nothing
+and taking no number. A delta does take the next ``seq`` when it is
+published, so the events other subscribers see (and a store keeps) then skip
+the numbers the deltas took; their order is unchanged.
+
 Cost: ``publish`` does not yield to the event loop unless a ``block``
 subscription is full, and it creates no task per event; a reader takes every
 buffered event without yielding either. Readers therefore run in bursts while
@@ -40,6 +52,7 @@ from anyio.abc import TaskGroup
 
 from runtime.errors import FoldlineError
 from signals.envelope import SCHEMA_VERSION, Event, event_id
+from signals.events import LOW_PRIORITY_TYPES
 from signals.subscription import (
     BLOCK,
     DROP_OLDEST,
@@ -89,6 +102,8 @@ def _kind_of(event: Any) -> tuple[str, bool]:
         raise TypeError(
             f"publish: {event!r} is not a typed event (expected an object with a TYPE string and to_data())"
         )
+    if event_type in LOW_PRIORITY_TYPES:
+        raise TypeError(f"publish: {event_type} is a low-priority event; publish it with publish_progress")
     kind = (event_type, getattr(event, "frozen_data", None) is not None)
     cls = event.__class__
     if not hasattr(event, "__dict__") and getattr(cls, "TYPE", None) == event_type:
@@ -117,6 +132,8 @@ class SignalBus:
     _handlers: dict[str, Subscription] = attrs.field(init=False, factory=dict)
     _names: int = attrs.field(init=False, default=0)
     _task_group: TaskGroup | None = attrs.field(init=False, default=None)
+    _progress: tuple[Subscription, ...] = attrs.field(init=False, default=())
+    """The live subscriptions that named a low-priority type."""
 
     def __attrs_post_init__(self) -> None:
         self._next_seq = self.first_seq
@@ -138,6 +155,7 @@ class SignalBus:
     ) -> bool | None:
         self._state = _CLOSED
         live, self._live = self._live, ()
+        self._progress = ()
         for subscription in live:
             subscription._end()
         task_group = self._task_group
@@ -234,6 +252,43 @@ class SignalBus:
                 await waiter.wait()
         return envelope
 
+    @property
+    def wants_progress(self) -> bool:
+        """True while some subscription takes low-priority events (:meth:`publish_progress` would build one)."""
+        return bool(self._progress)
+
+    def publish_progress(
+        self,
+        event: Any,
+        *,
+        branch_id: str | None = None,
+        node_id: str | None = None,
+        request_id: str | None = None,
+    ) -> Event | None:
+        """Offer a low-priority event to the subscriptions that named its type; never waits (see the module doc).
+
+        Returns the event, or None when no subscription takes it (nothing is
+        built then). Raises :class:`BusClosedError` when the bus is not open and
+        ``TypeError`` for an event whose type is not low priority.
+        """
+        if not self._progress:
+            return None
+        if self._state is not _OPEN:
+            self._require_open(f"publish_progress({type(event).__name__})")
+        event_type = getattr(event, "TYPE", None)
+        if event_type not in LOW_PRIORITY_TYPES:
+            raise TypeError(
+                f"publish_progress: {event!r:.120} is not a low-priority event ({sorted(LOW_PRIORITY_TYPES)})"
+            )
+        seq = self._next_seq
+        envelope = Event.stamped(
+            event_type, seq, self.clock(), self.run_id, branch_id, node_id, request_id, event.frozen_data()
+        )
+        set_slot(self, "_next_seq", seq + 1)
+        for subscription in self._progress:
+            subscription._offer(envelope)  # drop_oldest: never a waiter
+        return envelope
+
     def subscribe(
         self,
         *,
@@ -306,13 +361,23 @@ class SignalBus:
         taken = name in self._handlers or any(subscription.name == name for subscription in self._live)
         if taken:
             raise ValueError(f"subscription name {name!r} is already used on this bus")
+        low = sorted(types & LOW_PRIORITY_TYPES) if types is not None else []
+        if low and policy != DROP_OLDEST:
+            raise ValueError(
+                f"subscription {name!r}: {', '.join(low)} is low priority and may only be taken with "
+                f"policy {DROP_OLDEST!r} (the stream never waits for it); got {policy!r}"
+            )
         subscription = Subscription(name=name, policy=policy, maxsize=maxsize, types=types)
         self._live = (*self._live, subscription)
+        if low:
+            self._progress = (*self._progress, subscription)
         return subscription
 
     def _unregister(self, subscription: Subscription) -> None:
         if subscription in self._live:
             self._live = tuple(live for live in self._live if live is not subscription)
+        if subscription in self._progress:
+            self._progress = tuple(live for live in self._progress if live is not subscription)
 
     async def _run_handler(
         self,

@@ -16,6 +16,7 @@ Conventions the specification leaves open, fixed here:
 - ``RequestSent.attempt`` counts from 1 (the first send of a request is 1).
 - Digests are SHA-256 as 64 lowercase hex digits (``runtime.canonical``).
 - ``RunFinished.nodes`` maps each node id to ``ok``, ``failed`` or ``skipped``.
+- ``ReplyDelta`` (additive, schema version 1) is low priority (:data:`LOW_PRIORITY_TYPES`).
 """
 
 from __future__ import annotations
@@ -435,6 +436,28 @@ class ToolCallFinished(_TypedEvent):
     output_bytes: int = attrs.field(validator=_count)
 
 
+DELTA_KINDS = ("text", "thinking")
+
+
+@attrs.frozen
+class ReplyDelta(_TypedEvent):
+    """A piece of a reply as it streams in: ``text`` of a text or thinking block (``kind``); progress only.
+
+    Low priority (:meth:`signals.bus.SignalBus.publish_progress`): built only for ``drop_oldest``
+    subscriptions naming the type, never waited for, never seen by sinks or reports. ``index``
+    numbers the pieces of send attempt ``attempt`` from 0 (a retried attempt streams anew).
+    """
+
+    TYPE: ClassVar[str] = "ReplyDelta"
+    kind: str = attrs.field(validator=_one_of(*DELTA_KINDS))
+    text: str = attrs.field(validator=_any_text)
+    attempt: int = attrs.field(validator=_positive)
+    index: int = attrs.field(validator=_count)
+
+
+LOW_PRIORITY_TYPES: frozenset[str] = frozenset({ReplyDelta.TYPE})
+"""Event types published only to subscriptions that name them, never waited for."""
+
 EVENT_TYPES: Mapping[str, type[_TypedEvent]] = MappingProxyType(
     {
         cls.TYPE: cls
@@ -452,6 +475,7 @@ EVENT_TYPES: Mapping[str, type[_TypedEvent]] = MappingProxyType(
             FoldCommitted,
             CacheRewrite,
             ToolCallFinished,
+            ReplyDelta,
         )
     }
 )

@@ -69,16 +69,17 @@ class Generated:
 
 @asynccontextmanager
 async def simulated(
-    scripts: dict[str, Sequence[ScriptStep]], *, whole: bool = True
+    scripts: dict[str, Sequence[ScriptStep]], *, whole: bool = True, config: SimConfig | None = None
 ) -> AsyncIterator[tuple[SimServer, Capture, ManualClock]]:
-    """The simulator answering ``scripts``; with ``whole`` False the steps are cut at ``max_tokens``."""
+    """The simulator answering ``scripts``; with ``whole`` False the steps are cut at ``max_tokens``;
+    ``config`` (faults, say) replaces the default configuration."""
     clock = ManualClock(1_000.0)
     key = "sim-" + secrets.token_hex(8)
     policy: dict[str, Policy] = {
         n: ScriptPolicy(n, steps) if whole else Generated(ScriptPolicy(n, steps)) for n, steps in scripts.items()
     }
     policies = PolicyRegistry(policy)
-    async with serve_simulator(SimConfig(), policies, clock) as sim:
+    async with serve_simulator(config or SimConfig(), policies, clock) as sim:
         provider = AnthropicProvider.create(api_key=key, base_url=sim.base_url, max_retries=2)
         capture = Capture(provider)
         try:

@@ -84,7 +84,7 @@ async def test_the_api_key_never_appears_in_events_or_errors(tmp_path, monkeypat
         return original(**kw)
 
     monkeypatch.setattr(factory.AnthropicProvider, "create", staticmethod(spy))
-    monkeypatch.setattr(factory, "sim_config_for", lambda spec, api_key: _sim_config(secret))
+    monkeypatch.setattr(factory, "sim_config_for", lambda spec, api_key, **_kw: _sim_config(secret))
     signals = tmp_path / "s.jsonl"
     run = await run_scenario(
         scenario('faults = [{ kind = "500", every = 1, retry_after_ms = 1 }]'), signals_path=signals

@@ -26,6 +26,7 @@ from signals.events import (
     NodeFinished,
     NodeSkipped,
     NodeStarted,
+    ReplyDelta,
     RequestSent,
     ResponseReceived,
     RunFinished,
@@ -160,6 +161,11 @@ EXAMPLES: list[tuple[Any, str, dict[str, Any]]] = [
         ToolCallFinished(call_id="toolu_1", name="read_file", is_error=True, output_bytes=61),
         "ToolCallFinished",
         {"call_id": "toolu_1", "name": "read_file", "is_error": True, "output_bytes": 61},
+    ),
+    (
+        ReplyDelta(kind="thinking", text="Let me see", attempt=1, index=0),
+        "ReplyDelta",
+        {"kind": "thinking", "text": "Let me see", "attempt": 1, "index": 0},
     ),
 ]
 

@@ -168,14 +168,3 @@ def test_a_workspace_tool_without_a_workspace_exits_2(tmp_path: Path) -> None:
     code, _out, err = cli("run", str(path), "--quiet")
     assert code == 2
     assert f"{path}: profiles.default.tools[0]: 'read_file' is a workspace tool; set [run] workspace" in err
-
-
-def test_tools_with_store_is_refused_as_not_built(tmp_path: Path) -> None:
-    code, _out, err = cli("run", str(write(tmp_path)), "--tools", "x:y", "--store", str(tmp_path / "s.db"))
-    assert code == 2 and "--store with --tools or [run] workspace is not built yet" in err
-
-
-def test_a_workspace_scenario_with_store_is_refused_as_not_built(tmp_path: Path) -> None:
-    scenario = Path(__file__).resolve().parents[1] / "scenarios" / "workspace.toml"
-    code, _out, err = cli("run", str(scenario), "--store", str(tmp_path / "s.db"), "--quiet")
-    assert code == 2 and "--store with --tools or [run] workspace is not built yet" in err

@@ -91,25 +91,16 @@ def _cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"foldline: {conflict}", file=err)
         return EXIT_BAD_INPUT
     if args.store:
-        if args.tools or _names_a_workspace(args.scenario):
-            print(
-                "foldline: --store with --tools or [run] workspace is not built yet "
-                "(a resumed run could not load the same tools)",
-                file=err,
-            )
-            return EXIT_BAD_INPUT
         from runtime.cli.store import run_run
 
-        return run_run(args, out, err)
-    from actors.images import scenario_registry as image_tools
+        return run_run(args, out, err)  # the same tools, kept in the store for resume
     from runtime.config.loader import load_scenario
-    from runtime.scenario_tools import load_user_tools, scenario_registry, tool_names_for_loading
+    from runtime.scenario_tools import run_tools
 
-    base = image_tools(args.scenario)  # the built-in tools and read_image (next to the file)
     try:
-        user = load_user_tools(args.tools) if args.tools else None
-        scenario = load_scenario(args.scenario, tool_names=tool_names_for_loading(user, base))
-        registry = scenario_registry(scenario, user, base)
+        tools = run_tools(args.scenario, args.tools)  # built-ins, read_image (next to the file), --tools
+        scenario = load_scenario(args.scenario, tool_names=tools.names())
+        registry = tools.registry(scenario)
     except ConfigError as exc:
         label = "" if str(exc).startswith((args.scenario, "--tools")) else f"{args.scenario}: "
         print(f"foldline: {label}{exc}", file=err)
@@ -137,16 +128,6 @@ def _cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.report:
         Path(args.report).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return EXIT_OK if report["status"] == "ok" else EXIT_FAILED
-
-
-def _names_a_workspace(path: str) -> bool:
-    from runtime.config.loader import load_scenario
-    from runtime.scenario_tools import tool_names_for_loading
-
-    try:
-        return load_scenario(path, tool_names=tool_names_for_loading()).run.workspace is not None
-    except ConfigError:
-        return False  # the store's own loading reports what is wrong
 
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:

@@ -78,15 +78,23 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """``foldline run SCENARIO --store PATH [--provider K] [--signals F] [--report F] [--quiet]``."""
-    from actors.tools import BUILTIN_TOOLS
+    """``foldline run SCENARIO --store PATH [--tools M:N] [--provider K] [--signals F] [--report F] [--quiet]``.
+
+    The run loads the same tools as one without a store (the built-ins,
+    ``read_image`` beside the file, the workspace tools, ``--tools``); the
+    store keeps the ``--tools`` spec so ``foldline resume`` loads them again.
+    """
     from runtime.config.loader import load_scenario
+    from runtime.scenario_tools import run_tools, tools_meta
     from runtime.store.run import run_scenario_stored
 
     try:
-        scenario = load_scenario(args.scenario, tool_names=BUILTIN_TOOLS.names())
+        tools = run_tools(args.scenario, getattr(args, "tools", None))
+        scenario = load_scenario(args.scenario, tool_names=tools.names())
+        registry = tools.registry(scenario)
     except ConfigError as exc:
-        return _fail(err, str(exc), EXIT_BAD_INPUT)
+        label = "" if str(exc).startswith((args.scenario, "--tools")) else f"{args.scenario}: "
+        return _fail(err, f"{label}{exc}", EXIT_BAD_INPUT)
     from runtime.cli.progress import progress_printer
     from runtime.display.live import progress_view
 
@@ -100,6 +108,8 @@ def run_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                     provider_kind=getattr(args, "provider", None),
                     signals_path=getattr(args, "signals", None),
                     progress=progress,
+                    registry=registry,
+                    tools_meta=tools_meta(tools),
                 )
             )
     except ConfigError as exc:
@@ -162,11 +172,13 @@ def _verify_store(reader: Any) -> Any:
 
 
 def _stored_model(reader: Any) -> str:
-    from actors.tools import BUILTIN_TOOLS
     from runtime.config.loader import loads_scenario
+    from runtime.scenario_tools import stored_tool_names
 
     meta = reader.meta()
-    scenario = loads_scenario(meta["scenario_text"], path_label=meta["scenario_path"], tool_names=BUILTIN_TOOLS.names())
+    scenario = loads_scenario(
+        meta["scenario_text"], path_label=meta["scenario_path"], tool_names=stored_tool_names(meta)
+    )
     return scenario.provider.model_config.name
 
 
@@ -340,6 +352,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--signals", metavar="FILE.jsonl")
     run.add_argument("--report", metavar="FILE.json")
     run.add_argument("--quiet", action="store_true")
+    run.add_argument("--tools", metavar="MODULE:NAME")
     add_run_arguments(run)
     add_resume_arguments(sub.add_parser("resume", help="continue a stored run"))
     add_replay_arguments(sub.add_parser("replay", help="rebuild and verify stored requests"))

@@ -178,14 +178,16 @@ def _load_store(label: str) -> RunSource:
 
 
 def _stored_scenario(reader: Any) -> Any:
-    from actors.tools import BUILTIN_TOOLS
     from runtime.config.loader import loads_scenario
+    from runtime.scenario_tools import stored_tool_names
 
     meta = reader.meta()
     if "scenario_text" not in meta:
         return None
     return loads_scenario(
-        meta["scenario_text"], path_label=meta.get("scenario_path", "stored scenario"), tool_names=BUILTIN_TOOLS.names()
+        meta["scenario_text"],
+        path_label=meta.get("scenario_path", "stored scenario"),
+        tool_names=stored_tool_names(meta),
     )
 
 

@@ -6,7 +6,9 @@ same code. Every request is streamed (the SDK's ``messages.stream``: the SDK
 refuses non-streaming calls whose ``max_tokens`` could outlast its time
 limit); the final message is assembled from the events and its usage is what
 ``message_start`` and ``message_delta`` reported, as the non-streaming body
-would. A stream cut mid-way (an ``error`` event, or the connection lost) is a
+would. Each text and thinking piece goes, as it arrives, to the progress hook
+of the send (:mod:`runtime.providers.progress`; the pipeline publishes them
+as low-priority ``ReplyDelta`` events). A stream cut mid-way (an ``error`` event, or the connection lost) is a
 failed attempt: nothing of it is recorded. The SDK runs with ``max_retries=0``
 and this provider sends exactly one attempt per call: the send pipeline retries by the SDK's own rules
 (:mod:`runtime.providers.retry`), so that each attempt is measured, decided and
@@ -27,6 +29,7 @@ import httpx2
 
 from runtime.compiler import Request
 from runtime.providers.base import AttemptFailed, ProviderError, ProviderReply
+from runtime.providers.progress import current_progress
 from runtime.providers.retry import DEFAULT_MAX_RETRIES
 from runtime.scrub import scrub_secret
 from runtime.usage import Usage
@@ -86,14 +89,20 @@ class AnthropicProvider:
         """Send one attempt of a compiled request's payload (a host that carries payloads, not requests)."""
         headers = {NODE_HEADER: node_id} if node_id else {}
         started, events, stopped = False, 0, False
+        text_progress, pieces = self.progress, current_progress()
         try:
             async with self._client.messages.stream(**payload, extra_headers=headers) as stream:
                 started = True
                 async for event in stream:
                     events += 1
                     stopped = stopped or event.type == "message_stop"
-                    if self.progress is not None and event.type == "text":
-                        self.progress(event.text)
+                    if event.type == "text":
+                        if text_progress is not None:
+                            text_progress(event.text)
+                        if pieces is not None:
+                            pieces("text", event.text)
+                    elif event.type == "thinking" and pieces is not None:
+                        pieces("thinking", event.thinking)
                 if events and not stopped:
                     raise AttemptFailed(
                         f"stream cut: it ended after {events} event(s) without message_stop",

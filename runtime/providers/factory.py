@@ -12,6 +12,7 @@ never before: a command that opens none (``--help``, a bad scenario,
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 from collections.abc import AsyncIterator, Callable
@@ -43,10 +44,12 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def sim_config_for(spec: ProviderSpec, *, api_key: str) -> SimConfig:
+def sim_config_for(spec: ProviderSpec, *, api_key: str, run_id: str | None = None) -> SimConfig:
+    """The simulator's configuration; with ``run_id`` its thinking key is derived from it (a resume verifies)."""
     from runtime.sim.server import SimConfig
 
     return SimConfig(
+        thinking_key=None if run_id is None else hashlib.sha256(f"foldline sim thinking\x00{run_id}".encode()).digest(),
         token_factor=spec.token_factor,
         latency_s=spec.latency_s,
         lookback_collapse=spec.lookback_collapse,
@@ -57,9 +60,14 @@ def sim_config_for(spec: ProviderSpec, *, api_key: str) -> SimConfig:
 
 @asynccontextmanager
 async def open_provider(
-    spec: ProviderSpec, policies: PolicyRegistry, *, clock: Callable[[], float]
+    spec: ProviderSpec, policies: PolicyRegistry, *, clock: Callable[[], float], run_id: str | None = None
 ) -> AsyncIterator[Provider]:
-    """Yield a ready provider for ``spec``; close it (and any server) on exit."""
+    """Yield a ready provider for ``spec``; close it (and any server) on exit.
+
+    ``run_id`` names the run a simulated server answers: its thinking blocks are
+    signed with a key derived from it, so a resumed run's new server accepts the
+    blocks the stopped run's server signed (as the real API does).
+    """
     if spec.kind == "scripted":
         yield ScriptedProvider(
             policies,
@@ -72,7 +80,7 @@ async def open_provider(
         from runtime.sim.server import serve_simulator
 
         key = "sim-" + secrets.token_hex(16)
-        async with serve_simulator(sim_config_for(spec, api_key=key), policies, clock) as sim:
+        async with serve_simulator(sim_config_for(spec, api_key=key, run_id=run_id), policies, clock) as sim:
             provider = _anthropic_provider().create(
                 api_key=key, base_url=sim.base_url, name="simulated", max_retries=spec.max_retries
             )

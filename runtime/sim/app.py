@@ -116,7 +116,14 @@ class SimApp:
         default=attrs.Factory(lambda self: deque(maxlen=self.config.request_log_limit), takes_self=True), init=False
     )
     _scripts: ConversationScripts = attrs.field(factory=ConversationScripts, init=False)
-    thinking: ThinkingSigner = attrs.field(factory=ThinkingSigner)
+    thinking: ThinkingSigner = attrs.field(
+        default=attrs.Factory(
+            lambda self: (
+                ThinkingSigner() if self.config.thinking_key is None else ThinkingSigner(self.config.thinking_key)
+            ),
+            takes_self=True,
+        )
+    )
 
     @property
     def requests(self) -> tuple[RequestRecord, ...]:

@@ -89,6 +89,8 @@ class SimConfig:
     - ``max_body_bytes``: the largest request body (the API's 32 MB); larger ones get the API's 413.
     - ``thread_tokenize_bytes``: bodies at least this large are decoded and counted in a worker thread,
       so a huge request never stalls the others.
+    - ``thinking_key``: the key thinking blocks are signed with (None: a random key per server); a
+      run's simulator derives it from the run id, so its resume verifies the blocks the stopped run got.
     """
 
     token_factor: float = attrs.field(default=1.15, validator=_number(0.0, inclusive=False))
@@ -105,6 +107,7 @@ class SimConfig:
     idle_timeout_s: float = attrs.field(default=60.0, validator=_number(0.0, inclusive=False))
     max_body_bytes: int = attrs.field(default=MAX_BODY_BYTES, validator=_positive_int)
     thread_tokenize_bytes: int = attrs.field(default=1_048_576, validator=_positive_int)
+    thinking_key: bytes | None = attrs.field(default=None, repr=False)
 
     def http_limits(self) -> HttpLimits:
         """The per-connection limits of this configuration."""

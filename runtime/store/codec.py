@@ -8,6 +8,14 @@ many messages and branches share it. :func:`message_from_content` rebuilds the
 exact frozen message, same id, and :func:`decode_message` checks it against the
 stored digest: a stored message either comes back byte for byte or raises.
 
+Images are kept apart, once per distinct image: a message that carries
+images is stored as its content with each image's ``data`` set to null
+(:func:`stored_message_content`), and each image's bytes once in the store's
+``images`` table under their SHA-256. :func:`content_with_images` puts the
+bytes back (each checked against its digest) before the message is decoded
+and checked against its own digest, so the same image in many messages (or
+twice in one) costs its bytes once and still comes back byte for byte.
+
 Other values (a branch's :class:`~actors.branch.ContextState`, a request record)
 use a small tagged JSON (:func:`encode_value` / :func:`decode_value`): tuples,
 frozensets, mappings, attrs values and foldline's own errors keep their types.
@@ -17,10 +25,11 @@ are rebuilt, and only through their constructors.
 
 from __future__ import annotations
 
+import base64
 import importlib
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -59,6 +68,55 @@ def message_content_json(message: Message) -> str:
     return canonical_json(message.content())
 
 
+def stored_message_content(message: Message) -> tuple[str, list[tuple[str, bytes]]]:
+    """The content text a store keeps for ``message`` and the images it keeps apart: [(SHA-256, bytes)].
+
+    Without images the text is :func:`message_content_json`; with images, each
+    image's ``data`` is null in the text and its bytes are listed once per
+    distinct digest.
+    """
+    images: tuple[ImagePart, ...] = getattr(message, "images", ())
+    if not images:
+        return message_content_json(message), []
+    content = message.content()
+    content["images"] = [{**image, "data": None} for image in content["images"]]
+    distinct = {image.sha256: image for image in images}
+    return canonical_json(content), [(sha, image.raw()) for sha, image in distinct.items()]
+
+
+def content_with_images(stored: str, image_bytes: Callable[[str], bytes | None], message_id: str) -> str:
+    """The canonical content text of a stored message: ``stored`` with each image's bytes put back.
+
+    ``image_bytes(sha256)`` gives an image's stored bytes (None: not stored).
+    A missing image, or bytes whose SHA-256 is not the image's, is
+    :class:`StoreCorrupt` naming the message and the image. A text without
+    images kept apart is returned as it is.
+    """
+    if '"data":null' not in stored:
+        return stored
+    try:
+        content = json.loads(stored)
+        images = content.get("images") if isinstance(content, dict) else None
+    except ValueError:
+        return stored  # decode_message names what is wrong with it
+    if not isinstance(images, list):
+        return stored
+    for i, image in enumerate(images):
+        if not isinstance(image, dict) or image.get("data", "") is not None:
+            continue
+        sha = image.get("sha256")
+        data = image_bytes(sha) if isinstance(sha, str) else None
+        if data is None:
+            raise StoreCorrupt(f"stored message {message_id}: image {i} ({sha!r:.80}) is not in the store's images")
+        if sha256_hex(data) != sha:
+            raise StoreCorrupt(
+                f"stored message {message_id}: image {i}'s stored bytes do not match its SHA-256 {sha} "
+                "(the stored image was changed)"
+            )
+        image["data"] = base64.b64encode(data).decode("ascii")
+    return canonical_json(content)
+
+
 def _keys(content: Mapping[str, Any], expected: set[str], kind: str) -> None:
     if set(content) != expected:
         missing = sorted(expected - set(content))
@@ -68,6 +126,15 @@ def _keys(content: Mapping[str, Any], expected: set[str], kind: str) -> None:
             + (f" (missing {missing})" if missing else "")
             + (f" (unknown {extra})" if extra else "")
         )
+
+
+def thinking_block_digests(message: AssistantResponse) -> list[tuple[int, str]]:
+    """(part index, SHA-256 of the part's canonical JSON) of each thinking or redacted_thinking part of a reply."""
+    return [
+        (i, sha256_hex(canonical_json(part.content())))
+        for i, part in enumerate(message.parts)
+        if isinstance(part, (ThinkingPart, RedactedThinkingPart))
+    ]
 
 
 def _part_from_content(part: Any) -> Part:

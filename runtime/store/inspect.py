@@ -11,7 +11,8 @@ reachable from the view. :func:`format_branch` prints it; :func:`format_branches
 lists a store's branches.
 
 Sizes are characters of what the message carries and o200k tokens of its
-rendered blocks (the counter is an argument).
+rendered blocks (the counter is an argument); an image counts its documented
+estimate, each image block on its own, as a request measures it.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from runtime.messages import (
     SystemMessage,
     ToolResult,
 )
+from runtime.rendering import Block
 
 PREVIEW_CHARS = 72
 
@@ -117,6 +119,13 @@ def _whole_read(index: int, message: Message) -> str:
     return read_call(index, 0, max(1, min(READ_LIMIT, total)))
 
 
+def _block_tokens(block: Block, count_tokens: Callable[[str], int]) -> int:
+    """A block's tokens; an image block counts its documented estimate, never its base64 text."""
+    if block.count_json is None:
+        return count_tokens(block.json)
+    return count_tokens(block.count_json) + block.image_tokens
+
+
 def describe_branch(
     branch: Branch,
     *,
@@ -136,7 +145,7 @@ def describe_branch(
         index = branch.index_of(message_id)
         assert index is not None  # a view id is always in the record
         message = branch.message_at(index)
-        tokens = sum(count_tokens(block.json) for block in render_blocks(message, projection))
+        tokens = sum(_block_tokens(block, count_tokens) for block in render_blocks(message, projection))
         chars = message_chars(message)
         stands_for: list[Original] = []
         detail = None

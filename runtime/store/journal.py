@@ -11,7 +11,8 @@ its batch (:mod:`runtime.store.pairing`).
 What is written:
 
 - a message's content once per distinct content (keyed by SHA-256) and its id
-  once; a clone writes only its own messages, its record's shared prefix is
+  once; an image's bytes once per distinct image (keyed by SHA-256), however
+  many messages carry it; a clone writes only its own messages, its record's shared prefix is
   its parent's (``parent_id``, ``fork_length``);
 - views position by position, context states and ledgers whole, every
   :class:`~actors.branch.RequestRecord`, and every event.
@@ -44,8 +45,8 @@ from actors.branch import (
     ViewSet,
 )
 from runtime.canonical import canonical_json
-from runtime.messages import Message, SystemMessage
-from runtime.store.codec import dumps_value, ledger_rows_of, message_content_json
+from runtime.messages import AssistantResponse, Message, SystemMessage
+from runtime.store.codec import dumps_value, ledger_rows_of, stored_message_content, thinking_block_digests
 from runtime.store.errors import (
     NotAStore,
     StoreEncodeError,
@@ -69,14 +70,27 @@ class _Tracked:
     open_turn: Any
 
 
-def _insert_message(message: Message) -> list[Statement]:
-    return [
+def _insert_message(message: Message, stored_images: set[str]) -> list[Statement]:
+    """The rows of a new message: its content (images apart, each once per store) and its id."""
+    content, images = stored_message_content(message)
+    statements: list[Statement] = []
+    for sha, data in images:
+        if sha not in stored_images:
+            stored_images.add(sha)
+            statements.append(("INSERT OR IGNORE INTO images(sha256, data) VALUES (?, ?)", (sha, data)))
+    statements += [
         (
             "INSERT OR IGNORE INTO contents(sha256, kind, content) VALUES (?, ?, ?)",
-            (message.sha256, message.kind, message_content_json(message)),
+            (message.sha256, message.kind, content),
         ),
         ("INSERT OR IGNORE INTO messages(id, sha256) VALUES (?, ?)", (message.id, message.sha256)),
     ]
+    if isinstance(message, AssistantResponse):
+        statements.extend(
+            ("INSERT OR IGNORE INTO thinking_blocks(message_id, part, sha256) VALUES (?, ?, ?)", (message.id, i, sha))
+            for i, sha in thinking_block_digests(message)
+        )
+    return statements
 
 
 def _state_row(branch_id: str, state: Any) -> Statement:
@@ -109,8 +123,8 @@ def _request_row(branch_id: str, record: RequestRecord) -> Statement:
     marks = [[list(location), ttl, role] for location, ttl, role in record.marks]
     return (
         "INSERT INTO requests(request_id, branch_id, node_id, digest, recipe_version, system_id, tools, view_ids, "
-        "model, max_tokens, intent, tool_choice_json, marks, status, usage, record) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "model, max_tokens, intent, tool_choice_json, marks, status, usage, record, thinking) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             record.request_id,
             branch_id,
@@ -128,6 +142,7 @@ def _request_row(branch_id: str, record: RequestRecord) -> Statement:
             record.status,
             canonical_json(dict(record.usage)) if record.usage is not None else None,
             dumps_value(record, f"request {record.request_id}"),
+            record.thinking_json,
         ),
     )
 
@@ -160,6 +175,7 @@ class RunStore:
     _next_created: int
     _tracked: dict[str, _Tracked] = attrs.field(factory=dict, init=False)
     _stored_messages: set[str] = attrs.field(factory=set, init=False)
+    _stored_images: set[str] = attrs.field(factory=set, init=False)
     _pairing: ResponsePairing = attrs.field(init=False)
     _closed: bool = attrs.field(default=False, init=False)
 
@@ -177,11 +193,13 @@ class RunStore:
         scenario_text: str,
         scenario_path: str,
         provider_kind: str,
+        extra_meta: Mapping[str, str] | None = None,
     ) -> RunStore:
         """A new store for run ``run_id`` at ``path`` (a file, or a directory to put it in).
 
         Refuses a path that already holds a run: that one is continued with
         :meth:`open_existing` (``foldline resume``), never overwritten.
+        ``extra_meta`` adds keys to the run's meta (the tools a resume must load again).
         """
         file = resolve_store_path(path)
         if not file.parent.is_dir():
@@ -198,6 +216,7 @@ class RunStore:
                 "scenario_path": scenario_path,
                 "scenario_text": scenario_text,
                 "provider_kind": provider_kind,
+                **(extra_meta or {}),
             }
 
             # Build the schema and meta in a sibling file and rename it into place, so
@@ -223,6 +242,7 @@ class RunStore:
             loaded["meta"] = dict(connection.execute("SELECT key, value FROM meta").fetchall())
             loaded["branches"] = {row[0] for row in connection.execute("SELECT id FROM branches")}
             loaded["messages"] = {row[0] for row in connection.execute("SELECT id FROM messages")}
+            loaded["images"] = {row[0] for row in connection.execute("SELECT sha256 FROM images")}
             loaded["created"] = connection.execute("SELECT COALESCE(MAX(created) + 1, 0) FROM branches").fetchone()[0]
 
         try:
@@ -232,6 +252,7 @@ class RunStore:
             raise
         store = cls(file, loaded["meta"], writer, lock, loaded["branches"], loaded["created"])
         store._stored_messages = loaded["messages"]
+        store._stored_images = loaded["images"]
         return store
 
     async def __aenter__(self) -> RunStore:
@@ -285,7 +306,7 @@ class RunStore:
         if message.id in self._stored_messages:
             return []
         self._stored_messages.add(message.id)
-        return _insert_message(message)
+        return _insert_message(message, self._stored_images)
 
     def branch_created(self, branch: Branch) -> None:
         """Store a new branch whole (a clone: only what it does not share); re-attaching is a no-op."""

@@ -25,6 +25,7 @@ from actors.branch import Branch, ContextState
 from actors.record import Record
 from runtime.messages import Message, SystemMessage
 from runtime.store.codec import (
+    content_with_images,
     decode_message,
     ledger_from_rows,
     loads_value,
@@ -68,6 +69,8 @@ class RequestRow:
     usage: Mapping[str, int] | None
     result_bound: int | None = None
     """The ``tool_result_max_chars`` the request compiled its tool results under (None: unbounded)."""
+    thinking_json: str | None = None
+    """The request's ``thinking`` field as canonical JSON (None: not sent)."""
 
     @property
     def label(self) -> str:
@@ -83,6 +86,18 @@ def _json_list(text: str, where: str) -> list[Any]:
     if not isinstance(value, list):
         raise StoreCorrupt(f"{where}: {text[:80]!r} is not a JSON list")
     return value
+
+
+def _thinking_setting(text: Any, label: str) -> str | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        value = None
+    if not isinstance(value, dict) or not isinstance(value.get("type"), str):
+        raise StoreCorrupt(f"{label}: stored thinking {text!r:.120} is not a thinking object")
+    return text
 
 
 class StoreReader:
@@ -137,9 +152,40 @@ class StoreReader:
         sha256, kind, content = rows[0]
         if content is None:
             raise StoreCorrupt(f"{self.label}: message {message_id}: its content {sha256} is not in the store")
+        content = content_with_images(content, self.image_bytes, message_id)
         message = decode_message(message_id, kind, content, sha256)
         self._messages[message_id] = message
         return message
+
+    def image_bytes(self, sha256: str) -> bytes | None:
+        """The stored bytes of the image ``sha256`` (None: not stored); unverified."""
+        rows = self._rows("SELECT data FROM images WHERE sha256 = ?", (sha256,))
+        return bytes(rows[0][0]) if rows else None
+
+    def image_count(self) -> tuple[int, int]:
+        """(distinct images stored, their total bytes)."""
+        count, total = self._rows("SELECT COUNT(*), COALESCE(SUM(LENGTH(data)), 0) FROM images")[0]
+        return count, total
+
+    def stored_content(self, message_id: str) -> str | None:
+        """The stored content text of ``message_id`` as it is, unverified (None: not stored)."""
+        rows = self._rows(
+            "SELECT c.content FROM messages m JOIN contents c ON c.sha256 = m.sha256 WHERE m.id = ?", (message_id,)
+        )
+        return rows[0][0] if rows else None
+
+    def thinking_blocks(self, message_ids: Collection[str]) -> list[tuple[str, int, str]]:
+        """(message id, part index, SHA-256) of each thinking block stored with one of ``message_ids``."""
+        ids = sorted(set(message_ids))
+        out: list[tuple[str, int, str]] = []
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            out += self._rows(
+                f"SELECT message_id, part, sha256 FROM thinking_blocks WHERE message_id IN ({', '.join('?' * len(chunk))})"
+                " ORDER BY message_id, part",
+                chunk,
+            )
+        return out
 
     def message_ids(self) -> list[str]:
         return [row[0] for row in self._rows("SELECT id FROM messages ORDER BY id")]
@@ -232,7 +278,7 @@ class StoreReader:
         """Stored sends in the order they were recorded; ``request`` selects by id or ``#row``."""
         sql = (
             "SELECT rid, request_id, branch_id, node_id, digest, recipe_version, system_id, tools, view_ids, model, "
-            "max_tokens, intent, tool_choice_json, marks, status, usage, record FROM requests"
+            "max_tokens, intent, tool_choice_json, marks, status, usage, record, thinking FROM requests"
         )
         params: tuple[Any, ...] = ()
         if request is not None:
@@ -280,6 +326,7 @@ class StoreReader:
             status=r[14],
             usage=usage,
             result_bound=result_bound,
+            thinking_json=_thinking_setting(r[17], label),
         )
 
     # -- events -------------------------------------------------------------------------------------------------

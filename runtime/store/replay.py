@@ -13,17 +13,24 @@ the request; anything else raises an error naming the request:
 - :class:`ReplayError`: the store cannot supply an input (a missing or
   tampered message, a view id outside the branch's record, a bad tool row).
 
+A request made with thinking on records its ``thinking`` setting and compiles
+with it. When a replay fails, each thinking block of the request's view is
+checked against the digest stored with its reply (``thinking_blocks``), and a
+block changed in the store is named (message, part, kind) in the error.
+
 Replay never calls a model or runs a tool.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import attrs
 
 from actors.branch import ContextState
+from runtime.canonical import canonical_json, sha256_hex
 from runtime.compiler import (
     RECIPE_VERSION,
     CompileError,
@@ -124,6 +131,7 @@ def _rebuild_with_current_compiler(row: RequestRow, reader: StoreReader, record:
         max_tokens=row.max_tokens,
         intent=row.intent,  # type: ignore[arg-type]
         tool_choice_json=row.tool_choice_json,
+        thinking_json=row.thinking_json,
     )
     projection = None
     if row.intent != "side":
@@ -146,6 +154,32 @@ def _check_in_record(row: RequestRow, record: StoredRecord) -> None:
         raise StoreCorrupt(f"messages {outside[:5]} are not in branch {row.branch_id}'s stored record")
 
 
+def changed_thinking_blocks(row: RequestRow, reader: StoreReader) -> str:
+    """Name each thinking block of ``row``'s view whose stored bytes differ from the block stored with its reply.
+
+    Asked only once a replay failed (the common path reads nothing more): a
+    signed block goes back byte for byte, so the error names the message, the
+    block's place among its parts and its kind. Empty when every block matches.
+    """
+    changed = []
+    for message_id, part, sha256 in reader.thinking_blocks(row.view_ids):
+        found = "missing"
+        text = reader.stored_content(message_id)
+        try:
+            parts = json.loads(text)["parts"] if text is not None else []
+            block = parts[part]
+            kind = block.get("type", "block")
+            if sha256_hex(canonical_json(block)) == sha256:
+                continue
+            found = "changed"
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+            kind = "block"
+        changed.append(f"message {message_id}: its {kind} block (part {part}) is {found} in the store")
+    if not changed:
+        return ""
+    return "a signed thinking block differs from the one the reply gave: " + "; ".join(changed)
+
+
 def replay(row: RequestRow, reader: StoreReader, record: StoredRecord) -> Replayed:
     """Rebuild ``row``'s request from its branch's stored ``record`` and verify its digest.
 
@@ -161,10 +195,16 @@ def replay(row: RequestRow, reader: StoreReader, record: StoredRecord) -> Replay
         _check_in_record(row, record)
         request = recipe(row, reader, record)
     except StoreCorrupt as exc:
+        changed = changed_thinking_blocks(row, reader)
+        if changed:
+            raise ReplayError(row.label, f"{changed}; the store cannot supply its inputs: {exc}") from exc
         raise ReplayError(row.label, f"the store cannot supply its inputs: {exc}") from exc
     except (CompileError, ProjectionError) as exc:
         raise ReplayError(row.label, f"its stored view does not compile: {exc}") from exc
     if request.digest != row.digest:
+        changed = changed_thinking_blocks(row, reader)
+        if changed:
+            raise ReplayMismatch(row.label, f"{changed}; rebuilt digest {request.digest} differs from {row.digest}")
         raise ReplayMismatch(
             row.label,
             f"rebuilt digest {request.digest} differs from the recorded {row.digest} "

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import attrs
@@ -37,6 +37,7 @@ from runtime.providers.factory import open_provider
 from runtime.report import ReportBuilder
 from runtime.runtime import Runtime
 from runtime.scenario_run import ScenarioRun, build_flow, build_policies, run_scenario
+from runtime.scenario_tools import stored_run_tools
 from runtime.store.errors import NothingToResume, StoreError
 from runtime.store.journal import RunStore
 from runtime.store.reader import StoreReader
@@ -72,15 +73,26 @@ async def run_scenario_stored(
     progress: Callable[[Event | Gap], None] | None = None,
     registry: ToolRegistry = BUILTIN_TOOLS,
     clock: Callable[[], float] = time.time,
+    tools_meta: Mapping[str, str] | None = None,
 ) -> ScenarioRun:
-    """Run a scenario, storing it as it goes (see the module docstring)."""
+    """Run a scenario, storing it as it goes (see the module docstring).
+
+    ``tools_meta`` (:func:`runtime.scenario_tools.tools_meta`) names the user's
+    ``--tools`` registry so a resume loads it again; the built-ins, ``read_image``
+    and the workspace tools are loaded again from the scenario itself.
+    """
     if scenario.path is None:
         raise StoreError("a stored run needs its scenario file (this scenario was not loaded from one)")
     scenario_text = Path(scenario.path).read_text(encoding="utf-8")
     spec = scenario.provider if provider_kind is None else scenario.provider.with_kind(provider_kind)
     run_id = "run-" + secrets.token_hex(6)
     async with await RunStore.create(
-        store_path, run_id=run_id, scenario_text=scenario_text, scenario_path=scenario.path, provider_kind=spec.kind
+        store_path,
+        run_id=run_id,
+        scenario_text=scenario_text,
+        scenario_path=scenario.path,
+        provider_kind=spec.kind,
+        extra_meta=tools_meta,
     ) as store:
         run = await run_scenario(
             scenario,
@@ -98,9 +110,15 @@ async def run_scenario_stored(
 
 
 def load_stored_plan(
-    path: str | os.PathLike[str], *, registry: ToolRegistry = BUILTIN_TOOLS
-) -> tuple[Scenario, ResumePlan, dict[str, str]]:
-    """The stored run's scenario, its resume plan and its meta; :class:`NothingToResume` if it finished."""
+    path: str | os.PathLike[str], *, registry: ToolRegistry | None = None
+) -> tuple[Scenario, ResumePlan, dict[str, str], ToolRegistry]:
+    """The stored run's scenario, its resume plan, its meta and its tools; :class:`NothingToResume` if it finished.
+
+    Without ``registry`` the run's own tools are loaded again
+    (:func:`runtime.scenario_tools.stored_run_tools`): the built-ins,
+    ``read_image`` beside the scenario file, the workspace tools and the
+    ``--tools`` registry it was run with.
+    """
     with StoreReader(path) as reader:
         meta = reader.meta()
         for key in ("run_id", "scenario_text", "scenario_path", "provider_kind"):
@@ -109,8 +127,12 @@ def load_stored_plan(
         events = reader.events()
         if any(event.type == "RunFinished" for event in events):
             raise NothingToResume(f"{reader.label}: run {meta['run_id']} already finished; there is nothing to resume")
-        scenario = loads_scenario(meta["scenario_text"], path_label=meta["scenario_path"], tool_names=registry.names())
-        scenario = scenario.evolve(path=meta["scenario_path"])
+        if registry is None:
+            tools = stored_run_tools(meta)
+            scenario = _stored_scenario(meta, tools.names())
+            registry = tools.registry(scenario)
+        else:
+            scenario = _stored_scenario(meta, registry.names())
         branches = reader.restore_branches()
         plan = plan_resume(
             scenario,
@@ -119,7 +141,12 @@ def load_stored_plan(
             requests=reader.requests(),
             events=events,
         )
-    return scenario, plan, meta
+    return scenario, plan, meta, registry
+
+
+def _stored_scenario(meta: Mapping[str, str], tool_names: frozenset[str]) -> Scenario:
+    scenario = loads_scenario(meta["scenario_text"], path_label=meta["scenario_path"], tool_names=tool_names)
+    return scenario.evolve(path=meta["scenario_path"])
 
 
 async def _drop_cancelled_results(branch: Branch) -> None:
@@ -134,11 +161,11 @@ async def resume_stored_run(
     *,
     provider_kind: str | None = None,
     progress: Callable[[Event | Gap], None] | None = None,
-    registry: ToolRegistry = BUILTIN_TOOLS,
+    registry: ToolRegistry | None = None,
     clock: Callable[[], float] = time.time,
 ) -> ScenarioRun:
-    """Continue a stored run that stopped (see the module docstring)."""
-    scenario, plan, meta = load_stored_plan(store_path, registry=registry)
+    """Continue a stored run that stopped (see the module docstring); ``registry`` defaults to the run's own tools."""
+    scenario, plan, meta, registry = load_stored_plan(store_path, registry=registry)
     spec = scenario.provider.with_kind(provider_kind or meta["provider_kind"])
     policies = policies_resumed_at(build_policies(scenario), dict(plan.cursors))
     flow = build_flow(scenario)
@@ -148,7 +175,7 @@ async def resume_stored_run(
                 restored.branch.attach_journal(store)
                 if restored.outcome is None:
                     await _drop_cancelled_results(restored.branch)
-        async with open_provider(spec, policies, clock=clock) as provider:
+        async with open_provider(spec, policies, clock=clock, run_id=meta["run_id"]) as provider:
             async with Runtime(
                 provider=provider,
                 model=spec.model_config,

@@ -5,6 +5,9 @@ One SQLite file per run (WAL mode). Tables:
 - ``meta``: the run (schema version, run id, scenario text and path, provider).
 - ``contents``: each distinct message content once, keyed by its SHA-256.
 - ``messages``: message id -> content SHA-256 (ids are random; contents shared).
+- ``images``: each distinct image's bytes once, keyed by their SHA-256; a
+  content carrying images keeps each image's digest with its data left null
+  (:func:`runtime.store.codec.stored_message_content`).
 - ``branches``: one row per branch: its parent and how much of the parent's
   record it shares (``fork_length``), its current system message and tools,
   and how many turns it completed.
@@ -13,8 +16,12 @@ One SQLite file per run (WAL mode). Tables:
 - ``view_entries``: a branch's current view, position by position.
 - ``states``: a branch's context state (tagged JSON).
 - ``ledgers`` / ``ledger_rows``: a branch's cache ledger.
-- ``requests``: every recorded send: what it was built from, its digest and
-  recipe version, status and usage.
+- ``requests``: every recorded send: what it was built from (its ``thinking``
+  setting included, as canonical JSON), its digest and recipe version, status
+  and usage.
+- ``thinking_blocks``: the SHA-256 of each ``thinking`` / ``redacted_thinking``
+  block of a stored reply, by (message id, part index), so a block changed in
+  the store is named by replay (a signed block goes back byte for byte).
 - ``events``: the run's signals.
 """
 
@@ -26,7 +33,7 @@ from pathlib import Path
 
 from runtime.store.errors import NotAStore
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 STORE_FILE_NAME = "foldline-store.sqlite3"
 """The file a store gets inside a directory named as the store path."""
 
@@ -43,6 +50,16 @@ CREATE TABLE IF NOT EXISTS contents (
 CREATE TABLE IF NOT EXISTS messages (
     id TEXT PRIMARY KEY,
     sha256 TEXT NOT NULL REFERENCES contents(sha256)
+);
+CREATE TABLE IF NOT EXISTS images (
+    sha256 TEXT PRIMARY KEY,
+    data BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS thinking_blocks (
+    message_id TEXT NOT NULL REFERENCES messages(id),
+    part INTEGER NOT NULL,
+    sha256 TEXT NOT NULL,
+    PRIMARY KEY (message_id, part)
 );
 CREATE TABLE IF NOT EXISTS branches (
     id TEXT PRIMARY KEY,
@@ -97,7 +114,8 @@ CREATE TABLE IF NOT EXISTS requests (
     marks TEXT NOT NULL,
     status TEXT NOT NULL,
     usage TEXT,
-    record TEXT NOT NULL
+    record TEXT NOT NULL,
+    thinking TEXT
 );
 CREATE INDEX IF NOT EXISTS requests_by_id ON requests(request_id);
 CREATE TABLE IF NOT EXISTS events (
