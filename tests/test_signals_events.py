@@ -477,14 +477,14 @@ def test_fold_committed_written_before_the_cost_fields_still_reads() -> None:
     ],
 )
 def test_fold_committed_refuses_a_bad_cost_field(field: str, value: Any, expected: str) -> None:
-    base = dict(
-        stages=["tool_io"],
-        agent_marks=0,
-        host_stages=1,
-        tokens_freed=900,
-        target_reached=True,
-        estimate_before=17_000,
-        estimate_after=16_100,
-    )
+    base = {
+        "stages": ["tool_io"],
+        "agent_marks": 0,
+        "host_stages": 1,
+        "tokens_freed": 900,
+        "target_reached": True,
+        "estimate_before": 17_000,
+        "estimate_after": 16_100,
+    }
     with pytest.raises(InvalidEventError, match=re.escape(expected)):
         FoldCommitted(**{**base, field: value})
