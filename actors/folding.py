@@ -131,6 +131,8 @@ class FoldRun:
 
     plans: tuple[FoldPlan, ...] = ()
     ran: bool = False
+    why: str = ""
+    """The cost model's reason when it chose to fold (empty under the fixed fractions)."""
 
     @property
     def stages(self) -> list[str]:
@@ -143,6 +145,8 @@ class FoldRun:
     def reason(self, ceiling_reason: str) -> str:
         if not self.ran:
             return ceiling_reason
+        if self.why:
+            ceiling_reason = f"{ceiling_reason}; cost model: {self.why}"
         landed = [p for p in self.plans if p.landed]
         if not landed:
             return f"{ceiling_reason}; the fold found nothing it may take"
@@ -312,7 +316,9 @@ class Folding:
             log.info(
                 "fold resumes after a refusal", branch=self.turn.branch.id, estimate=m.estimate, resume=self.resumes
             )
-        return Folded(view, request, m, FoldRun(tuple(plans), ran or any(p.landed for p in plans)))
+        ran = ran or any(p.landed for p in plans)
+        why = self.cost.reason if self.cost is not None and ran else ""
+        return Folded(view, request, m, FoldRun(tuple(plans), ran, why))
 
     async def _plan(
         self,

@@ -137,6 +137,8 @@ async def test_the_cost_policy_folds_to_its_chosen_target_and_records_prediction
     assert result.status == "ok", result["n"].reason
     decisions = [d.data for d in of(events, "ContextDecision") if d.data["sent"]]
     assert all(d["estimate_after"] <= CEILING for d in decisions)
+    folded = [d for d in decisions if d["stages"]]
+    assert folded and all("; cost model: " in d["reason"] for d in folded)
     commits = of(events, "FoldCommitted")
     assert len(commits) >= 3, "30 reads of 5,000 characters under 20,000 tokens must fold several times"
     targets = {round(t * CEILING) for t in COST_TARGETS}
