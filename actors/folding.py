@@ -11,10 +11,18 @@ has the ``side`` summary requests the planner asks for sent by a
 (:meth:`actors.branch.Turn.commit_fold`). A refusal a landed fold may clear
 resumes the turn, at most :data:`MAX_RESUMES` times.
 
+Under the ``cost`` fold policy (:attr:`runtime.fold.settings.FoldSettings.by_cost`)
+the line and the target are the cost model's (:func:`runtime.fold.cost.decide_fold`),
+asked before each main send with the branch's growth per request, measured from its
+own record by :func:`view_growth` (the fixed fractions hold until two requests'
+growth is known). Each ``FoldCommitted`` carries the prediction the commit was
+chosen on and what the cycle the previous commit of this turn started really cost.
+
 It also decides the protected first round, names the cache anchors and the
 tail_skip a folding branch needs, and runs the model's ``context`` tool
 against the branch. Its dependencies are its constructor arguments: the turn,
-the fold settings, the request shape, the event publisher and the clock.
+the fold settings, the request shape, the event publisher, the clock and the
+turn's spending so far.
 """
 
 from __future__ import annotations
@@ -34,12 +42,15 @@ from runtime.cache.blocks import Location
 from runtime.ceiling import ResolvedCeiling, decide
 from runtime.compiler import Intent, Request
 from runtime.fold.context_tool import run_context_call
+from runtime.fold.cost import COST_TARGETS, GROWTH_WINDOW, CostDecision, decide_fold, predicted_cycle, usage_cost
+from runtime.fold.measurer import Measurer
 from runtime.fold.planner import FoldInput, FoldPlan, FoldPlanner, NeedSummary, SummaryResult
 from runtime.fold.protected import decide as decide_first_round
 from runtime.fold.protected import first_round, protected_ids, round_end_in_view
 from runtime.fold.settings import FoldSettings
 from runtime.measure import Measurement
-from runtime.messages import Message, Note, ToolCall, ToolResult
+from runtime.messages import AssistantResponse, Message, Note, ToolCall, ToolResult
+from runtime.usage import Usage
 from signals.events import FoldCommitted
 
 log = structlog.get_logger("foldline.fold")
@@ -47,6 +58,65 @@ log = structlog.get_logger("foldline.fold")
 
 MAX_RESUMES = 2
 """Refusals a fold may clear in one turn; past that the turn fails with the refusal."""
+
+
+class Spending(Protocol):
+    """What the turn has spent so far (the pipeline's progress): usage of every reply, main requests."""
+
+    @property
+    def usage(self) -> Usage: ...
+
+    @property
+    def requests(self) -> int: ...
+
+
+def view_growth(turn: Turn, measurer: Measurer, window: int = GROWTH_WINDOW) -> float | None:
+    """How fast the branch's view grows per request, from its own record (scaled tokens).
+
+    Each main request's response, with what followed it into the view (tool results,
+    instructions), is what the next request carried new; the mean of the last ``window``
+    such increments is the growth. Notes, clipped copies and summary prompts are not
+    growth (a fold's own, or outside the view) and are skipped. None before two
+    increments are known.
+    """
+    branch = turn.branch
+    delivered, in_view = branch.state.delivered, set(branch.view_ids())
+    sizes: list[int] = []
+    current = 0
+    for index in range(branch.record_length() - 1, -1, -1):
+        message = branch.message_at(index)
+        if isinstance(message, Note) or (isinstance(message, ToolResult) and message.clipped_from is not None):
+            continue
+        if message.id not in delivered and message.id not in in_view:
+            continue
+        current += measurer.block_tokens(message)[0]
+        if isinstance(message, AssistantResponse):
+            sizes.append(current)
+            current = 0
+            if len(sizes) >= window:
+                break
+    if len(sizes) < 2:
+        return None
+    return max(1.0, sum(sizes) / len(sizes) * measurer.scale)
+
+
+@attrs.frozen
+class CycleStart:
+    """Where a cycle stands: what the turn had spent (BIT) and its main requests completed, before a fold."""
+
+    cost_bit: float
+    requests: int
+
+
+@attrs.frozen
+class CycleFigures:
+    """What a commit records of the cost model: its prediction, and the previous cycle realised."""
+
+    growth: float | None = None
+    predicted_bit: float | None = None
+    predicted_requests: float | None = None
+    realised_bit: float | None = None
+    realised_requests: int | None = None
 
 
 class Summarizer(Protocol):
@@ -61,6 +131,8 @@ class FoldRun:
 
     plans: tuple[FoldPlan, ...] = ()
     ran: bool = False
+    why: str = ""
+    """The cost model's reason when it chose to fold (empty under the fixed fractions)."""
 
     @property
     def stages(self) -> list[str]:
@@ -73,6 +145,8 @@ class FoldRun:
     def reason(self, ceiling_reason: str) -> str:
         if not self.ran:
             return ceiling_reason
+        if self.why:
+            ceiling_reason = f"{ceiling_reason}; cost model: {self.why}"
         landed = [p for p in self.plans if p.landed]
         if not landed:
             return f"{ceiling_reason}; the fold found nothing it may take"
@@ -104,8 +178,17 @@ class Folding:
     shape: RequestShape
     publish: Publisher
     clock: Callable[[], float]
+    spending: Spending | None = None
     resumes: int = 0
     """Refusals a fold cleared in this turn."""
+    cost: CostDecision | None = None
+    """The cost model's last decision (None: the fixed fractions are in force)."""
+    growth: float | None = None
+    """The growth per request the last decision was made with."""
+    cycle: CycleStart | None = None
+    """Where the cycle of this turn's last commit began."""
+    spent: CycleStart | None = None
+    """The turn's spending before the folds of the send being prepared (their summaries not in it)."""
 
     # -- cache placement with folding ---------------------------------------------------
 
@@ -119,8 +202,55 @@ class Folding:
     def tail_skip(self, m: Measurement) -> TailSkip | None:
         fold = self.settings
         return TailSkip.decide(
-            estimate=m.estimate, ceiling=fold.ceiling, context_fold_at=fold.fold_at, margin=fold.tail_margin
+            estimate=m.estimate, ceiling=fold.ceiling, context_fold_at=self._fold_at(), margin=fold.tail_margin
         )
+
+    def _fold_at(self) -> float:
+        """The fold line in force as a share of the ceiling (the cost model's, else the setting)."""
+        fold = self.settings
+        if self.cost is None or self.cost.line is None:
+            return fold.fold_at
+        return min(1.0, max(self.cost.line / fold.ceiling, fold.tail_margin + 1e-6))
+
+    def _target(self) -> float:
+        """The target in force: the cost model's choice, else the setting."""
+        if self.cost is None:
+            return self.settings.target
+        if self.cost.choice is None:  # over the hard limit with no candidate leaving room: the deepest
+            return min(COST_TARGETS) if self.cost.commit else self.settings.target
+        return self.settings.target if self.cost.choice.target is None else self.cost.choice.target
+
+    def _ask_cost(self, view: Sequence[Message], m: Measurement, intent: Intent) -> None:
+        """Ask the cost model before a send (the cost policy, once the growth is known)."""
+        fold = self.settings
+        self.cost = None
+        if self.spending is not None:
+            # Before this send's folds: their summary requests belong to the cycle they start.
+            self.spent = CycleStart(usage_cost(self.spending.usage, fold.prices), self.spending.requests - 1)
+        if not fold.by_cost:
+            return
+        measurer = self.shape.measurer(intent)
+        self.growth = view_growth(self.turn, measurer)
+        if self.growth is None:
+            return
+        self.cost = decide_fold(
+            tokens=m.estimate,
+            growth=self.growth,
+            ceiling=fold.ceiling,
+            margin=fold.tail_margin,
+            kept_prefix_tokens=measurer.estimate(view[: self._kept_prefix(view)]),
+            prices=fold.prices,
+            caching=fold.caching,
+        )
+
+    def _kept_prefix(self, view: Sequence[Message]) -> int:
+        """How many of the view's first messages a fold leaves in place (the cached prefix it keeps)."""
+        end = 1
+        protected = protected_ids(self.turn.branch.state.protected_round, view) if self.settings.caching else set()
+        for position, message in enumerate(view):
+            if message.id in protected or (self.settings.caching and isinstance(message, Note)):
+                end = position + 1
+        return min(end, len(view))
 
     def decide_first_round(self, view: Sequence[Message], intent: Intent, request_id: str) -> None:
         """Decide the protected first round once, in the compile of the first request carrying it whole."""
@@ -145,7 +275,10 @@ class Folding:
     def _mode(self, view: Sequence[Message], m: Measurement) -> Literal["full", "light"] | None:
         """How to fold a request before its send: fully when due, lightly under immediate scheduling."""
         fold = self.settings
-        if decide(m, self.ceiling, can_fold=True, fold_at=fold.fold_at).action == "fold":
+        if self.cost is not None:
+            if self.cost.commit or m.estimate > fold.ceiling:
+                return "full"
+        elif decide(m, self.ceiling, can_fold=True, fold_at=fold.fold_at).action == "fold":
             return "full"
         if fold.scheduling == "immediate" and fold.strategy == "fold" and any(isinstance(x, Note) for x in view):
             # Immediate scheduling: once the conversation has reached its fold line (a fold
@@ -160,6 +293,7 @@ class Folding:
         fold = self.settings
         plans: list[FoldPlan] = []
         ran = False
+        self._ask_cost(view, m, intent)
         while (mode := self._mode(view, m)) is not None:
             ran = ran or mode == "full"
             plan = await self._plan(view, intent, mode=mode, refusal=m.estimate > fold.ceiling, summarizer=summarizer)
@@ -175,13 +309,16 @@ class Folding:
             view = self.turn.branch.view()
             request = self.shape.compile(view, intent)
             m = self.shape.measure(request)
+            self.cost = attrs.evolve(self.cost, commit=False) if self.cost is not None else None
             if m.estimate <= fold.ceiling or self.resumes >= MAX_RESUMES:
                 break
             self.resumes += 1
             log.info(
                 "fold resumes after a refusal", branch=self.turn.branch.id, estimate=m.estimate, resume=self.resumes
             )
-        return Folded(view, request, m, FoldRun(tuple(plans), ran or any(p.landed for p in plans)))
+        ran = ran or any(p.landed for p in plans)
+        why = self.cost.reason if self.cost is not None and ran else ""
+        return Folded(view, request, m, FoldRun(tuple(plans), ran, why))
 
     async def _plan(
         self,
@@ -200,7 +337,7 @@ class Folding:
             recovered=state.recovered,
             protected=protected_ids(state.protected_round, view) if self.settings.caching else frozenset(),
             marks=tuple(state.pending_marks),
-            settings=self.settings,
+            settings=self._plan_settings(),
             mode=mode,
             refusal=refusal,
         )
@@ -211,11 +348,39 @@ class Folding:
             step = planner.resume(result, self.shape.measurer(intent))
         return step
 
+    def _plan_settings(self) -> FoldSettings:
+        """The settings the planner folds by: the cost model's target when it chose one."""
+        target = self._target()
+        if target == self.settings.target:
+            return self.settings
+        return attrs.evolve(self.settings, target=target, fold_at=max(self.settings.fold_at, target + 1e-6))
+
+    def _cycle_figures(self) -> CycleFigures:
+        """The prediction this commit was chosen on and what the previous commit's cycle cost."""
+        figures = CycleFigures()
+        if self.cost is not None and self.growth is not None:
+            figures = CycleFigures(
+                growth=round(self.growth, 1),
+                predicted_bit=_rounded(predicted_cycle(self.cost, self.growth, self.settings.prices)),
+                predicted_requests=_rounded(self.cost.horizon_requests),
+            )
+        spent = self.spent
+        if spent is not None:
+            if self.cycle is not None:
+                figures = attrs.evolve(
+                    figures,
+                    realised_bit=round(spent.cost_bit - self.cycle.cost_bit, 3),
+                    realised_requests=spent.requests - self.cycle.requests,
+                )
+            self.cycle = spent
+        return figures
+
     async def _commit(self, plan: FoldPlan) -> None:
         """Land a fold in one batch (its notes and copies, the view, the held marks, the rewrite cause)."""
         self.turn.commit_fold(
             plan.added, plan.view_ids, plan.held_marks, f"fold {plan.fold_id} ({'+'.join(plan.stages)})"
         )
+        figures = self._cycle_figures()
         await self.publish(
             FoldCommitted(
                 stages=list(plan.stages),
@@ -225,6 +390,13 @@ class Folding:
                 target_reached=plan.target_reached,
                 estimate_before=plan.estimate_before,
                 estimate_after=plan.estimate_after,
+                policy="cost" if self.cost is not None else "fixed",
+                target_tokens=int(self._plan_settings().target_tokens),
+                growth_tokens=figures.growth,
+                predicted_bit=figures.predicted_bit,
+                predicted_requests=figures.predicted_requests,
+                realised_bit=figures.realised_bit,
+                realised_requests=figures.realised_requests,
             )
         )
         log.info(
@@ -235,6 +407,10 @@ class Folding:
             before=plan.estimate_before,
             after=plan.estimate_after,
         )
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
 
 
 def context_call(

@@ -40,6 +40,7 @@ from runtime.ceiling import ResolvedCeiling
 from runtime.compiler import Intent
 from runtime.config import Profile
 from runtime.fold.context_tool import CONTEXT_TOOL_NAME
+from runtime.fold.cost import CostPrices, prices_or_default
 from runtime.fold.settings import FoldSettings, fold_settings
 from runtime.messages import AssistantResponse, Instruction, ToolCall
 from runtime.operation import Operation
@@ -49,11 +50,12 @@ Spawn = Callable[[str], Awaitable[str]]
 
 
 def installed_fold(
-    profile: Profile, ceiling: ResolvedCeiling, operation: Operation, *, caching: bool
+    profile: Profile, ceiling: ResolvedCeiling, operation: Operation, *, caching: bool, prices: CostPrices | None = None
 ) -> FoldSettings | None:
     """The fold installed for an operation: an iterative one's, by its profile and ceiling (else None).
 
-    A bounded operation is never folded (refused as before).
+    A bounded operation is never folded (refused as before). ``prices`` are the model's
+    (the cost policy's; None: the defaults of :class:`runtime.fold.cost.CostPrices`).
     """
     if operation.kind != "iterative":
         return None
@@ -67,6 +69,8 @@ def installed_fold(
         caching=caching,
         scheduling=profile.fold_scheduling,
         strategy=profile.context_strategy,
+        policy=profile.fold_policy,
+        prices=prices,
     )
 
 
@@ -89,7 +93,8 @@ class TurnDriver:
     def __attrs_post_init__(self) -> None:
         env, profile, branch = self.env, self.profile, self.turn.branch
         caching = bool(env.provider.caches_by_prefix and profile.prompt_caching)
-        self.fold = installed_fold(profile, self.ceiling, self.operation, caching=caching)
+        prices = prices_or_default(env.pricing.first_tier(env.model_name(profile)))
+        self.fold = installed_fold(profile, self.ceiling, self.operation, caching=caching, prices=prices)
         self.shape = RequestShape(
             branch=branch,
             tools=offered_tools(branch, profile),
@@ -102,7 +107,7 @@ class TurnDriver:
         publish = Publisher(env.bus, branch.id, self.node_id)
         folding = None
         if self.fold is not None:
-            folding = Folding(self.turn, self.fold, self.ceiling, self.shape, publish, env.clock)
+            folding = Folding(self.turn, self.fold, self.ceiling, self.shape, publish, env.clock, self.progress)
         self.pipeline = SendPipeline(
             self.turn, env, self.shape, self.ceiling, publish, folding, caching, self.node_id, self.progress
         )

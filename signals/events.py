@@ -398,9 +398,29 @@ class ContextDecision(_TypedEvent):
             )
 
 
+def _optional_amount(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise InvalidEventError(
+            f"{_where(instance, attribute)}: {value!r} is not a finite, non-negative number or None"
+        )
+
+
 @attrs.frozen
 class FoldCommitted(_TypedEvent):
-    """A fold was committed: its stages, the model's marks and host stages applied, and what it freed."""
+    """A fold was committed: its stages, the model's marks and host stages applied, and what it freed.
+
+    Additive (issue 19, each defaulting to None so earlier data still reads): ``policy``
+    (``cost`` when the cost model chose this commit, else ``fixed``), ``target_tokens``
+    (the target the planner folded toward), ``growth_tokens`` (the growth per request
+    the model used), ``predicted_bit`` and ``predicted_requests`` (the cycle this commit
+    starts, as the model predicted it: the commit, then each request's carrying and new
+    tokens at the write price, in base-input-token units, and its length in requests),
+    and ``realised_bit`` and ``realised_requests`` (what the cycle the previous commit
+    of the same turn started really cost, every reply priced, output included, and its
+    main requests; None for a turn's first commit).
+    """
 
     TYPE: ClassVar[str] = "FoldCommitted"
     stages: tuple[str, ...] = attrs.field(converter=_strings)  # type: ignore[misc]
@@ -410,6 +430,13 @@ class FoldCommitted(_TypedEvent):
     target_reached: bool = attrs.field(validator=_flag)
     estimate_before: int = attrs.field(validator=_count)
     estimate_after: int = attrs.field(validator=_count)
+    policy: str | None = attrs.field(default=None, validator=attrs.validators.optional(_one_of("cost", "fixed")))
+    target_tokens: int | None = attrs.field(default=None, validator=_optional_count)
+    growth_tokens: float | None = attrs.field(default=None, validator=_optional_amount)
+    predicted_bit: float | None = attrs.field(default=None, validator=_optional_amount)
+    predicted_requests: float | None = attrs.field(default=None, validator=_optional_amount)
+    realised_bit: float | None = attrs.field(default=None, validator=_optional_amount)
+    realised_requests: int | None = attrs.field(default=None, validator=_optional_count)
 
 
 @attrs.frozen

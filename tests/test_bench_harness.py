@@ -222,6 +222,28 @@ def test_a_run_over_its_ceiling_or_with_an_unexplained_rewrite_misses_its_target
     assert states["fits: foldline <= 1.02 x lower bound"][0] is None
 
 
+def test_a_run_that_failed_nodes_the_naive_run_completed_is_not_judged() -> None:
+    """A failed run did less work (it may cost nothing): its figures neither meet nor miss a target."""
+    failed = {"ok": 0, "failed": 1, "skipped": 0}
+    results = [
+        result(
+            "reading-40k",
+            1000,
+            [metrics("reading-40k", "naive", 5000), metrics("reading-40k", "foldline", 0, nodes=failed, requests=0)],
+            peer_bit=1000,
+        ),
+        result(
+            "fits",
+            1000,
+            [metrics("fits", "naive", 5000, nodes=failed), metrics("fits", "foldline", 1010, nodes=failed)],
+        ),
+    ]
+    states = {t.name: (t.met, t.detail) for t in evaluate_targets(results)}
+    assert states["fits: foldline <= 1.02 x lower bound"][0] is True  # the naive run failed that node too
+    met, detail = states["reading-40k: foldline <= 0.5 x peer compaction (hit/4k)"]
+    assert met is None and detail == "foldline on reading-40k failed 1 node(s), the naive run 0"
+
+
 def test_a_workload_where_foldline_loses_bytes_misses_the_every_workload_target() -> None:
     results = [
         result("fits", 1000, [metrics("fits", "foldline", 1000)]),

@@ -192,3 +192,29 @@ def test_axis_tops_are_round_and_cover_the_value() -> None:
         top = nice_ceiling(value)
         ticks = axis_ticks(top)
         assert top >= value and ticks[0] == 0 and abs(ticks[-1] - top) < 1e-9 and 3 <= len(ticks) <= 7
+
+
+def test_a_fold_mark_tells_its_target_prediction_and_the_previous_cycle_when_the_event_has_them() -> None:
+    from runtime.display.requests_chart import fold_text
+
+    e = Events()
+    e.add("RunStarted", None, {"scenario": "t", "provider": "scripted", "nodes": ["a"]})
+    e.add("NodeStarted", "a", {"operation": "iterative", "parent": None})
+    cost_fields = {
+        "policy": "cost",
+        "target_tokens": 2_000,
+        "predicted_bit": 12_345.6,
+        "predicted_requests": 4.5,
+        "realised_bit": 11_000.0,
+        "realised_requests": 5,
+    }
+    e.add("FoldCommitted", "a", {**_fold(400), **cost_fields})
+    e.add("FoldCommitted", "a", _fold(100))  # written before the cost fields existed
+    e.add("ContextDecision", "a", _decision("fold", 500), "br-1:1")
+    run = picture_events(e.items, pricing=PricingTable.load_default(), default_model=None)
+    with_cost, without = run.nodes["a"].requests[0].folds
+    assert fold_text(with_cost).endswith(
+        "; target 2,000 (cost policy); predicted 12,346 BIT over 4.5 requests; "
+        "the previous cycle cost 11,000 BIT over 5 requests"
+    )
+    assert fold_text(without) == "tool_io: 900 -> 800 tokens, freed 100 (target reached)"

@@ -9,7 +9,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from runtime.fold.cost import (
+    COST_TARGETS,
     GROWTH_WINDOW,
+    SUMMARY_OUTPUT_TOKENS,
     Candidate,
     CostPrices,
     CostState,
@@ -17,13 +19,18 @@ from runtime.fold.cost import (
     best_line,
     choose,
     commit_cost,
+    decide_fold,
     fixed_fraction_line,
     per_request,
+    predicted_cycle,
     prices_for,
+    prices_or_default,
     realised,
     target_candidate,
+    usage_cost,
 )
 from runtime.pricing import PriceTier, PricingTable
+from runtime.usage import Usage
 
 PRICES = CostPrices()  # read 0.1, write 1.25, output 5
 
@@ -201,7 +208,88 @@ def test_growth_stays_within_the_increments_seen(estimates: list[int]) -> None:
 
 def test_the_target_rule_as_a_candidate() -> None:
     candidate = target_candidate(20_000, 0.6, kept_prefix_tokens=1_500, summary_output_tokens=300)
-    assert candidate == Candidate("target 0.6", tokens_after=12_000, rewrite_tokens=10_500, summary_output_tokens=300)
+    assert candidate == Candidate(
+        "target 0.6", tokens_after=12_000, rewrite_tokens=10_500, summary_output_tokens=300, target=0.6
+    )
     assert target_candidate(20_000, 0.1, 50_000, 0).rewrite_tokens == 0
     with pytest.raises(ValueError, match="target"):
         target_candidate(20_000, 1.0, 0, 0)
+
+
+# -- what the runtime asks (issue 19) -----------------------------------------------------------
+
+
+def test_the_runtime_takes_the_deepest_target_that_leaves_room_and_commits_at_its_line() -> None:
+    decision = decide_fold(
+        tokens=15_000, growth=2_000, ceiling=20_000, margin=0.045, kept_prefix_tokens=1_000, prices=PRICES, caching=True
+    )
+    assert decision.commit and decision.choice is not None and decision.choice.target == min(COST_TARGETS)
+    waiting = decide_fold(
+        tokens=3_000, growth=2_000, ceiling=20_000, margin=0.045, kept_prefix_tokens=1_000, prices=PRICES, caching=True
+    )
+    assert not waiting.commit and waiting.line is not None and 3_000 < waiting.line <= 20_000 * 0.955 - 2_000
+
+
+def test_without_caching_nothing_is_rewritten_and_carrying_costs_fresh_input() -> None:
+    decision = decide_fold(
+        tokens=9_000, growth=2_000, ceiling=20_000, margin=0.045, kept_prefix_tokens=1_000, prices=PRICES, caching=False
+    )
+    assert decision.choice is not None and decision.choice.rewrite_tokens == 0
+    # b* = a + sqrt(2 g F / 1) with F the summary's output at 5x: the line comes early.
+    after = decision.choice.tokens_after
+    assert decision.line == pytest.approx(after + math.sqrt(2 * 2_000 * 5.0 * SUMMARY_OUTPUT_TOKENS / 1.0))
+
+
+@given(
+    tokens=st.integers(0, 200_000),
+    growth=st.floats(1, 20_000),
+    ceiling=st.integers(5_000, 200_000),
+    prefix=st.integers(0, 20_000),
+    caching=st.booleans(),
+)
+@settings(max_examples=300)
+def test_a_chosen_target_is_always_on_the_menu_and_past_the_hard_limit_it_always_commits(
+    tokens: int, growth: float, ceiling: int, prefix: int, caching: bool
+) -> None:
+    decision = decide_fold(
+        tokens=tokens,
+        growth=growth,
+        ceiling=ceiling,
+        margin=0.045,
+        kept_prefix_tokens=prefix,
+        prices=PRICES,
+        caching=caching,
+    )
+    if decision.choice is not None:
+        assert decision.choice.target in COST_TARGETS
+    if tokens > ceiling * 0.955 - growth:
+        assert decision.commit
+
+
+def test_the_predicted_cycle_is_the_commit_then_carrying_and_new_tokens_over_the_horizon() -> None:
+    decision = decide_fold(
+        tokens=15_000, growth=2_000, ceiling=20_000, margin=0.045, kept_prefix_tokens=1_000, prices=PRICES, caching=True
+    )
+    choice, line, horizon = decision.choice, decision.line, decision.horizon_requests
+    assert choice is not None and line is not None and horizon is not None
+    expected = commit_cost(choice, PRICES) + horizon * (0.1 * (choice.tokens_after + line) / 2 + 1.25 * 2_000)
+    assert predicted_cycle(decision, 2_000, PRICES) == pytest.approx(expected)
+    assert predicted_cycle(choose([], CostState(tokens=1, growth=1, ceiling=10), PRICES), 1, PRICES) is None
+
+
+def test_usage_is_priced_in_base_input_tokens_output_included() -> None:
+    usage = Usage(
+        input_tokens=100,
+        cache_read_input_tokens=1_000,
+        cache_write_5m_tokens=200,
+        cache_write_1h_tokens=10,
+        output_tokens=7,
+    )
+    assert usage_cost(usage, PRICES) == pytest.approx(100 + 100 + 250 + 20 + 35)
+
+
+def test_an_unpriced_model_falls_back_to_the_default_ratios() -> None:
+    table = PricingTable.load_default()
+    assert prices_or_default(None) == CostPrices()
+    assert prices_or_default(table.first_tier("claude-haiku-5-5")) == CostPrices()  # its output price is unknown
+    assert prices_or_default(table.first_tier("claude-opus-5")) == CostPrices(read=0.1, write=1.25, output=5.0)

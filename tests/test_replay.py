@@ -36,6 +36,7 @@ tools = ["synthetic_read"]
 max_input_tokens = 20000
 context_management = true
 prompt_caching = true
+fold_policy = "fixed"
 [profiles.bounded]
 system = "You read files and answer, with bounded results."
 tools = ["synthetic_read"]
@@ -43,6 +44,7 @@ max_input_tokens = 20000
 context_management = true
 prompt_caching = true
 tool_result_max_chars = 30000
+fold_policy = "fixed"
 [[nodes]]
 id = "clipper"
 max_rounds = 30

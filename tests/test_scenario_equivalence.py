@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from runtime.config import NodeSpec, Profile, ProviderSpec, RunSettings
 from runtime.config.loader import ScenarioError, loads_scenario
 from runtime.errors import ConfigError
+from runtime.model_limits import default_model_table
 
 LABEL = "scenarios/prop.toml"
 NODE = '\n[[nodes]]\nid = "solo"\ninstruction = "Answer."\n'
@@ -92,6 +93,7 @@ PLAUSIBLE = {
     "tool_result_max_chars": st.integers(min_value=1000, max_value=5000),
     "fold_scheduling": st.sampled_from(["epoch", "immediate", "epochs"]),
     "context_strategy": st.sampled_from(["fold", "compaction", "compact"]),
+    "fold_policy": st.sampled_from(["cost", "fixed", "cheapest"]),
     "max_tokens": st.integers(min_value=-1, max_value=5000),
     "model": texts,
     "thinking": st.fixed_dictionaries(
@@ -150,6 +152,13 @@ def known_tools_only(fields: dict[str, Any]) -> bool:
     return not (isinstance(tools, list) and any(isinstance(t, str) and t.strip() and t not in TOOLS for t in tools))
 
 
+def within_window(fields: dict[str, Any]) -> bool:
+    """The context-window check needs the run's model, so it is the loader's alone (like the registry's)."""
+    ceiling = fields.get("max_input_tokens")
+    window = default_model_table().context_window(ProviderSpec().model)
+    return not (type(ceiling) is int and window is not None and ceiling > window)
+
+
 @settings(max_examples=400, deadline=None)
 @given(tables(PROFILE_KEYS))
 def test_profile_in_code_refuses_exactly_what_the_file_refuses(fields: dict[str, Any]) -> None:
@@ -157,7 +166,7 @@ def test_profile_in_code_refuses_exactly_what_the_file_refuses(fields: dict[str,
     text += "".join(f"{key} = {toml_value(value)}\n" for key, value in fields.items()) + NODE
     parsed = tomllib.loads(text)["profiles"]["p"]  # exactly what the loader sees (e.g. -0.0, nan)
     from_file = file_outcome(text, "profiles.p")
-    if not known_tools_only(parsed):
+    if not known_tools_only(parsed) or not within_window(parsed):
         assert from_file[0] == "refused"
         return
     in_code = code_outcome(Profile, "Profile", dict(parsed))

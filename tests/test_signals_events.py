@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from types import MappingProxyType
 from typing import Any
 
@@ -140,6 +141,13 @@ EXAMPLES: list[tuple[Any, str, dict[str, Any]]] = [
             target_reached=True,
             estimate_before=98_000,
             estimate_after=58_000,
+            policy="cost",
+            target_tokens=60_000,
+            growth_tokens=4_500.0,
+            predicted_bit=96_250.5,
+            predicted_requests=6.5,
+            realised_bit=101_000.25,
+            realised_requests=7,
         ),
         "FoldCommitted",
         {
@@ -150,6 +158,13 @@ EXAMPLES: list[tuple[Any, str, dict[str, Any]]] = [
             "target_reached": True,
             "estimate_before": 98_000,
             "estimate_after": 58_000,
+            "policy": "cost",
+            "target_tokens": 60_000,
+            "growth_tokens": 4_500.0,
+            "predicted_bit": 96_250.5,
+            "predicted_requests": 6.5,
+            "realised_bit": 101_000.25,
+            "realised_requests": 7,
         },
     ),
     (
@@ -439,3 +454,43 @@ def test_frozen_data_is_the_data_deep_frozen(example: Any, type_string: str, dat
                 assert_deep_frozen(item)
 
     assert_deep_frozen(frozen)
+
+
+def test_fold_committed_written_before_the_cost_fields_still_reads() -> None:
+    """The cost fields are additive: data without them reads, each as None."""
+    old = {
+        "stages": ["tool_io"],
+        "agent_marks": 0,
+        "host_stages": 1,
+        "tokens_freed": 900,
+        "target_reached": True,
+        "estimate_before": 17_000,
+        "estimate_after": 16_100,
+    }
+    event = FoldCommitted.from_data(old)
+    assert event.policy is None and event.target_tokens is None
+    assert event.predicted_bit is None and event.realised_bit is None and event.realised_requests is None
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        ("policy", "cheapest", "FoldCommitted.policy: 'cheapest' is not one of 'cost', 'fixed'"),
+        ("predicted_bit", -1.0, "FoldCommitted.predicted_bit: -1.0 is not a finite, non-negative number or None"),
+        ("realised_bit", float("nan"), "FoldCommitted.realised_bit: nan is not a finite"),
+        ("growth_tokens", True, "FoldCommitted.growth_tokens: True is not a finite"),
+        ("realised_requests", 1.5, "FoldCommitted.realised_requests: 1.5 is not a non-negative integer"),
+    ],
+)
+def test_fold_committed_refuses_a_bad_cost_field(field: str, value: Any, expected: str) -> None:
+    base = {
+        "stages": ["tool_io"],
+        "agent_marks": 0,
+        "host_stages": 1,
+        "tokens_freed": 900,
+        "target_reached": True,
+        "estimate_before": 17_000,
+        "estimate_after": 16_100,
+    }
+    with pytest.raises(InvalidEventError, match=re.escape(expected)):
+        FoldCommitted(**{**base, field: value})

@@ -82,8 +82,15 @@ async def test_a_tampered_block_gets_the_apis_400_and_fails_the_attempt_not_the_
 async def test_a_fold_mid_loop_drops_exactly_the_blocks_made_before_it_and_the_simulator_accepts() -> None:
     rounds = 12
     script = [calls(read(f"doc{i}.md", 1500)) for i in range(rounds)] + [text("all read")]
+    # The fixed fractions: their folds are tool_io notes; the cost policy's deeper target also asks for a
+    # summary, which this simulator (no default policy) answers 400, and that is not what this test is about.
     profile = READER.evolve(
-        thinking=THINKING, max_tokens=4096, max_input_tokens=6000, context_management=True, tools=("synthetic_read",)
+        thinking=THINKING,
+        max_tokens=4096,
+        max_input_tokens=6000,
+        context_management=True,
+        tools=("synthetic_read",),
+        fold_policy="fixed",
     )
     async with simulated({"n": script}) as (sim, capture, clock):
         result = await run_node(capture, clock, profile, iterative("read the docs", max_rounds=rounds + 2))

@@ -1,11 +1,12 @@
-"""The ``foldline-cost`` strategy: foldline with its fold line and target chosen by the cost model (pure).
+"""The ``foldline-cost`` strategy: fixed fractions the cost model chose once per profile (pure).
 
-Until the planner asks :mod:`runtime.fold.cost` at every request (the hook is not
-wired yet), the bench applies the cost model once per profile, as settings:
+Since issue 19 the runtime asks :mod:`runtime.fold.cost` before every request
+(``fold_policy = "cost"``, the default, which the ``foldline`` strategy runs). This
+strategy is kept as the comparison it was before the model was wired: the cost model
+applied once per profile, offline, as fixed settings (``fold_policy = "fixed"``):
 
 - **growth** ``g``: the mean increment between consecutive requests of the nodes on
-  that profile in the workload's ``naive`` run (what
-  :class:`runtime.fold.cost.GrowthMeter` would learn online after a few requests);
+  that profile in the workload's ``naive`` run;
 - **candidates**: the target rule at :data:`TARGETS` of the ceiling, each keeping the
   first request (system, tools, task) and producing :data:`SUMMARY_TOKENS` of summary;
 - **prices**: the model's, from the pricing table.

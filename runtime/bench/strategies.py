@@ -107,8 +107,8 @@ FOLDLINE = Strategy(
 
 FOLDLINE_COST = Strategy(
     "foldline-cost",
-    "foldline with its fold line and target chosen by the cost model",
-    dict(FOLDLINE.override),
+    "foldline with fixed fractions the cost model chose once per profile from the naive run",
+    {**FOLDLINE.override, "fold_policy": "fixed"},
     derived=True,
 )
 

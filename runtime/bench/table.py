@@ -18,6 +18,7 @@ import attrs
 
 from runtime.bench.harness import ProbeTally, RunMetrics, WorkloadResult
 from runtime.bench.peers import HEADLINE, PeerFigures
+from runtime.bench.strategies import BASELINE
 
 SCHEMA = "foldline.bench/v1"
 
@@ -90,6 +91,11 @@ def _missing(workload: str, strategy: str, by_name: Mapping[str, WorkloadResult]
     if strategy not in result.runs:
         why = result.not_run.get(strategy, "not selected")
         return f"{strategy} on {workload} did not run: {why}"
+    baseline = result.runs.get(BASELINE)
+    failed = result.runs[strategy].nodes.get("failed", 0)
+    if baseline is not None and failed > baseline.nodes.get("failed", 0):
+        # A run that failed nodes the naive run completed did less work: its figures are not judged.
+        return f"{strategy} on {workload} failed {failed} node(s), the naive run {baseline.nodes.get('failed', 0)}"
     return None
 
 

@@ -36,6 +36,7 @@ from runtime.errors import ConfigError
 FOLD_SCHEDULINGS = ("epoch", "immediate")
 CONTEXT_STRATEGIES = ("fold", "compaction")
 TOOL_ERRORS = ("model", "fail")
+FOLD_POLICIES = ("cost", "fixed")
 
 
 def _thinking_json(value: Any) -> Any:
@@ -83,6 +84,11 @@ class Profile:
       ``{type = "enabled", budget_tokens = N}`` (``1024 <= N < max_tokens``),
       ``{type = "adaptive"}`` or ``{type = "disabled"}``; held as canonical
       JSON (None: not sent).
+    - ``fold_policy``: ``"cost"`` (default: before each request the cost model,
+      :mod:`runtime.fold.cost`, chooses when to commit a fold and how deep from the
+      branch's growth per request and the model's prices; ``context_fold_at`` and
+      ``context_fold_target`` hold until the growth is known) or ``"fixed"`` (always
+      fold at ``context_fold_at`` toward ``context_fold_target``).
     """
 
     system: str | None = None
@@ -100,6 +106,7 @@ class Profile:
     model: str | None = None
     tool_errors: Literal["model", "fail"] = "model"
     thinking: str | None = attrs.field(default=None, converter=_thinking_json)
+    fold_policy: Literal["cost", "fixed"] = "cost"
 
     def __attrs_post_init__(self) -> None:
         _check_profile(_values_of(self), "Profile")
@@ -209,6 +216,7 @@ def _check_profile(v: Mapping[str, Any], where: str) -> None:
     check_choice(v["tool_errors"], at("tool_errors"), TOOL_ERRORS)
     if v["thinking"] is not None:
         _check_thinking(v["thinking"], v["max_tokens"], at("thinking"))
+    check_choice(v["fold_policy"], at("fold_policy"), FOLD_POLICIES)
 
 
 def _tool_names(tools: Any) -> Any:

@@ -39,6 +39,12 @@ class FoldMark:
     estimate_after: int
     target_reached: bool
     time: float
+    policy: str | None = None
+    target_tokens: int | None = None
+    predicted_bit: float | None = None
+    predicted_requests: float | None = None
+    realised_bit: float | None = None
+    realised_requests: int | None = None
 
 
 @attrs.frozen
@@ -262,6 +268,12 @@ class _Builder:
             estimate_after=int(data.get("estimate_after", 0)),
             target_reached=bool(data.get("target_reached")),
             time=event.time,
+            policy=data.get("policy"),
+            target_tokens=data.get("target_tokens"),
+            predicted_bit=data.get("predicted_bit"),
+            predicted_requests=data.get("predicted_requests"),
+            realised_bit=data.get("realised_bit"),
+            realised_requests=data.get("realised_requests"),
         )
         self._node(event)
         key = event.branch_id or f"node:{event.node_id}"

@@ -69,9 +69,16 @@ def request_tooltip(r: RequestPoint) -> str:
 
 def fold_text(f: FoldMark) -> str:
     stages = "+".join(f.stages) or "marks"
-    return f"{stages}: {f.estimate_before:,} -> {f.estimate_after:,} tokens, freed {f.tokens_freed:,}" + (
+    text = f"{stages}: {f.estimate_before:,} -> {f.estimate_after:,} tokens, freed {f.tokens_freed:,}" + (
         " (target reached)" if f.target_reached else " (target not reached)"
     )
+    if f.target_tokens is not None:
+        text += f"; target {f.target_tokens:,} ({f.policy or 'fixed'} policy)"
+    if f.predicted_bit is not None and f.predicted_requests is not None:
+        text += f"; predicted {f.predicted_bit:,.0f} BIT over {f.predicted_requests:g} requests"
+    if f.realised_bit is not None and f.realised_requests is not None:
+        text += f"; the previous cycle cost {f.realised_bit:,.0f} BIT over {f.realised_requests} requests"
+    return text
 
 
 def _bar(r: RequestPoint, x: float, width: float, y_of: Callable[[float], float]) -> list[str]:

@@ -37,7 +37,8 @@ from typing import Any
 
 import attrs
 
-from runtime.pricing import BIT_CACHE_READ, BIT_CACHE_WRITE_5M, PriceTier
+from runtime.pricing import BIT_CACHE_READ, BIT_CACHE_WRITE_1H, BIT_CACHE_WRITE_5M, PriceTier
+from runtime.usage import Usage
 
 
 def _positive(name: str, value: float) -> None:
@@ -78,6 +79,17 @@ def prices_for(tier: PriceTier) -> CostPrices:
     )
 
 
+def prices_or_default(tier: PriceTier | None) -> CostPrices:
+    """``tier``'s relative prices, or the defaults (read 0.1, write 1.25, output 5: every Claude
+    model's ratios in the pricing table) when the model is not priced or a price is unknown."""
+    if tier is None:
+        return CostPrices()
+    try:
+        return prices_for(tier)
+    except ValueError:
+        return CostPrices()
+
+
 @attrs.frozen
 class Candidate:
     """One legal fold depth: the context after it, the tokens it rewrites, its summary output."""
@@ -86,6 +98,8 @@ class Candidate:
     tokens_after: int
     rewrite_tokens: int
     summary_output_tokens: int = 0
+    target: float | None = None
+    """The share of the ceiling the planner is asked to fold to (None: a depth named otherwise)."""
 
     def __attrs_post_init__(self) -> None:
         _non_negative("Candidate.tokens_after", self.tokens_after)
@@ -254,4 +268,68 @@ def target_candidate(ceiling: int, target: float, kept_prefix_tokens: int, summa
         tokens_after=after,
         rewrite_tokens=max(0, after - min(kept_prefix_tokens, after)),
         summary_output_tokens=summary_output_tokens,
+        target=target,
+    )
+
+
+COST_TARGETS = (0.6, 0.45, 0.3, 0.2, 0.1)
+"""The fold depths the runtime offers the cost model, as shares of the ceiling.
+
+Chosen on the bench's reading-20k, reading-40k, staged-64 and staged-curl (docs/bench.md):
+a menu ending at 0.3 left staged-64 at 1.04x peer compaction, one ending at 0.1 at 0.67x;
+0.05 made the staged workloads clip the stage result the next stage needs, re-read it
+and fail. A deeper fold both rewrites and carries less, so the model takes the deepest
+target that leaves room whenever one does; the menu's end is the real decision."""
+
+SUMMARY_OUTPUT_TOKENS = 300
+"""The summary output a commit is expected to produce (the summarizer asks for at most 300 words)."""
+
+UNCACHED = CostPrices(read=1.0, write=1.0)
+"""Relative prices without prompt caching: every token carried costs fresh input, nothing is rewritten."""
+
+
+def decide_fold(
+    *,
+    tokens: int,
+    growth: float,
+    ceiling: int,
+    margin: float,
+    kept_prefix_tokens: int,
+    prices: CostPrices,
+    caching: bool,
+    targets: Sequence[float] = COST_TARGETS,
+) -> CostDecision:
+    """The cost policy's decision before one request: commit now or wait, and to which target.
+
+    Each of ``targets`` is a candidate by :func:`target_candidate` (the context left at the target,
+    everything after the kept prefix rewritten, one summary). Without caching nothing is rewritten
+    and every carried token costs fresh input (:data:`UNCACHED`, output at ``prices.output``).
+    """
+    if not caching:
+        prices = attrs.evolve(UNCACHED, output=prices.output)
+    candidates = []
+    for target in targets:
+        candidate = target_candidate(ceiling, target, kept_prefix_tokens, SUMMARY_OUTPUT_TOKENS)
+        candidates.append(candidate if caching else attrs.evolve(candidate, rewrite_tokens=0))
+    return choose(candidates, CostState(tokens=tokens, growth=growth, ceiling=ceiling, margin=margin), prices)
+
+
+def predicted_cycle(decision: CostDecision, growth: float, prices: CostPrices) -> float | None:
+    """What the cycle a commit starts is predicted to cost, in BIT: the commit, then each request's
+    carrying and its new tokens at the write price, until the next commit (None without a choice)."""
+    choice, line, horizon = decision.choice, decision.line, decision.horizon_requests
+    if choice is None or line is None or horizon is None:
+        return None
+    carrying = prices.read * (choice.tokens_after + line) / 2
+    return commit_cost(choice, prices) + horizon * (carrying + prices.write * growth)
+
+
+def usage_cost(usage: Usage, prices: CostPrices) -> float:
+    """What ``usage`` cost in BIT at ``prices``: fresh input, cache reads and writes, output."""
+    return (
+        usage.input_tokens
+        + prices.read * usage.cache_read_input_tokens
+        + prices.write * usage.cache_write_5m_tokens
+        + BIT_CACHE_WRITE_1H * usage.cache_write_1h_tokens
+        + prices.output * usage.output_tokens
     )

@@ -5,8 +5,11 @@ A fold is installed for an iterative operation whose profile has
 (:func:`fold_settings` returns None otherwise: no fold, and past the ceiling a
 refusal). The numbers come from the profile keys ``context_fold_at``,
 ``context_fold_target``, ``context_fold_tail_margin``,
-``tool_result_max_chars``, ``fold_scheduling`` and ``context_strategy``, which
-:mod:`runtime.config` validates.
+``tool_result_max_chars``, ``fold_scheduling``, ``context_strategy`` and
+``fold_policy``, which :mod:`runtime.config` validates. Under the ``cost`` policy
+the fold line and target are chosen before each request by
+:mod:`runtime.fold.cost` (at ``prices``); ``fold_at`` and ``target`` hold until the
+branch's growth per request is known, and always under ``fixed``.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Literal
 import attrs
 
 from runtime.ceiling import DEFAULT_FOLD_AT, line_at
+from runtime.fold.cost import CostPrices
 
 DEFAULT_TARGET = 0.6
 """The share of the ceiling a fold aims to bring the request under (``context_fold_target``)."""
@@ -35,6 +39,9 @@ FLOOR_TAIL = 2
 RESET_SHARE = 0.15
 """With caching on, notes above this share of the ceiling trigger reset first."""
 
+DEFAULT_POLICY: Literal["cost", "fixed"] = "cost"
+"""The fold policy when the profile names none (``fold_policy``; docs/bench.md says why)."""
+
 MIN_COMMIT_SHARE = 0.01
 """Under the ceiling, an epoch commit freeing less than this share of the ceiling is deferred."""
 
@@ -52,6 +59,14 @@ class FoldSettings:
     """Both cache gates are on (the provider caches by prefix and the profile asks for it)."""
     scheduling: Literal["epoch", "immediate"] = "epoch"
     strategy: Literal["fold", "compaction"] = "fold"
+    policy: Literal["cost", "fixed"] = DEFAULT_POLICY
+    prices: CostPrices = CostPrices()
+    """The model's prices relative to fresh input (the cost policy's)."""
+
+    @property
+    def by_cost(self) -> bool:
+        """Whether the cost model chooses the line and target (the cost policy, folding, not compaction)."""
+        return self.policy == "cost" and self.strategy == "fold"
 
     def __attrs_post_init__(self) -> None:
         if isinstance(self.ceiling, bool) or not isinstance(self.ceiling, int) or self.ceiling <= 0:
@@ -86,6 +101,8 @@ def fold_settings(
     caching: bool,
     scheduling: Literal["epoch", "immediate"],
     strategy: Literal["fold", "compaction"],
+    policy: Literal["cost", "fixed"] = DEFAULT_POLICY,
+    prices: CostPrices | None = None,
 ) -> FoldSettings | None:
     """The installed fold's settings, or None when no fold is installed (see the module docstring)."""
     if not context_management or ceiling is None:
@@ -99,4 +116,6 @@ def fold_settings(
         caching=caching,
         scheduling=scheduling,
         strategy=strategy,
+        policy=policy,
+        prices=CostPrices() if prices is None else prices,
     )
