@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, ClassVar
@@ -31,184 +30,14 @@ from typing import Any, ClassVar
 import attrs
 
 from runtime.usage import Usage
-from signals.envelope import Event, InvalidEventError, freeze_json, thaw_json
+from signals import event_checks as check
+from signals.envelope import Event, InvalidEventError, thaw_json
 
 RUN_STATUSES = ("ok", "failed")
-NODE_STATUSES = ("ok", "failed", "skipped")
 OPERATIONS = ("bounded", "iterative")
 INHERIT_MODES = ("view", "none")
 CEILING_SOURCES = ("profile", "model", "call", "auto", "none", "unpriced", "window")
 DECISION_ACTIONS = ("pass", "notice", "fold", "refuse")
-USAGE_FIELDS = (
-    "input_tokens",
-    "cache_read_input_tokens",
-    "cache_write_5m_tokens",
-    "cache_write_1h_tokens",
-    "output_tokens",
-)
-
-_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
-
-
-def _where(instance: Any, attribute: attrs.Attribute) -> str:
-    return f"{type(instance).__name__}.{attribute.name}"
-
-
-# Validators (attrs signature: instance, attribute, value).
-
-
-def _text(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
-    if not isinstance(value, str) or not value:
-        raise InvalidEventError(f"{_where(instance, attribute)}: {value!r} is not a non-empty string")
-
-
-def _any_text(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
-    if not isinstance(value, str):
-        raise InvalidEventError(f"{_where(instance, attribute)}: {value!r} is not a string")
-
-
-def _optional_text(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
-    if value is not None and (not isinstance(value, str) or not value):
-        raise InvalidEventError(f"{_where(instance, attribute)}: {value!r} is not a non-empty string or None")
-
-
-def _count(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
-    if type(value) is not int or value < 0:
-        raise InvalidEventError(f"{_where(instance, attribute)}: {value!r} is not a non-negative integer")
-
-
-def _optional_count(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
-    if value is not None:
-        _count(instance, attribute, value)
-
-
-def _positive(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
-    if type(value) is not int or value < 1:
-        raise InvalidEventError(f"{_where(instance, attribute)}: {value!r} is not a positive integer")
-
-
-def _optional_positive(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
-    if value is not None:
-        _positive(instance, attribute, value)
-
-
-def _flag(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
-    if type(value) is not bool:
-        raise InvalidEventError(f"{_where(instance, attribute)}: {value!r} is not a boolean")
-
-
-def _digest(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
-    if not isinstance(value, str) or not _SHA256_HEX.fullmatch(value):
-        raise InvalidEventError(
-            f"{_where(instance, attribute)}: {value!r} is not a SHA-256 digest (64 lowercase hex digits)"
-        )
-
-
-def _seconds(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
-    if type(value) is not float or not math.isfinite(value) or value < 0:
-        raise InvalidEventError(
-            f"{_where(instance, attribute)}: {value!r} is not a finite, non-negative number of seconds"
-        )
-
-
-def _one_of(*choices: str) -> Any:
-    def check(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
-        if not isinstance(value, str) or value not in choices:
-            expected = ", ".join(repr(choice) for choice in choices)
-            raise InvalidEventError(f"{_where(instance, attribute)}: {value!r} is not one of {expected}")
-
-    return check
-
-
-# Converters (attrs.Converter with takes_self and takes_field, so errors can name the field).
-
-
-def _to_strings(value: Any, instance: Any, field: attrs.Attribute) -> tuple[str, ...]:
-    where = f"{type(instance).__name__}.{field.name}"
-    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
-        raise InvalidEventError(f"{where}: {value!r} is not a list of strings")
-    for index, item in enumerate(value):
-        if not isinstance(item, str):
-            raise InvalidEventError(f"{where}[{index}]: {item!r} is not a string")
-    return tuple(value)
-
-
-def _to_mappings(value: Any, instance: Any, field: attrs.Attribute) -> tuple[Mapping[str, Any], ...]:
-    where = f"{type(instance).__name__}.{field.name}"
-    if not isinstance(value, (list, tuple)):
-        raise InvalidEventError(f"{where}: {value!r} is not a list of JSON objects")
-    for index, item in enumerate(value):
-        if not isinstance(item, Mapping):
-            raise InvalidEventError(f"{where}[{index}]: {item!r} is not a JSON object")
-    return freeze_json(tuple(value), where)
-
-
-def _to_optional_object(value: Any, instance: Any, field: attrs.Attribute) -> Mapping[str, Any] | None:
-    if value is None:
-        return None
-    where = f"{type(instance).__name__}.{field.name}"
-    if not isinstance(value, Mapping):
-        raise InvalidEventError(f"{where}: {value!r} is not a JSON object or null")
-    return freeze_json(dict(value), where)
-
-
-def _to_node_statuses(value: Any, instance: Any, field: attrs.Attribute) -> Mapping[str, str]:
-    where = f"{type(instance).__name__}.{field.name}"
-    if not isinstance(value, Mapping):
-        raise InvalidEventError(f"{where}: {value!r} is not a mapping of node id to status")
-    statuses: dict[str, str] = {}
-    for node_id, status in value.items():
-        if not isinstance(node_id, str) or not node_id:
-            raise InvalidEventError(f"{where}: node id {node_id!r} is not a non-empty string")
-        if not isinstance(status, str) or status not in NODE_STATUSES:
-            expected = ", ".join(repr(choice) for choice in NODE_STATUSES)
-            raise InvalidEventError(f"{where}[{node_id!r}]: {status!r} is not one of {expected}")
-        statuses[node_id] = status
-    return MappingProxyType(statuses)
-
-
-def _to_usage(value: Any, instance: Any, field: attrs.Attribute) -> Usage:
-    if type(value) is Usage:
-        # The hot path (every ResponseReceived): a Usage whose counts are all non-negative ints.
-        for count in (
-            value.input_tokens,
-            value.cache_read_input_tokens,
-            value.cache_write_5m_tokens,
-            value.cache_write_1h_tokens,
-            value.output_tokens,
-        ):
-            if type(count) is not int or count < 0:
-                break
-        else:
-            return value
-    where = f"{type(instance).__name__}.{field.name}"
-    if isinstance(value, Usage):
-        counts = {name: getattr(value, name) for name in USAGE_FIELDS}
-    elif isinstance(value, Mapping):
-        missing = [name for name in USAGE_FIELDS if name not in value]
-        if missing:
-            raise InvalidEventError(f"{where}: {dict(value)!r} is missing {', '.join(missing)}")
-        counts = {name: value[name] for name in USAGE_FIELDS}
-    else:
-        raise InvalidEventError(f"{where}: {value!r} is not a Usage or a mapping of {', '.join(USAGE_FIELDS)}")
-    for name, count in counts.items():
-        if type(count) is not int or count < 0:
-            raise InvalidEventError(f"{where}.{name}: {count!r} is not a non-negative integer")
-    return value if isinstance(value, Usage) else Usage(**counts)
-
-
-def _to_seconds(value: Any) -> Any:
-    # Integers are accepted as seconds; booleans and everything else reach the validator unchanged.
-    return float(value) if type(value) is int else value
-
-
-# mypy's attrs plugin does not read attrs.Converter (it reports "Unsupported converter"), so
-# each field using one carries `type: ignore[misc]`; its __init__ parameter is then untyped.
-_strings = attrs.Converter(_to_strings, takes_self=True, takes_field=True)
-_mappings = attrs.Converter(_to_mappings, takes_self=True, takes_field=True)
-_node_statuses = attrs.Converter(_to_node_statuses, takes_self=True, takes_field=True)
-_usage = attrs.Converter(_to_usage, takes_self=True, takes_field=True)
-_optional_object = attrs.Converter(_to_optional_object, takes_self=True, takes_field=True)
 
 
 class _TypedEvent:
@@ -274,9 +103,9 @@ class RunStarted(_TypedEvent):
     """A run began: its scenario (if any), provider and the ids of its planned nodes."""
 
     TYPE: ClassVar[str] = "RunStarted"
-    scenario: str | None = attrs.field(validator=_optional_text)
-    provider: str = attrs.field(validator=_text)
-    nodes: tuple[str, ...] = attrs.field(converter=_strings)  # type: ignore[misc]
+    scenario: str | None = attrs.field(validator=check.optional_text)
+    provider: str = attrs.field(validator=check.text)
+    nodes: tuple[str, ...] = attrs.field(converter=check.strings)  # type: ignore[misc]
 
 
 @attrs.frozen
@@ -289,9 +118,9 @@ class RunFinished(_TypedEvent):
     """
 
     TYPE: ClassVar[str] = "RunFinished"
-    status: str = attrs.field(validator=_one_of(*RUN_STATUSES))
-    nodes: Mapping[str, str] = attrs.field(converter=_node_statuses)  # type: ignore[misc]
-    bytes_unrecoverable: int = attrs.field(default=0, validator=_count)
+    status: str = attrs.field(validator=check.one_of(*RUN_STATUSES))
+    nodes: Mapping[str, str] = attrs.field(converter=check.node_statuses)  # type: ignore[misc]
+    bytes_unrecoverable: int = attrs.field(default=0, validator=check.count)
 
 
 @attrs.frozen
@@ -299,8 +128,8 @@ class NodeStarted(_TypedEvent):
     """A node began its operation; ``parent`` is the node that spawned it, if any."""
 
     TYPE: ClassVar[str] = "NodeStarted"
-    operation: str = attrs.field(validator=_one_of(*OPERATIONS))
-    parent: str | None = attrs.field(default=None, validator=_optional_text)
+    operation: str = attrs.field(validator=check.one_of(*OPERATIONS))
+    parent: str | None = attrs.field(default=None, validator=check.optional_text)
 
 
 @attrs.frozen
@@ -308,8 +137,8 @@ class NodeFinished(_TypedEvent):
     """A node succeeded after ``rounds`` model rounds with an answer of ``answer_chars`` characters."""
 
     TYPE: ClassVar[str] = "NodeFinished"
-    rounds: int = attrs.field(validator=_count)
-    answer_chars: int = attrs.field(validator=_count)
+    rounds: int = attrs.field(validator=check.count)
+    answer_chars: int = attrs.field(validator=check.count)
 
 
 @attrs.frozen
@@ -317,8 +146,8 @@ class NodeFailed(_TypedEvent):
     """A node failed with an error of type ``error_type``."""
 
     TYPE: ClassVar[str] = "NodeFailed"
-    error_type: str = attrs.field(validator=_text)
-    message: str = attrs.field(validator=_any_text)
+    error_type: str = attrs.field(validator=check.text)
+    message: str = attrs.field(validator=check.any_text)
 
 
 @attrs.frozen
@@ -326,7 +155,7 @@ class NodeSkipped(_TypedEvent):
     """A node never ran (e.g. a dependency failed); ``reason`` says why."""
 
     TYPE: ClassVar[str] = "NodeSkipped"
-    reason: str = attrs.field(validator=_text)
+    reason: str = attrs.field(validator=check.text)
 
 
 @attrs.frozen
@@ -334,9 +163,9 @@ class ChildSpawned(_TypedEvent):
     """A running node spawned ``child``, cloning its view (``view``) or starting empty (``none``)."""
 
     TYPE: ClassVar[str] = "ChildSpawned"
-    child: str = attrs.field(validator=_text)
-    inherit: str = attrs.field(validator=_one_of(*INHERIT_MODES))
-    view_length: int = attrs.field(validator=_count)
+    child: str = attrs.field(validator=check.text)
+    inherit: str = attrs.field(validator=check.one_of(*INHERIT_MODES))
+    view_length: int = attrs.field(validator=check.count)
 
 
 @attrs.frozen
@@ -344,12 +173,12 @@ class RequestSent(_TypedEvent):
     """A request went to the provider: its digest, size in bytes, attempt (from 1), intent and cache marks."""
 
     TYPE: ClassVar[str] = "RequestSent"
-    digest: str = attrs.field(validator=_digest)
-    bytes: int = attrs.field(validator=_count)
-    attempt: int = attrs.field(validator=_positive)
-    intent: str = attrs.field(validator=_text)
-    marks: tuple[Mapping[str, Any], ...] = attrs.field(converter=_mappings)  # type: ignore[misc]
-    model: str | None = attrs.field(default=None, validator=_optional_text)
+    digest: str = attrs.field(validator=check.digest)
+    bytes: int = attrs.field(validator=check.count)
+    attempt: int = attrs.field(validator=check.positive)
+    intent: str = attrs.field(validator=check.text)
+    marks: tuple[Mapping[str, Any], ...] = attrs.field(converter=check.mappings)  # type: ignore[misc]
+    model: str | None = attrs.field(default=None, validator=check.optional_text)
 
 
 @attrs.frozen
@@ -362,10 +191,10 @@ class ResponseReceived(_TypedEvent):
     """
 
     TYPE: ClassVar[str] = "ResponseReceived"
-    usage: Usage = attrs.field(converter=_usage)  # type: ignore[misc]
-    stop_reason: str | None = attrs.field(validator=_optional_text)
-    duration_s: float = attrs.field(converter=_to_seconds, validator=_seconds)
-    cache: Mapping[str, Any] | None = attrs.field(default=None, converter=_optional_object)  # type: ignore[misc]
+    usage: Usage = attrs.field(converter=check.usage)  # type: ignore[misc]
+    stop_reason: str | None = attrs.field(validator=check.optional_text)
+    duration_s: float = attrs.field(converter=check.to_seconds, validator=check.seconds)
+    cache: Mapping[str, Any] | None = attrs.field(default=None, converter=check.optional_object)  # type: ignore[misc]
 
 
 @attrs.frozen
@@ -377,17 +206,17 @@ class ContextDecision(_TypedEvent):
     """
 
     TYPE: ClassVar[str] = "ContextDecision"
-    ceiling: int | None = attrs.field(validator=_optional_positive)
-    ceiling_source: str = attrs.field(validator=_one_of(*CEILING_SOURCES))
-    tier: int | None = attrs.field(validator=_optional_count)
-    method: str = attrs.field(validator=_text)
-    estimate_before: int = attrs.field(validator=_count)
-    estimate_after: int = attrs.field(validator=_count)
-    action: str = attrs.field(validator=_one_of(*DECISION_ACTIONS))
-    stages: tuple[str, ...] = attrs.field(converter=_strings)  # type: ignore[misc]
-    folded_ids: tuple[str, ...] = attrs.field(converter=_strings)  # type: ignore[misc]
-    sent: bool = attrs.field(validator=_flag)
-    reason: str = attrs.field(validator=_any_text)
+    ceiling: int | None = attrs.field(validator=check.optional_positive)
+    ceiling_source: str = attrs.field(validator=check.one_of(*CEILING_SOURCES))
+    tier: int | None = attrs.field(validator=check.optional_count)
+    method: str = attrs.field(validator=check.text)
+    estimate_before: int = attrs.field(validator=check.count)
+    estimate_after: int = attrs.field(validator=check.count)
+    action: str = attrs.field(validator=check.one_of(*DECISION_ACTIONS))
+    stages: tuple[str, ...] = attrs.field(converter=check.strings)  # type: ignore[misc]
+    folded_ids: tuple[str, ...] = attrs.field(converter=check.strings)  # type: ignore[misc]
+    sent: bool = attrs.field(validator=check.flag)
+    reason: str = attrs.field(validator=check.any_text)
 
     def __attrs_post_init__(self) -> None:
         if self.action == "refuse" and self.sent:
@@ -403,7 +232,7 @@ def _optional_amount(instance: Any, attribute: attrs.Attribute, value: Any) -> N
         return
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
         raise InvalidEventError(
-            f"{_where(instance, attribute)}: {value!r} is not a finite, non-negative number or None"
+            f"{check.where(instance, attribute)}: {value!r} is not a finite, non-negative number or None"
         )
 
 
@@ -423,20 +252,20 @@ class FoldCommitted(_TypedEvent):
     """
 
     TYPE: ClassVar[str] = "FoldCommitted"
-    stages: tuple[str, ...] = attrs.field(converter=_strings)  # type: ignore[misc]
-    agent_marks: int = attrs.field(validator=_count)
-    host_stages: int = attrs.field(validator=_count)
-    tokens_freed: int = attrs.field(validator=_count)
-    target_reached: bool = attrs.field(validator=_flag)
-    estimate_before: int = attrs.field(validator=_count)
-    estimate_after: int = attrs.field(validator=_count)
-    policy: str | None = attrs.field(default=None, validator=attrs.validators.optional(_one_of("cost", "fixed")))
-    target_tokens: int | None = attrs.field(default=None, validator=_optional_count)
+    stages: tuple[str, ...] = attrs.field(converter=check.strings)  # type: ignore[misc]
+    agent_marks: int = attrs.field(validator=check.count)
+    host_stages: int = attrs.field(validator=check.count)
+    tokens_freed: int = attrs.field(validator=check.count)
+    target_reached: bool = attrs.field(validator=check.flag)
+    estimate_before: int = attrs.field(validator=check.count)
+    estimate_after: int = attrs.field(validator=check.count)
+    policy: str | None = attrs.field(default=None, validator=attrs.validators.optional(check.one_of("cost", "fixed")))
+    target_tokens: int | None = attrs.field(default=None, validator=check.optional_count)
     growth_tokens: float | None = attrs.field(default=None, validator=_optional_amount)
     predicted_bit: float | None = attrs.field(default=None, validator=_optional_amount)
     predicted_requests: float | None = attrs.field(default=None, validator=_optional_amount)
     realised_bit: float | None = attrs.field(default=None, validator=_optional_amount)
-    realised_requests: int | None = attrs.field(default=None, validator=_optional_count)
+    realised_requests: int | None = attrs.field(default=None, validator=check.optional_count)
 
 
 @attrs.frozen
@@ -447,9 +276,9 @@ class CacheRewrite(_TypedEvent):
     """
 
     TYPE: ClassVar[str] = "CacheRewrite"
-    cause: str | None = attrs.field(validator=_optional_text)
-    first_changed_message: int = attrs.field(validator=_count)
-    request_digest: str = attrs.field(validator=_digest)
+    cause: str | None = attrs.field(validator=check.optional_text)
+    first_changed_message: int = attrs.field(validator=check.count)
+    request_digest: str = attrs.field(validator=check.digest)
 
 
 @attrs.frozen
@@ -457,10 +286,10 @@ class ToolCallFinished(_TypedEvent):
     """A tool call of a node's round has its result: the tool, whether it is an error, the result's size in bytes."""
 
     TYPE: ClassVar[str] = "ToolCallFinished"
-    call_id: str = attrs.field(validator=_text)
-    name: str = attrs.field(validator=_text)
-    is_error: bool = attrs.field(validator=_flag)
-    output_bytes: int = attrs.field(validator=_count)
+    call_id: str = attrs.field(validator=check.text)
+    name: str = attrs.field(validator=check.text)
+    is_error: bool = attrs.field(validator=check.flag)
+    output_bytes: int = attrs.field(validator=check.count)
 
 
 DELTA_KINDS = ("text", "thinking")
@@ -476,10 +305,10 @@ class ReplyDelta(_TypedEvent):
     """
 
     TYPE: ClassVar[str] = "ReplyDelta"
-    kind: str = attrs.field(validator=_one_of(*DELTA_KINDS))
-    text: str = attrs.field(validator=_any_text)
-    attempt: int = attrs.field(validator=_positive)
-    index: int = attrs.field(validator=_count)
+    kind: str = attrs.field(validator=check.one_of(*DELTA_KINDS))
+    text: str = attrs.field(validator=check.any_text)
+    attempt: int = attrs.field(validator=check.positive)
+    index: int = attrs.field(validator=check.count)
 
 
 LOW_PRIORITY_TYPES: frozenset[str] = frozenset({ReplyDelta.TYPE})
