@@ -31,7 +31,6 @@ from typing import Any
 
 import anyio
 import attrs
-import structlog
 
 from actors.branch import (
     Branch,
@@ -44,6 +43,7 @@ from actors.branch import (
     ViewSet,
 )
 from runtime.canonical import canonical_json
+from runtime.logs import get_logger
 from runtime.messages import Message, SystemMessage
 from runtime.store.codec import dumps_value, ledger_rows_of, message_content_json
 from runtime.store.errors import (
@@ -58,7 +58,7 @@ from runtime.store.schema import check_schema, create_schema, resolve_store_path
 from runtime.store.writer import SqliteWriter
 from signals.envelope import Event
 
-log = structlog.get_logger("foldline.store")
+log = get_logger("foldline.store")
 
 
 @attrs.define(eq=False)
