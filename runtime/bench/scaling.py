@@ -15,6 +15,10 @@ runs with its spread, the target it is held to and whether the median met it:
 - bus throughput with 1, 10 and 100 subscribers (no target at 100);
 - ``foldline --help`` and ``foldline run BAD.toml`` to its exit-2 message,
   ``import runtime.runtime`` and the tokenizer's load, each in a fresh process.
+  The load is measured with the rank cache warm (as after a machine's first
+  load, which fills it; the parent has loaded the tokenizer by then) and,
+  reported beside it, with the cache turned off; "time to first count" is
+  what a program waits from importing the tokenizer to its first count.
 
 These functions read clocks and start processes: they are benchmarks, not
 part of the pure core.
@@ -22,6 +26,7 @@ part of the pure core.
 
 from __future__ import annotations
 
+import os
 import resource
 import statistics
 import subprocess
@@ -245,15 +250,29 @@ def cli(name: str, arguments: list[str], expect: int, target_ms: float, runs: in
 _PROBE = "import time\nstarted = time.process_time()\n{setup}\nprint(time.process_time() - started)\n"
 
 
-def in_child(name: str, setup: str, target_ms: float, runs: int = 5, prelude: str = "") -> Row:
+def in_child(
+    name: str,
+    setup: str,
+    target_ms: float | None,
+    runs: int = 5,
+    prelude: str = "",
+    env: dict[str, str] | None = None,
+    note: str = "",
+) -> Row:
     samples = []
     for _ in range(runs):
         code = prelude + _PROBE.format(setup=setup)
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=False,
+            env=None if env is None else {**os.environ, **env},
+        )
         if done.returncode != 0:
             raise RuntimeError(f"{name} failed: {done.stderr.strip()[-400:]}")
         samples.append(float(done.stdout.strip()) * 1000)
-    return Row(name, "ms", tuple(samples), target_ms, note="in a fresh interpreter")
+    return Row(name, "ms", tuple(samples), target_ms, note="in a fresh interpreter" + (f"; {note}" if note else ""))
 
 
 async def run_scaling(progress: Callable[[Row], None] | None = None) -> list[Row]:
@@ -282,5 +301,32 @@ async def run_scaling(progress: Callable[[Row], None] | None = None) -> list[Row
         done(cli("foldline --help", ["--help"], 0, 300.0))
         done(cli("foldline run BAD.toml to its exit-2 message", ["run", str(bad)], 2, 300.0))
     done(in_child("import runtime.runtime", "import runtime.runtime", 250.0))
-    done(in_child("tokenizer load", "tokenizer.encoding()", 100.0, prelude="from runtime import tokenizer\n"))
+    encoding()  # fills the rank cache if this machine has never loaded the tokenizer
+    done(
+        in_child(
+            "tokenizer load",
+            "tokenizer.encoding()",
+            100.0,
+            prelude="from runtime import tokenizer\n",
+            note="rank cache warm",
+        )
+    )
+    done(
+        in_child(
+            "tokenizer load, rank cache off",
+            "tokenizer.encoding()",
+            None,
+            prelude="from runtime import tokenizer\n",
+            env={"FOLDLINE_CACHE_DIR": ""},
+            note="the rank file parsed",
+        )
+    )
+    done(
+        in_child(
+            "tokenizer: import to first count",
+            "from runtime.tokenizer import count_tokens\ncount_tokens('hello world')",
+            None,
+            note="rank cache warm; what a program waits for its first count",
+        )
+    )
     return rows
