@@ -15,6 +15,9 @@ runs with its spread, the target it is held to and whether the median met it:
 - bus throughput with 1, 10 and 100 subscribers (no target at 100);
 - ``foldline --help`` and ``foldline run BAD.toml`` to its exit-2 message,
   ``import runtime.runtime`` and the tokenizer's load, each in a fresh process.
+  Where ``PYTHONDONTWRITEBYTECODE`` is set, every start compiles each module
+  from source, so the import is also measured (reported) with the bytecode
+  cache on, as an installed package runs.
   The load is measured with the rank cache warm (as after a machine's first
   load, which fills it; the parent has loaded the tokenizer by then) and,
   reported beside it, with the cache turned off; "time to first count" is
@@ -300,7 +303,23 @@ async def run_scaling(progress: Callable[[Row], None] | None = None) -> list[Row
         bad.write_text('schema = "foldline.scenario/v1"\n[flow]\nname = 3\n', encoding="utf-8")
         done(cli("foldline --help", ["--help"], 0, 300.0))
         done(cli("foldline run BAD.toml to its exit-2 message", ["run", str(bad)], 2, 300.0))
-    done(in_child("import runtime.runtime", "import runtime.runtime", 250.0))
+    bytecode = (
+        "off (PYTHONDONTWRITEBYTECODE set)" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "as Python keeps it"
+    )
+    done(in_child("import runtime.runtime", "import runtime.runtime", 250.0, note=f"bytecode cache {bytecode}"))
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        # Every module was compiled from source above: what an installed package (bytecode written) costs.
+        cached = {"PYTHONDONTWRITEBYTECODE": ""}
+        in_child("bytecode warm-up", "import runtime.runtime", None, runs=1, env=cached)
+        done(
+            in_child(
+                "import runtime.runtime, bytecode cached",
+                "import runtime.runtime",
+                None,
+                env=cached,
+                note="the modules' bytecode written by a first import, as an installed package has it",
+            )
+        )
     encoding()  # fills the rank cache if this machine has never loaded the tokenizer
     done(
         in_child(
