@@ -303,9 +303,7 @@ async def run_scaling(progress: Callable[[Row], None] | None = None) -> list[Row
         bad.write_text('schema = "foldline.scenario/v1"\n[flow]\nname = 3\n', encoding="utf-8")
         done(cli("foldline --help", ["--help"], 0, 300.0))
         done(cli("foldline run BAD.toml to its exit-2 message", ["run", str(bad)], 2, 300.0))
-    bytecode = (
-        "off (PYTHONDONTWRITEBYTECODE set)" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "as Python keeps it"
-    )
+    bytecode = "none written (PYTHONDONTWRITEBYTECODE set)" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "on"
     done(in_child("import runtime.runtime", "import runtime.runtime", 250.0, note=f"bytecode cache {bytecode}"))
     if os.environ.get("PYTHONDONTWRITEBYTECODE"):
         # Every module was compiled from source above: what an installed package (bytecode written) costs.
