@@ -50,7 +50,7 @@ from runtime.fold.planner import FoldPlan, FoldPlanner
 from runtime.fold.settings import FoldSettings
 from runtime.measure import TokenCounter, measure
 from runtime.messages import Instruction, Message
-from runtime.tokenizer import encoding
+from runtime.tokenizer import count_tokens, encoding
 from runtime.usage import Usage
 from signals.throughput import measure_bus_throughput
 
@@ -180,7 +180,8 @@ def from_scratch(tokens: int = 100_000, target_ms: float = 20.0, runs: int = 7) 
     """Compile + measure of a ``tokens``-token conversation never seen before, with an empty counter."""
     settings = RequestSettings(model=MODEL)
     encoding()  # the tokenizer's one-time load is its own figure
-    samples = []
+    samples: list[float] = []
+    bare: list[float] = []
     counted = 0
     for run in range(runs):
         view: list[Message] = [Instruction(f"Read the files and report (scratch {run}).")]
@@ -191,16 +192,21 @@ def from_scratch(tokens: int = 100_000, target_ms: float = 20.0, runs: int = 7) 
         forget_layouts()
         counter = TokenCounter()
         started = time.process_time()
-        counted = measure(
-            compile_request(system="s", tools=(), view=view, settings=settings).pieces(), counter, 1.0
-        ).counted
+        request = compile_request(system="s", tools=(), view=view, settings=settings)
+        counted = measure(request.pieces(), counter, 1.0).counted
         samples.append((time.process_time() - started) * 1000)
+        text = request.payload_text()
+        started = time.process_time()
+        whole = count_tokens(text)
+        bare.append((time.process_time() - started) * 1000)
+        if whole != counted:
+            raise RuntimeError(f"from scratch: measured {counted} tokens, the whole payload has {whole}")
     return Row(
         f"compile + measure from scratch, {tokens // 1000}k tokens",
         "ms",
         tuple(samples),
         target_ms,
-        note=f"{counted:,} tokens",
+        note=f"{counted:,} tokens; one tiktoken count of the whole payload: median {statistics.median(bare):.2f} ms",
     )
 
 
