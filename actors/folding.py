@@ -31,7 +31,6 @@ from collections.abc import Callable, Sequence
 from typing import Literal, Protocol
 
 import attrs
-import structlog
 
 from actors.branch import Turn
 from actors.cache_step import anchor_locations
@@ -48,12 +47,13 @@ from runtime.fold.planner import FoldInput, FoldPlan, FoldPlanner, NeedSummary, 
 from runtime.fold.protected import decide as decide_first_round
 from runtime.fold.protected import first_round, protected_ids, round_end_in_view
 from runtime.fold.settings import FoldSettings
+from runtime.logs import get_logger
 from runtime.measure import Measurement
 from runtime.messages import AssistantResponse, Message, Note, ToolCall, ToolResult
 from runtime.usage import Usage
 from signals.events import FoldCommitted
 
-log = structlog.get_logger("foldline.fold")
+log = get_logger("foldline.fold")
 
 
 MAX_RESUMES = 2

@@ -32,7 +32,6 @@ from typing import NoReturn
 
 import anyio
 import attrs
-import structlog
 
 from actors.branch import RequestRecord, Turn
 from actors.cache_step import CachePlan, cache_summary, mark_json, plan_cache, read_verdict, record_cache_outcome
@@ -45,6 +44,7 @@ from runtime.cache.rewrites import find_rewrite, stable_digests
 from runtime.ceiling import Action, ResolvedCeiling, decide, refusal
 from runtime.compiler import Intent, Request
 from runtime.fold.planner import NeedSummary, SummaryResult
+from runtime.logs import get_logger
 from runtime.measure import Measurement
 from runtime.messages import AssistantResponse, Instruction, Message, ToolResult
 from runtime.providers.base import AttemptFailed, ProviderError, ProviderReply
@@ -53,7 +53,7 @@ from runtime.providers.retry import retry_delay, should_retry
 from runtime.usage import Usage
 from signals.events import CacheRewrite, ContextDecision, RequestSent, ResponseReceived
 
-log = structlog.get_logger("foldline.engine")
+log = get_logger("foldline.engine")
 
 METHOD = "o200k_base x scale"
 """How an estimate is made (the decision event names it)."""

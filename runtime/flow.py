@@ -23,7 +23,6 @@ from typing import Literal
 
 import anyio
 import attrs
-import structlog
 
 from actors.branch import Branch
 from actors.env import RunEnv
@@ -34,6 +33,7 @@ from runtime.config.ceilings import check_call_under_profile, check_output_limit
 from runtime.config.checks import check_choice, check_int, check_name
 from runtime.config.graph import GraphNode, check_graph
 from runtime.errors import ConfigError, FoldlineError
+from runtime.logs import bound_contextvars, get_logger
 from runtime.messages import AssistantResponse, ToolResult
 from signals.events import (
     ChildSpawned,
@@ -43,7 +43,7 @@ from signals.events import (
     NodeStarted,
 )
 
-log = structlog.get_logger("foldline.flow")
+log = get_logger("foldline.flow")
 
 Status = Literal["ok", "failed", "skipped"]
 
@@ -252,7 +252,7 @@ class _Scheduler:
 
     async def supervise(self, node: Node, branch: Branch, resume: bool = False) -> None:
         """Run one node; a failure is recorded as its own, never raised into the flow."""
-        with structlog.contextvars.bound_contextvars(node=node.id, branch=branch.id):
+        with bound_contextvars(node=node.id, branch=branch.id):
             await self._supervise(node, branch, resume)
 
     async def _supervise(self, node: Node, branch: Branch, resume: bool) -> None:

@@ -1,18 +1,71 @@
 """Logging: structlog, sync API only, human-readable on a terminal or JSON.
 
 ``configure_logging`` is called once by the command line. Library code only
-calls ``structlog.get_logger(...)`` and binds run / node / branch ids; it
-never logs an API key or a full request body (requests are logged by digest
-and size).
+calls :func:`get_logger` and binds run / node / branch ids with
+:func:`bound_contextvars`; it never logs an API key or a full request body
+(requests are logged by digest and size).
+
+Importing structlog costs about a quarter of importing the runtime (it brings
+asyncio, and rich when that is installed), so nothing here imports it until it
+is needed: :func:`get_logger` gives a logger that resolves
+``structlog.get_logger(name)`` on its first call, :func:`bound_contextvars`
+imports structlog when a run or node binds its ids, and
+:func:`configure_logging` when the command line configures it. What a logger
+does is structlog's: the same processors, the same context variables.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
-from typing import Literal, TextIO
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
-import structlog
+if TYPE_CHECKING:
+    import structlog
+
+
+class LazyLogger:
+    """A structlog logger that imports structlog on its first call (see the module docstring).
+
+    Every attribute (``info``, ``warning``, ``bind``, ...) is the attribute of
+    ``structlog.get_logger(name)``, which follows the configuration in force
+    when the call is made, as structlog's own lazy proxy does.
+    """
+
+    __slots__ = ("_logger", "name")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._logger: Any = None
+
+    def __getattr__(self, attribute: str) -> Any:
+        if attribute.startswith("__"):
+            raise AttributeError(attribute)
+        logger = self._logger
+        if logger is None:
+            import structlog
+
+            logger = self._logger = structlog.get_logger(self.name)
+        return getattr(logger, attribute)
+
+    def __repr__(self) -> str:
+        return f"<LazyLogger {self.name!r}>"
+
+
+def get_logger(name: str) -> Any:
+    """The logger named ``name``; structlog is imported when it first logs."""
+    return LazyLogger(name)
+
+
+@contextmanager
+def bound_contextvars(**values: object) -> Iterator[None]:
+    """``structlog.contextvars.bound_contextvars``: bind ``values`` for every log line inside."""
+    import structlog
+
+    with structlog.contextvars.bound_contextvars(**values):
+        yield
 
 
 def configure_logging(
@@ -22,6 +75,8 @@ def configure_logging(
     numeric = logging.getLevelName(level.upper())
     if not isinstance(numeric, int):
         raise ValueError(f"unknown log level {level!r}")
+    import structlog
+
     out = stream or sys.stderr
     renderer: structlog.types.Processor
     if fmt == "json":

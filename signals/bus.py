@@ -47,10 +47,10 @@ from typing import Any
 
 import anyio
 import attrs
-import structlog
 from anyio.abc import TaskGroup
 
 from runtime.errors import FoldlineError
+from runtime.logs import get_logger
 from signals.envelope import SCHEMA_VERSION, Event, event_id
 from signals.events import LOW_PRIORITY_TYPES
 from signals.subscription import (
@@ -65,7 +65,7 @@ from signals.subscription import (
     set_slot,
 )
 
-_log = structlog.get_logger("signals.bus")
+_log = get_logger("signals.bus")
 
 
 class BusClosedError(FoldlineError, RuntimeError):

@@ -54,3 +54,17 @@ def test_the_start_up_rows_run_the_commands_they_name(tmp_path) -> None:
         "tokenizer load", "tokenizer.encoding()", 100.0, runs=1, prelude="from runtime import tokenizer\n"
     )
     assert load.samples[0] > 0
+
+
+def test_a_child_row_runs_with_the_environment_it_is_given() -> None:
+    # The "rank cache off" row really turns the cache off in the child (the probe fails otherwise).
+    row = scaling.in_child(
+        "cache off",
+        "assert tokenizer.ranks_cache_path() is None, tokenizer.ranks_cache_path()",
+        None,
+        runs=1,
+        prelude="from runtime import tokenizer\n",
+        env={"FOLDLINE_CACHE_DIR": ""},
+        note="the rank file parsed",
+    )
+    assert row.met is None and row.note == "in a fresh interpreter; the rank file parsed"

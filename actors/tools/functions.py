@@ -44,15 +44,19 @@ import functools
 import inspect
 import typing
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import anyio.to_thread
-import docstring_parser
-import pydantic
 
 from actors.tools.registry import DEFAULT_TIMEOUT_S, Tool, ToolArgumentError, ToolContext, ToolFailed
 from runtime.compiler import ToolSpec
 from runtime.errors import ConfigError
+
+if TYPE_CHECKING:
+    # Imported where a tool is built or its output converted: importing the tools (and so the runtime) does not
+    # import pydantic and docstring_parser.
+    import docstring_parser
+    import pydantic
 
 MAX_SHOWN_VALUE = 80
 """Characters of a bad argument's value an error message quotes."""
@@ -93,6 +97,8 @@ def tool_output(value: Any) -> Any:
     """A tool function's return value as a result body: text, or a JSON value."""
     if isinstance(value, str):
         return value
+    import pydantic
+
     if isinstance(value, pydantic.BaseModel):
         return value.model_dump(mode="json")
     if isinstance(value, (list, tuple)):
@@ -112,6 +118,8 @@ def _description(func: Callable[..., Any], parsed: docstring_parser.Docstring) -
 
 def _arguments_model(func: Callable[..., Any], tool_name: str) -> type[pydantic.BaseModel]:
     """A pydantic model of the function's parameters (extra arguments forbidden)."""
+    import pydantic
+
     try:
         hints = typing.get_type_hints(func, include_extras=True)
     except Exception as exc:
@@ -150,6 +158,9 @@ def function_tool(
     """A :class:`Tool` from a typed function (sync or async); see the module doc."""
     if not callable(func):
         raise ConfigError(f"function_tool: {func!r} is not a function")
+    import docstring_parser
+    import pydantic
+
     is_async = inspect.iscoroutinefunction(func)
     parsed = docstring_parser.parse(func.__doc__ or "")
     tool_name = name or func.__name__

@@ -22,13 +22,15 @@ from __future__ import annotations
 import fnmatch
 import os
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import regex
-from pydantic import Field
+from annotated_types import Ge, Le, MaxLen, MinLen
 
 from actors.tools.functions import function_tool
 from actors.tools.registry import Tool, ToolFailed
+
+if TYPE_CHECKING:
+    import regex
 
 MAX_READ = 16_000
 """Bytes one ``read_file`` call returns at most."""
@@ -44,8 +46,11 @@ MAX_GREP_FILES = 2_000
 GREP_TIMEOUT_S = 0.5
 BINARY_SNIFF = 8192
 
-PathArg = Annotated[str, Field(min_length=1, max_length=MAX_PATH_CHARS)]
-PatternArg = Annotated[str, Field(min_length=1, max_length=MAX_PATTERN_CHARS)]
+# The argument bounds as annotated-types constraints, which pydantic reads as it reads Field(min_length=...) and
+# the rest (the same schema, the same errors), so that importing the tools does not import pydantic (or regex):
+# both are imported when a tool is built or a grep runs.
+PathArg = Annotated[str, MinLen(1), MaxLen(MAX_PATH_CHARS)]
+PatternArg = Annotated[str, MinLen(1), MaxLen(MAX_PATTERN_CHARS)]
 
 
 class WorkspacePathError(ToolFailed):
@@ -171,6 +176,8 @@ def _grep_file(root: Path, file: Path, compiled: regex.Pattern[str], out: list[s
 
 
 def _grep(root: Path, pattern: str, path: str) -> str:
+    import regex
+
     try:
         compiled = regex.compile(pattern)
     except regex.error as exc:
@@ -200,8 +207,8 @@ def workspace_tools(root: str | os.PathLike[str]) -> tuple[Tool, ...]:
 
     def read_file(
         path: PathArg,
-        offset: Annotated[int, Field(ge=0, le=MAX_OFFSET)] = 0,
-        limit: Annotated[int, Field(ge=1, le=MAX_READ)] = MAX_READ,
+        offset: Annotated[int, Ge(0), Le(MAX_OFFSET)] = 0,
+        limit: Annotated[int, Ge(1), Le(MAX_READ)] = MAX_READ,
     ) -> str:
         """Read a text file of the workspace, a range of bytes at a time.
 

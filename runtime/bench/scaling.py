@@ -15,6 +15,13 @@ runs with its spread, the target it is held to and whether the median met it:
 - bus throughput with 1, 10 and 100 subscribers (no target at 100);
 - ``foldline --help`` and ``foldline run BAD.toml`` to its exit-2 message,
   ``import runtime.runtime`` and the tokenizer's load, each in a fresh process.
+  Where ``PYTHONDONTWRITEBYTECODE`` is set, every start compiles each module
+  from source, so the import is also measured (reported) with the bytecode
+  cache on, as an installed package runs.
+  The load is measured with the rank cache warm (as after a machine's first
+  load, which fills it; the parent has loaded the tokenizer by then) and,
+  reported beside it, with the cache turned off; "time to first count" is
+  what a program waits from importing the tokenizer to its first count.
 
 These functions read clocks and start processes: they are benchmarks, not
 part of the pure core.
@@ -22,6 +29,7 @@ part of the pure core.
 
 from __future__ import annotations
 
+import os
 import resource
 import statistics
 import subprocess
@@ -42,7 +50,7 @@ from runtime.fold.planner import FoldPlan, FoldPlanner
 from runtime.fold.settings import FoldSettings
 from runtime.measure import TokenCounter, measure
 from runtime.messages import Instruction, Message
-from runtime.tokenizer import encoding
+from runtime.tokenizer import count_tokens, encoding
 from runtime.usage import Usage
 from signals.throughput import measure_bus_throughput
 
@@ -172,7 +180,8 @@ def from_scratch(tokens: int = 100_000, target_ms: float = 20.0, runs: int = 7) 
     """Compile + measure of a ``tokens``-token conversation never seen before, with an empty counter."""
     settings = RequestSettings(model=MODEL)
     encoding()  # the tokenizer's one-time load is its own figure
-    samples = []
+    samples: list[float] = []
+    bare: list[float] = []
     counted = 0
     for run in range(runs):
         view: list[Message] = [Instruction(f"Read the files and report (scratch {run}).")]
@@ -183,16 +192,21 @@ def from_scratch(tokens: int = 100_000, target_ms: float = 20.0, runs: int = 7) 
         forget_layouts()
         counter = TokenCounter()
         started = time.process_time()
-        counted = measure(
-            compile_request(system="s", tools=(), view=view, settings=settings).pieces(), counter, 1.0
-        ).counted
+        request = compile_request(system="s", tools=(), view=view, settings=settings)
+        counted = measure(request.pieces(), counter, 1.0).counted
         samples.append((time.process_time() - started) * 1000)
+        text = request.payload_text()
+        started = time.process_time()
+        whole = count_tokens(text)
+        bare.append((time.process_time() - started) * 1000)
+        if whole != counted:
+            raise RuntimeError(f"from scratch: measured {counted} tokens, the whole payload has {whole}")
     return Row(
         f"compile + measure from scratch, {tokens // 1000}k tokens",
         "ms",
         tuple(samples),
         target_ms,
-        note=f"{counted:,} tokens",
+        note=f"{counted:,} tokens; one tiktoken count of the whole payload: median {statistics.median(bare):.2f} ms",
     )
 
 
@@ -245,15 +259,29 @@ def cli(name: str, arguments: list[str], expect: int, target_ms: float, runs: in
 _PROBE = "import time\nstarted = time.process_time()\n{setup}\nprint(time.process_time() - started)\n"
 
 
-def in_child(name: str, setup: str, target_ms: float, runs: int = 5, prelude: str = "") -> Row:
+def in_child(
+    name: str,
+    setup: str,
+    target_ms: float | None,
+    runs: int = 5,
+    prelude: str = "",
+    env: dict[str, str] | None = None,
+    note: str = "",
+) -> Row:
     samples = []
     for _ in range(runs):
         code = prelude + _PROBE.format(setup=setup)
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=False,
+            env=None if env is None else {**os.environ, **env},
+        )
         if done.returncode != 0:
             raise RuntimeError(f"{name} failed: {done.stderr.strip()[-400:]}")
         samples.append(float(done.stdout.strip()) * 1000)
-    return Row(name, "ms", tuple(samples), target_ms, note="in a fresh interpreter")
+    return Row(name, "ms", tuple(samples), target_ms, note="in a fresh interpreter" + (f"; {note}" if note else ""))
 
 
 async def run_scaling(progress: Callable[[Row], None] | None = None) -> list[Row]:
@@ -281,6 +309,47 @@ async def run_scaling(progress: Callable[[Row], None] | None = None) -> list[Row
         bad.write_text('schema = "foldline.scenario/v1"\n[flow]\nname = 3\n', encoding="utf-8")
         done(cli("foldline --help", ["--help"], 0, 300.0))
         done(cli("foldline run BAD.toml to its exit-2 message", ["run", str(bad)], 2, 300.0))
-    done(in_child("import runtime.runtime", "import runtime.runtime", 250.0))
-    done(in_child("tokenizer load", "tokenizer.encoding()", 100.0, prelude="from runtime import tokenizer\n"))
+    bytecode = "none written (PYTHONDONTWRITEBYTECODE set)" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "on"
+    done(in_child("import runtime.runtime", "import runtime.runtime", 250.0, note=f"bytecode cache {bytecode}"))
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        # Every module was compiled from source above: what an installed package (bytecode written) costs.
+        cached = {"PYTHONDONTWRITEBYTECODE": ""}
+        in_child("bytecode warm-up", "import runtime.runtime", None, runs=1, env=cached)
+        done(
+            in_child(
+                "import runtime.runtime, bytecode cached",
+                "import runtime.runtime",
+                None,
+                env=cached,
+                note="the modules' bytecode written by a first import, as an installed package has it",
+            )
+        )
+    encoding()  # fills the rank cache if this machine has never loaded the tokenizer
+    done(
+        in_child(
+            "tokenizer load",
+            "tokenizer.encoding()",
+            100.0,
+            prelude="from runtime import tokenizer\n",
+            note="rank cache warm",
+        )
+    )
+    done(
+        in_child(
+            "tokenizer load, rank cache off",
+            "tokenizer.encoding()",
+            None,
+            prelude="from runtime import tokenizer\n",
+            env={"FOLDLINE_CACHE_DIR": ""},
+            note="the rank file parsed",
+        )
+    )
+    done(
+        in_child(
+            "tokenizer: import to first count",
+            "from runtime.tokenizer import count_tokens\ncount_tokens('hello world')",
+            None,
+            note="rank cache warm; what a program waits for its first count",
+        )
+    )
     return rows

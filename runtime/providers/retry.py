@@ -11,7 +11,6 @@ and statuses 408, 409, 429 and >= 500; an ``x-should-retry`` header of
 
 from __future__ import annotations
 
-import email.utils
 from collections.abc import Mapping
 
 INITIAL_RETRY_DELAY = 0.5
@@ -46,6 +45,8 @@ def _retry_after(headers: Mapping[str, str], now: float) -> float | None:
     try:
         return float(value)
     except ValueError:
+        import email.utils  # an HTTP date is rare; email.utils (and the socket module it brings) loads then
+
         parsed = email.utils.parsedate_tz(value)
         if parsed is None:
             return None

@@ -34,9 +34,9 @@ from urllib.parse import parse_qsl
 import anyio
 import anyio.to_thread
 import attrs
-import structlog
 
 from runtime.canonical import canonical_bytes, sha256_hex
+from runtime.logs import get_logger
 from runtime.policies import PolicyExhausted, PolicyRegistry, Reply, ScriptPolicy, UnknownPolicy
 from runtime.sim.admin import ADMIN_PREFIX, Admin
 from runtime.sim.cache_engine import CacheEngine, CacheEntry, CacheOutcome
@@ -60,7 +60,7 @@ NODE_HEADER = "x-foldline-node"
 STREAM_FAULT_MESSAGE = "Overloaded (simulated mid-stream fault)"
 _ID_ALPHABET = string.ascii_letters + string.digits
 
-log = structlog.get_logger("foldline.sim")
+log = get_logger("foldline.sim")
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]

@@ -20,11 +20,11 @@ from collections.abc import Awaitable, Callable
 import anyio
 import anyio.abc
 import attrs
-import structlog
 
+from runtime.logs import get_logger
 from runtime.sim.http import ActivityMarker
 
-log = structlog.get_logger("foldline.sim")
+log = get_logger("foldline.sim")
 
 ACCEPT_RETRY_FIRST_S = 0.01
 ACCEPT_RETRY_MAX_S = 0.5

@@ -20,8 +20,8 @@ from typing import cast
 import anyio
 import anyio.abc
 import attrs
-import structlog
 
+from runtime.logs import get_logger
 from runtime.policies import PolicyRegistry
 from runtime.sim.admin import Admin
 from runtime.sim.app import Clock, RequestRecord, SimApp, Sleep, protocol_error_response
@@ -32,7 +32,7 @@ from runtime.sim.http import serve_connection
 
 __all__ = ["SimConfig", "SimServer", "serve_forever", "serve_simulator"]
 
-log = structlog.get_logger("foldline.sim")
+log = get_logger("foldline.sim")
 
 
 @attrs.define(eq=False)

@@ -32,7 +32,6 @@ from typing import Any
 
 import anyio
 import attrs
-import structlog
 
 from actors.branch import (
     Branch,
@@ -45,6 +44,7 @@ from actors.branch import (
     ViewSet,
 )
 from runtime.canonical import canonical_json
+from runtime.logs import get_logger
 from runtime.messages import AssistantResponse, Message, SystemMessage
 from runtime.store.codec import dumps_value, ledger_rows_of, stored_message_content, thinking_block_digests
 from runtime.store.errors import (
@@ -59,7 +59,7 @@ from runtime.store.schema import check_schema, create_schema, resolve_store_path
 from runtime.store.writer import SqliteWriter
 from signals.envelope import Event
 
-log = structlog.get_logger("foldline.store")
+log = get_logger("foldline.store")
 
 
 @attrs.define(eq=False)

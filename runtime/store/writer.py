@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import structlog
 
+from runtime.logs import get_logger
 from runtime.store.errors import StoreWriteFailed
 from runtime.store.schema import configure
 
-log = structlog.get_logger("foldline.store")
+log = get_logger("foldline.store")
 
 Statement = tuple[str, Sequence[Any]]
 Unit = Sequence[Statement]

@@ -38,7 +38,16 @@ STICKY_TIMEOUT = timedelta(seconds=3)
 
 def warm() -> None:
     """Load what a workflow's first task would otherwise load under the deadlock detector."""
+    # Importing the runtime no longer loads docstring_parser, pydantic, regex, structlog or email.utils
+    # (runtime.logs, actors.tools and the retry rules import them on first use): load them here, as importing the
+    # runtime used to, so that no workflow task imports them.
+    import email.utils  # noqa: F401
+
     import anyio._backends._asyncio  # noqa: F401  (anyio imports its backend lazily, inside the sandbox otherwise)
+    import docstring_parser  # noqa: F401
+    import pydantic  # noqa: F401
+    import regex  # noqa: F401
+    import structlog  # noqa: F401
 
     from runtime.tokenizer import encoding
 

@@ -1,0 +1,100 @@
+"""Importing the runtime leaves the heavy libraries out until they are used (checked in a fresh interpreter).
+
+structlog (which brings asyncio, and rich when installed), pydantic and
+docstring_parser (building a tool), regex (a grep), email.utils (an HTTP-date
+Retry-After), tiktoken (the first count) and the anthropic SDK (opening a
+provider) each load when first needed; and loading them late changes nothing:
+the lazy logger logs through structlog's configuration and context variables.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import structlog
+
+from runtime.logs import LazyLogger, bound_contextvars, configure_logging, get_logger
+
+ROOT = Path(__file__).resolve().parent.parent
+
+LAZY = ("structlog", "asyncio", "rich", "pydantic", "docstring_parser", "regex", "email.utils", "tiktoken", "anthropic")
+
+PROBE = """
+import json, sys
+from pathlib import Path
+LAZY = json.loads(sys.argv[1])
+loaded = lambda: sorted(m for m in LAZY if m in sys.modules)
+seen = {}
+import runtime.runtime
+from runtime import Profile, Runtime, tool, workspace_tools
+seen["import"] = loaded()
+from runtime.providers.retry import retry_delay
+retry_delay(0, {"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, jitter=0.0, now=0.0)
+seen["http date"] = loaded()
+
+@tool
+def add(a: int, b: int) -> int:
+    '''Add two numbers.'''
+    return a + b
+
+tools = workspace_tools(sys.argv[2])
+seen["tool"] = loaded()
+from actors.tools.workspace import _grep
+_grep(Path(sys.argv[2]).resolve(), "import", ".")
+seen["grep"] = loaded()
+from runtime.logs import bound_contextvars
+with bound_contextvars(run_id="r1"):
+    pass
+seen["bind"] = loaded()
+print(json.dumps(seen))
+"""
+
+
+def test_importing_the_runtime_loads_none_of_the_heavy_libraries(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("import os\n")
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(LAZY), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["import"] == []
+    assert seen["http date"] == ["email.utils"]
+    assert {"docstring_parser", "pydantic"} <= set(seen["tool"])
+    assert not {"structlog", "asyncio", "regex", "tiktoken", "anthropic"} & set(seen["tool"])
+    assert set(seen["grep"]) - set(seen["tool"]) == {"regex"}
+    assert {"structlog", "asyncio"} <= set(seen["bind"])
+    assert not {"tiktoken", "anthropic"} & set(seen["bind"])
+
+
+def test_the_lazy_logger_logs_through_structlog_with_the_bound_context() -> None:
+    out = io.StringIO()
+    logger = get_logger("foldline.test")
+    assert isinstance(logger, LazyLogger) and repr(logger) == "<LazyLogger 'foldline.test'>"
+    configure_logging(level="info", fmt="json", stream=out)
+    try:
+        with bound_contextvars(run_id="run-7", node="n1"):
+            logger.info("started", requests=3)
+            logger.debug("not shown")
+        logger.bind(branch="b2").warning("after the block")
+    finally:
+        structlog.reset_defaults()
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [(line["event"], line["level"]) for line in lines] == [("started", "info"), ("after the block", "warning")]
+    assert lines[0]["run_id"] == "run-7" and lines[0]["node"] == "n1" and lines[0]["requests"] == 3
+    assert "run_id" not in lines[1] and lines[1]["branch"] == "b2"
+
+
+def test_the_lazy_logger_follows_the_configuration_in_force_at_each_call() -> None:
+    logger = get_logger("foldline.test")
+    logger.info("resolved under the default configuration")
+    with structlog.testing.capture_logs() as logs:
+        logger.error("captured", code=2)
+    assert logs == [{"event": "captured", "code": 2, "log_level": "error"}]
