@@ -10,6 +10,9 @@
 - ``foldline.write_events``: a batch of events appended to a JSONL sink and/or
   inserted into a SQLite store file, exactly once per ``seq`` (a retried batch
   skips what the sink already holds).
+- ``foldline.put_bodies`` / ``foldline.get_bodies``: message bodies in the body
+  store, each under its own SHA-256 (a spawned child's seed names them by
+  digest, :mod:`runtime.temporal.seed`).
 
 Each activity heartbeats while it runs, so a worker that dies is noticed
 within the heartbeat timeout and the attempt moves to another worker.
@@ -17,6 +20,7 @@ within the heartbeat timeout and the attempt moves to another worker.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Awaitable, Callable, Mapping
@@ -26,10 +30,12 @@ from typing import Any, Protocol, TypeVar
 import anyio
 import attrs
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from actors.tools import ToolContext, ToolRegistry
 from runtime.errors import FoldlineError
 from runtime.providers.base import AttemptFailed, ProviderError, ProviderReply
+from runtime.temporal.bodies import BodyStore
 from runtime.usage import Usage
 
 T = TypeVar("T")
@@ -140,6 +146,31 @@ class ActivityHost:
         if arg.get("sqlite"):
             insert_events(Path(arg["sqlite"]), arg["events"])
         return written
+
+
+@attrs.define(eq=False)
+class BodyActivities:
+    """Message bodies in the deployment's body store, each under the SHA-256 of its canonical content."""
+
+    store: BodyStore
+
+    @activity.defn(name="foldline.put_bodies")
+    async def put_bodies(self, arg: dict[str, Any]) -> int:
+        """Store each body under its digest (refusing one that does not hash to it); return how many."""
+        bodies: dict[str, str] = arg["bodies"]
+        for digest, body in bodies.items():
+            data = body.encode("utf-8")
+            if hashlib.sha256(data).hexdigest() != digest:
+                raise ApplicationError(
+                    f"put_bodies: the body given for {digest} does not hash to it", non_retryable=True
+                )
+            self.store.put(digest, data)
+        return len(bodies)
+
+    @activity.defn(name="foldline.get_bodies")
+    async def get_bodies(self, arg: dict[str, Any]) -> dict[str, str]:
+        """The bodies of the given digests (the store checks each against its digest)."""
+        return {digest: self.store.get(digest).decode("utf-8") for digest in arg["digests"]}
 
 
 def _failure(error: ProviderError) -> dict[str, Any]:

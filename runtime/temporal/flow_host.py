@@ -1,9 +1,8 @@
-"""The flow inside a workflow: foldline's own runtime, with its I/O edges made activities.
+"""A flow's I/O edges inside workflows, made activities.
 
-:func:`run_flow_workflow` runs a scenario's flow the way
-:func:`runtime.scenario_run.run_scenario` does in process (the same
-:class:`~runtime.runtime.Runtime`, scheduler, send pipeline and pure core),
-with the host's edges swapped for deterministic ones:
+The flow workflow (:mod:`runtime.temporal.scheduler`) and each node's
+workflow (:mod:`runtime.temporal.node_host`) run foldline's own send
+pipeline and pure core, with the host's edges swapped for deterministic ones:
 
 - the provider is :class:`ActivityProvider`: each attempt is a
   ``foldline.provider_attempt`` activity (retried by the pipeline under the
@@ -13,8 +12,8 @@ with the host's edges swapped for deterministic ones:
 - the clock, the monotonic clock and the retry jitter are the workflow's, and
   the ids come from a :class:`~runtime.ids.CountingIds` named after the
   workflow, so a replay rebuilds every id;
-- events are numbered by the in-workflow bus (``seq``) and reach the JSONL
-  sink through ``foldline.write_events`` batches, in seq order.
+- events are numbered by the flow workflow's bus (``seq``) and reach the
+  sinks through ``foldline.write_events`` batches (:class:`EventPump`), in seq order.
 
 Only called from inside a workflow (it reads ``temporalio.workflow``); runs on
 asyncio only, as every Temporal workflow does.
@@ -26,19 +25,14 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-import anyio
 import attrs
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
-from actors.tools import BUILTIN_TOOLS, Tool, ToolContext, ToolFailed, ToolRegistry
+from actors.tools import Tool, ToolContext, ToolFailed, ToolRegistry
 from runtime.compiler import Request
-from runtime.config.loader import loads_scenario
-from runtime.ids import CountingIds
 from runtime.providers.base import AttemptFailed, ProviderError, ProviderReply
 from runtime.providers.retry import INITIAL_RETRY_DELAY, MAX_RETRY_DELAY
-from runtime.runtime import Runtime
-from runtime.scenario_run import build_flow
 from runtime.temporal.activities import reply_from_wire
 from signals.bus import Gap
 from signals.envelope import Event
@@ -152,36 +146,3 @@ class EventPump:
                 ),
                 result_type=int,
             )
-
-
-async def run_flow_workflow(arg: Mapping[str, Any]) -> dict[str, Any]:
-    """Run the scenario ``arg`` describes inside the current workflow; return its report."""
-    scenario = loads_scenario(arg["scenario_text"], path_label=arg["scenario_label"], tool_names=BUILTIN_TOOLS.names())
-    spec = scenario.provider if not arg.get("provider") else scenario.provider.with_kind(arg["provider"])
-    flow = build_flow(scenario)
-    info = workflow.info()
-    provider = ActivityProvider(spec.kind, spec.kind, spec.max_retries)
-    sinks = (arg.get("signals_path"), arg.get("events_db"))
-    pump = EventPump(*sinks) if any(sinks) else None
-    rt = Runtime(
-        provider=provider,
-        model=spec.model_config,
-        registry=activity_registry(BUILTIN_TOOLS),
-        clock=lambda: workflow.now().timestamp(),
-        monotonic=workflow.time,
-        ids=CountingIds(prefix=info.workflow_id),
-        run_id=str(arg["run_id"]),
-        scenario=scenario.name,
-        jitter=workflow.random().random,
-    )
-    async with anyio.create_task_group() as tg:
-        if pump is not None:
-            tg.start_soon(pump.run)
-        async with rt:
-            if pump is not None:
-                rt.signals.add_handler(pump.take, policy="block", maxsize=4096, name="temporal-sink")
-            await rt.run(flow)
-            report = rt.report()
-        if pump is not None:
-            pump.closing = True
-    return {"report": report, "events_written": pump.written if pump is not None else 0}

@@ -24,9 +24,9 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from runtime.errors import ConfigError
 from runtime.temporal import DEFAULT_TASK_QUEUE
-from runtime.temporal.activities import ActivityHost
+from runtime.temporal.activities import ActivityHost, BodyActivities
 from runtime.temporal.bodies import BodyStore, ClaimCheckCodec
-from runtime.temporal.workflows import FlowWorkflow
+from runtime.temporal.workflows import FlowWorkflow, NodeWorkflow
 
 PASSTHROUGH = (
     "runtime", "actors", "signals", "anyio", "sniffio", "attr", "attrs", "structlog",
@@ -95,14 +95,23 @@ def sandbox_runner() -> SandboxedWorkflowRunner:
 def build_worker(
     client: Client, host: ActivityHost, *, task_queue: str = DEFAULT_TASK_QUEUE, max_activities: int = 100
 ) -> Worker:
-    """A worker for the flow workflow and the activities (at most ``max_activities`` running at once)."""
+    """A worker for the flow and node workflows and the activities (at most ``max_activities`` running at once).
+
+    The body activities use the client's body store (the one its codec stores payloads in).
+    """
     warm()
+    codec = client.data_converter.payload_codec
+    if not isinstance(codec, ClaimCheckCodec):
+        raise ConfigError(
+            "build_worker: the client has no body store (connect it with runtime.temporal.worker.connect)"
+        )
+    bodies = BodyActivities(codec.store)
     return Worker(
         client,
         task_queue=task_queue,
         max_concurrent_activities=max_activities,
-        workflows=[FlowWorkflow],
-        activities=[host.provider_attempt, host.tool_call, host.write_events],
+        workflows=[FlowWorkflow, NodeWorkflow],
+        activities=[host.provider_attempt, host.tool_call, host.write_events, bodies.put_bodies, bodies.get_bodies],
         workflow_runner=sandbox_runner(),
         # A flow whose worker died moves to another worker after this long (the default is 10 s).
         sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,
