@@ -33,8 +33,9 @@ from typing import Any, TextIO
 import anyio
 import attrs
 
+from runtime.config.checks import check_int
 from runtime.errors import ConfigError, FoldlineError
-from runtime.temporal import DEFAULT_TASK_QUEUE, require_temporal
+from runtime.temporal import DEFAULT_HISTORY_LIMIT, DEFAULT_TASK_QUEUE, MAX_HISTORY_LIMIT, require_temporal
 
 
 class FlowFailed(FoldlineError):
@@ -56,6 +57,8 @@ class EngineOptions:
     bodies: str | None = None
     no_worker: bool = False
     store: str | None = None
+    history_limit: int | None = DEFAULT_HISTORY_LIMIT
+    """A branch workflow continues as new at its next fold commit once its history holds this many events."""
 
 
 @attrs.frozen
@@ -95,17 +98,49 @@ async def _client(args: EngineOptions) -> AsyncIterator[Any]:
             yield client
 
 
-async def history_size(client: Any, workflow_id: str) -> dict[str, int]:
-    """The workflow's history: its events, its bytes, its largest event's bytes (bodies are digests there)."""
+async def history_size(client: Any, workflow_id: str, run_id: str | None = None) -> dict[str, int]:
+    """A workflow run's history: its events, its bytes, its largest event's bytes (bodies are digests there)."""
     from temporalio.api.history.v1 import History
 
-    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
     events = list(history.events)
     return {
         "events": len(events),
         "bytes": History(events=events).ByteSize(),
         "largest_event_bytes": max((e.ByteSize() for e in events), default=0),
     }
+
+
+async def run_histories(client: Any, workflow_id: str) -> list[dict[str, int]]:
+    """The history size of every run of a workflow, first run first (a run that continued as new, then its next)."""
+    sizes: list[dict[str, int]] = []
+    run_id: str | None = None
+    while True:
+        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+        sizes.append(await history_size(client, workflow_id, history.run_id))
+        started = history.events[0].workflow_execution_started_event_attributes
+        run_id = started.continued_execution_run_id or None
+        if run_id is None:
+            return sizes[::-1]
+
+
+async def branch_histories(client: Any, workflow_id: str, report: dict[str, Any]) -> dict[str, list[dict[str, int]]]:
+    """Each run node's branch workflow: the history sizes of its runs (more than one: it continued as new)."""
+    from runtime.temporal.node_host import node_workflow_id
+
+    ran = [node for node, value in report["nodes"].items() if value["status"] != "skipped"]
+    return {node: await run_histories(client, node_workflow_id(workflow_id, node)) for node in ran}
+
+
+def largest_branch_history(branches: dict[str, list[dict[str, int]]]) -> str:
+    """One line naming the largest history among the branches' runs."""
+    runs = [
+        (h["events"], h["bytes"], node, n, len(sizes)) for node, sizes in branches.items() for n, h in enumerate(sizes)
+    ]
+    if not runs:
+        return "temporal: no branch ran"
+    events, size, node, n, total = max(runs)
+    return f"temporal: largest branch history: {events} events, {size} bytes (node {node}, run {n + 1} of {total})"
 
 
 async def submit(args: EngineOptions, scenario_text: str, label: str, providers: Any) -> dict[str, Any]:
@@ -125,6 +160,7 @@ async def submit(args: EngineOptions, scenario_text: str, label: str, providers:
         "run_id": run_id,
         "signals_path": str(Path(args.signals).resolve()) if args.signals else None,
         "events_db": str(Path(args.events_db).resolve()) if args.events_db else None,
+        "history_limit": args.history_limit,
     }
     if args.signals:
         Path(args.signals).write_text("", encoding="utf-8")
@@ -145,6 +181,7 @@ async def submit(args: EngineOptions, scenario_text: str, label: str, providers:
                 f"the flow workflow {workflow_id} failed: {getattr(cause, 'message', None) or cause}"
             ) from None
         result["history"] = await history_size(client, workflow_id)
+        result["branches"] = await branch_histories(client, workflow_id, result["report"])
     return result
 
 
@@ -163,6 +200,14 @@ def run_temporal(args: EngineOptions, out: TextIO, err: TextIO) -> int:
             )
         if args.no_worker and not args.temporal:
             raise ConfigError("--no-worker needs --temporal HOST:PORT (a server other workers serve)")
+        if args.history_limit is not None:
+            check_int(
+                args.history_limit,
+                "--history-limit",
+                minimum=1,
+                maximum=MAX_HISTORY_LIMIT,
+                expected=f"a number of history events from 1 to {MAX_HISTORY_LIMIT}",
+            )
         if args.store:
             raise ConfigError("--store is not built for --engine temporal yet (the workflow history is the record)")
         spec = scenario.provider if args.provider is None else scenario.provider.with_kind(args.provider)
@@ -194,6 +239,7 @@ async def _run_with_provider(args: EngineOptions, scenario: Any, spec: Any, text
         f"largest event {h['largest_event_bytes']} bytes",
         file=err,
     )
+    print(largest_branch_history(result["branches"]), file=err)
     report: dict[str, Any] = result["report"]
     return report
 

@@ -69,6 +69,7 @@ class Outbox:
     taken_seq: int = 0
     """The local seq of the last event the bus handed over (a spawn request waits for every earlier event)."""
     sent: int = 0
+    """Items sent to the flow, over every run of this node workflow (a continued run carries the count)."""
     closing: bool = False
 
     def take(self, item: Event | Gap) -> None:
@@ -121,17 +122,7 @@ class NodeHost:
         request: dict[str, Any] = {"child": child_id, "ref": self.asked + 1}
         if inherits_view:
             seed, bodies = seed_of(branch.clone(upto=completed_view_length(branch)))
-            fresh = {d: b for d, b in bodies.items() if d not in self.stored}
-            if fresh:
-                await workflow.execute_activity(
-                    "foldline.put_bodies",
-                    {"bodies": fresh},
-                    start_to_close_timeout=BODY_TIMEOUT,
-                    heartbeat_timeout=None,
-                    retry_policy=BODY_RETRIES,
-                    result_type=int,
-                )
-                self.stored.update(fresh)
+            await _put_bodies(self, bodies)
             request["seed"] = seed
         self.asked += 1
         outbox.pending.append({"spawn": request})
@@ -143,13 +134,65 @@ class NodeHost:
         return str(answer["ok"])
 
 
-async def _branch(arg: Mapping[str, Any], node: Node, registry: Any) -> Branch:
-    """The node's branch: fresh from its profile, or its emitter's view from the seed (bodies fetched by digest)."""
-    profile = node.profile
-    setup = Branch.create(system=profile.system, tools=registry.specs(profile.tools), branch_id=arg["branch_id"])
-    seed = arg.get("seed")
-    if seed is None:
-        return setup
+class ContinueCut(BaseException):
+    """Raised out of the node's bus where the node continues as new (caught by the node workflow, never seen elsewhere)."""
+
+
+@attrs.define(eq=False)
+class ContinuePoint:
+    """Where a long-running branch continues as new: at a fold commit, once its history is long enough.
+
+    The cut is the first main response after a fold commit that asks for tool
+    calls (a side summary reply never does): the response is in the branch,
+    its calls not run yet, the one point the operation resumes from exactly
+    (``run_operation(resume=True)`` runs just those calls, then sends on).
+    ``limit`` None: never.
+    """
+
+    limit: int | None
+    folded: bool = False
+
+    def cut_after(self, event: Event) -> bool:
+        if event.type == "FoldCommitted":
+            self.folded = True
+            return False
+        if self.limit is None or not self.folded or event.type != "ResponseReceived":
+            return False
+        if event.data.get("stop_reason") != "tool_use":
+            return False
+        return workflow.info().get_current_history_length() >= self.limit
+
+
+@attrs.define(eq=False)
+class NodeBus(SignalBus):
+    """The node's bus: a signal bus that stops the operation at its :class:`ContinuePoint`."""
+
+    point: ContinuePoint | None = attrs.field(default=None, kw_only=True)
+
+    async def publish(
+        self, event: Any, *, branch_id: str | None = None, node_id: str | None = None, request_id: str | None = None
+    ) -> Event:
+        envelope = await super().publish(event, branch_id=branch_id, node_id=node_id, request_id=request_id)
+        if self.point is not None and self.point.cut_after(envelope):
+            raise ContinueCut
+        return envelope
+
+
+async def _put_bodies(host: NodeHost, bodies: Mapping[str, str]) -> None:
+    """Put the bodies this node has not stored yet in the body store (by digest)."""
+    fresh = {d: b for d, b in bodies.items() if d not in host.stored}
+    if fresh:
+        await workflow.execute_activity(
+            "foldline.put_bodies",
+            {"bodies": fresh},
+            start_to_close_timeout=BODY_TIMEOUT,
+            retry_policy=BODY_RETRIES,
+            result_type=int,
+        )
+        host.stored.update(fresh)
+
+
+async def _fetch(seed: Mapping[str, Any], branch_id: str) -> Branch:
     bodies = await workflow.execute_activity(
         "foldline.get_bodies",
         {"digests": seed_digests(seed)},
@@ -157,40 +200,66 @@ async def _branch(arg: Mapping[str, Any], node: Node, registry: Any) -> Branch:
         retry_policy=BODY_RETRIES,
         result_type=dict,
     )
-    branch = branch_from_seed(seed, bodies, arg["branch_id"])
+    return branch_from_seed(seed, bodies, branch_id)
+
+
+async def _branch(arg: Mapping[str, Any], node: Node, registry: Any) -> Branch:
+    """The node's branch: carried over (a continued run), fresh from its profile, or its emitter's view (a seed)."""
+    if arg.get("resume") is not None:
+        return await _fetch(arg["resume"], arg["branch_id"])
+    profile = node.profile
+    setup = Branch.create(system=profile.system, tools=registry.specs(profile.tools), branch_id=arg["branch_id"])
+    if arg.get("seed") is None:
+        return setup
+    branch = await _fetch(arg["seed"], arg["branch_id"])
     branch.configure(system=setup.system.text if setup.system else None, tools=setup.tools)
     return branch
 
 
-async def run_node_workflow(host: NodeHost, arg: Mapping[str, Any]) -> dict[str, Any]:
-    """Run one node of the flow ``arg`` names inside the current (child) workflow; return its outcome."""
+def _env(arg: Mapping[str, Any], bus: SignalBus, ids: CountingIds, registry: Any) -> RunEnv:
     scenario = loads_scenario(arg["scenario_text"], path_label=arg["scenario_label"], tool_names=BUILTIN_TOOLS.names())
     spec = scenario.provider if not arg.get("provider") else scenario.provider.with_kind(arg["provider"])
+    return RunEnv(
+        run_id=str(arg["run_id"]),
+        bus=bus,
+        provider=ActivityProvider(spec.kind, spec.kind, spec.max_retries),
+        model=spec.model_config,
+        pricing=PricingTable.load_default(),
+        counter=TokenCounter(),
+        registry=registry,
+        clock=lambda: workflow.now().timestamp(),
+        monotonic=workflow.time,
+        process_id=str(arg["run_id"]),
+        ids=ids,
+        jitter=workflow.random().random,
+    )
+
+
+async def run_node_workflow(host: NodeHost, arg: Mapping[str, Any]) -> dict[str, Any]:
+    """Run one node of the flow ``arg`` names inside the current (child) workflow; return its outcome.
+
+    A run cut at its :class:`ContinuePoint` flushes its events, puts its
+    branch's bodies in the body store and continues as new with the branch as
+    digests; the new run resumes the operation where the cut left it.
+    """
+    scenario = loads_scenario(arg["scenario_text"], path_label=arg["scenario_label"], tool_names=BUILTIN_TOOLS.names())
     nodes = {n.id: n for n in build_flow(scenario).nodes}
     node = nodes[arg["node"]]
     children = {n.id: n.inherit == "view" and n.branch is None for n in nodes.values() if n.spawned_by == node.id}
-    ids = CountingIds(prefix=workflow.info().workflow_id)
-    host.outbox = outbox = Outbox(node.id)
+    carry = arg.get("carry") or {}
+    host.asked, host.stored = int(carry.get("asked", 0)), set(carry.get("stored", ()))
+    continued = int(carry.get("continued", 0))
+    workflow_id = workflow.info().workflow_id
+    ids = CountingIds(prefix=workflow_id if not continued else f"{workflow_id}.c{continued}")
+    host.outbox = outbox = Outbox(node.id, sent=int(carry.get("sent", 0)))
     registry = activity_registry(BUILTIN_TOOLS)
-    outcome: dict[str, Any]
+    outcome: dict[str, Any] | None = None
     async with anyio.create_task_group() as tg:
         tg.start_soon(outbox.run)
-        async with SignalBus(str(arg["run_id"]), lambda: workflow.now().timestamp()) as bus:
+        point = ContinuePoint(arg.get("history_limit"))
+        async with NodeBus(str(arg["run_id"]), lambda: workflow.now().timestamp(), point=point) as bus:
             bus.add_handler(outbox.take, policy="block", maxsize=4096, name="temporal-node")
-            env = RunEnv(
-                run_id=str(arg["run_id"]),
-                bus=bus,
-                provider=ActivityProvider(spec.kind, spec.kind, spec.max_retries),
-                model=spec.model_config,
-                pricing=PricingTable.load_default(),
-                counter=TokenCounter(),
-                registry=registry,
-                clock=lambda: workflow.now().timestamp(),
-                monotonic=workflow.time,
-                process_id=str(arg["run_id"]),
-                ids=ids,
-                jitter=workflow.random().random,
-            )
+            env = _env(arg, bus, ids, registry)
             with use_ids(ids):
                 branch = await _branch(arg, node, registry)
 
@@ -199,14 +268,24 @@ async def run_node_workflow(host: NodeHost, arg: Mapping[str, Any]) -> dict[str,
 
                 try:
                     result = await run_operation(
-                        branch, node.operation, env=env, profile=node.profile, node_id=node.id, spawn=spawn
+                        branch,
+                        node.operation,
+                        env=env,
+                        profile=node.profile,
+                        node_id=node.id,
+                        spawn=spawn,
+                        resume=arg.get("resume") is not None,
                     )
                     outcome = {"status": "ok", "rounds": result.rounds, "answer_chars": len(result.answer)}
+                except ContinueCut:
+                    outcome = None
                 except Exception as exc:  # a node's failure is its own, as under the in-process supervisor
-                    outcome = {
-                        "status": "failed",
-                        "error_type": type(exc).__name__,
-                        "message": str(exc) or type(exc).__name__,
-                    }
+                    message = str(exc) or type(exc).__name__
+                    outcome = {"status": "failed", "error_type": type(exc).__name__, "message": message}
         outbox.closing = True
+    if outcome is None:
+        snapshot, bodies = seed_of(branch)
+        await _put_bodies(host, bodies)
+        carried = {"sent": outbox.sent, "asked": host.asked, "stored": sorted(host.stored), "continued": continued + 1}
+        workflow.continue_as_new(dict(arg) | {"resume": snapshot, "seed": None, "carry": carried})
     return outcome | {"items": outbox.sent, "unrecoverable": audit_recoverability([branch])}

@@ -64,7 +64,6 @@ class FlowScheduler:
     done: dict[str, anyio.Event] = attrs.field(init=False)
     spawned: set[str] = attrs.field(factory=set)
     branch_ids: dict[str, str] = attrs.field(factory=dict)
-    handles: dict[str, Any] = attrs.field(factory=dict)
     received: dict[str, int] = attrs.field(factory=dict)
     unrecoverable: int = 0
     limiter: anyio.CapacityLimiter = attrs.field(init=False)
@@ -145,7 +144,6 @@ class FlowScheduler:
                 task_queue=workflow.info().task_queue,
                 result_type=dict,
             )
-            self.handles[node.id] = handle
             outcome: dict[str, Any] = await handle
             sent = int(outcome["items"])
             await workflow.wait_condition(lambda: self.received.get(node.id, 0) >= sent)
@@ -188,7 +186,9 @@ class FlowScheduler:
             assert self.running is not None
             self.running.start_soon(self.supervise, child, seed)
             answer["ok"] = f"spawned child node {child_id!r}"
-        await self.handles[emitter.id].signal(ANSWER_SIGNAL, answer)
+        # To the emitter's current run (it may have continued as new since it started).
+        target = node_workflow_id(workflow.info().workflow_id, emitter.id)
+        await workflow.get_external_workflow_handle(target).signal(ANSWER_SIGNAL, answer)
 
 
 async def run_flow_workflow(arg: Mapping[str, Any], inbox: list[dict[str, Any]]) -> dict[str, Any]:
@@ -211,7 +211,7 @@ async def run_flow_workflow(arg: Mapping[str, Any], inbox: list[dict[str, Any]])
             raise TypeError("the report's blocking subscription lost events")
         report.feed(item)
 
-    node_arg = {k: arg.get(k) for k in ("scenario_text", "scenario_label", "provider", "run_id")}
+    node_arg = {k: arg.get(k) for k in ("scenario_text", "scenario_label", "provider", "run_id", "history_limit")}
     async with anyio.create_task_group() as tg:
         if pump is not None:
             tg.start_soon(pump.run)

@@ -11,6 +11,9 @@ digest and :func:`branch_from_seed` proves every one byte for byte
 (:func:`runtime.store.codec.decode_message`). A body shared by many
 children, or sent again by a later spawn, is stored once.
 
+A node workflow that continues as new (at a fold commit, to keep its history
+bounded) carries its own branch over the same way, its cache ledger with it.
+
 Pure: no I/O, no workflow calls.
 """
 
@@ -27,7 +30,7 @@ from runtime.store.errors import StoreCorrupt
 
 
 def seed_of(clone: Branch) -> tuple[dict[str, Any], dict[str, str]]:
-    """The seed of a cloned branch, and the bodies it names (canonical content JSON by SHA-256)."""
+    """The seed of a branch (a clone, or a running one), and the bodies it names (canonical content by SHA-256)."""
     rows: list[list[str]] = []
     bodies: dict[str, str] = {}
     for message in clone.record_messages():
@@ -39,7 +42,9 @@ def seed_of(clone: Branch) -> tuple[dict[str, Any], dict[str, str]]:
         "system": clone.system.id if clone.system is not None else None,
         "tools": [tool.piece() for tool in clone.tools],
         "state": encode_value(clone.state, "seed.state"),
+        "ledger": encode_value(clone.ledger, "seed.ledger"),
         "parent_branch": clone.parent_id,
+        "fork_length": clone.fork_length,
     }
     return seed, bodies
 
@@ -72,7 +77,7 @@ def branch_from_seed(seed: Mapping[str, Any], bodies: Mapping[str, str], branch_
         record=record,
         view=list(seed["view"]),
         state=decode_value(seed["state"], "seed.state"),
-        ledger=None,
+        ledger=decode_value(seed["ledger"], "seed.ledger"),
         parent_id=seed["parent_branch"],
-        fork_length=len(record),
+        fork_length=seed["fork_length"],
     )
