@@ -14,9 +14,11 @@ response is completed at the simulator, never reported to Temporal).
 ``python tests/temporal_harness.py bad ADDRESS BODIES``: submit a scenario the
 workflow cannot load (with a worker of this process); print how it failed.
 
-``python tests/temporal_harness.py replay SCENARIO``: run the scenario on a dev
-server, then replay its history against the workflow code (Temporal's
-Replayer raises on any nondeterminism); print the history's event count.
+``python tests/temporal_harness.py replay ADDRESS BODIES SCENARIO``: run the scenario
+on the server (every branch workflow continuing as new at each fold commit it can),
+then replay the flow's history and every run of every branch workflow against the
+workflow code (Temporal's Replayer raises on any nondeterminism); print what was
+replayed and the seeds spawned children started from.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -74,9 +77,7 @@ async def serve_worker(address: str, bodies: str, sim_url: str, key: str, count_
     await worker.run()
 
 
-async def replay(scenario_path: str) -> None:
-    import tempfile
-
+async def replay(address: str, bodies: str, scenario_path: str) -> None:
     from temporalio.worker import Replayer
 
     from actors.tools import BUILTIN_TOOLS
@@ -85,24 +86,63 @@ async def replay(scenario_path: str) -> None:
     from runtime.scenario_run import build_policies
     from runtime.temporal.activities import ActivityHost
     from runtime.temporal.bodies import DirectoryBodyStore
-    from runtime.temporal.worker import build_worker, data_converter, local_server, sandbox_runner
-    from runtime.temporal.workflows import FLOW_WORKFLOW, FlowWorkflow
+    from runtime.temporal.node_host import node_workflow_id
+    from runtime.temporal.worker import build_worker, connect, data_converter, sandbox_runner
+    from runtime.temporal.workflows import FLOW_WORKFLOW, FlowWorkflow, NodeWorkflow
 
     scenario = load_scenario(scenario_path, tool_names=BUILTIN_TOOLS.names())
-    arg = {"scenario_text": Path(scenario_path).read_text(), "scenario_label": scenario_path, "run_id": "run-replay"}
-    with tempfile.TemporaryDirectory() as bodies:
-        store = DirectoryBodyStore(bodies)
-        async with local_server(store) as client:
-            async with open_provider(scenario.provider, build_policies(scenario), clock=time.time) as provider:
-                host = ActivityHost({scenario.provider.kind: provider}, BUILTIN_TOOLS)
-                async with build_worker(client, host, task_queue="replay"):
-                    await client.execute_workflow(FLOW_WORKFLOW, arg, id="replay-1", task_queue="replay")
-            history = await client.get_workflow_handle("replay-1").fetch_history()
-        replayer = Replayer(
-            workflows=[FlowWorkflow], workflow_runner=sandbox_runner(), data_converter=data_converter(store)
-        )
-        await replayer.replay_workflow(history)
-    print(json.dumps({"replayed_events": len(list(history.events))}), flush=True)
+    arg = {
+        "scenario_text": Path(scenario_path).read_text(),
+        "scenario_label": scenario_path,
+        "run_id": "run-replay",
+        "history_limit": 1,
+    }
+    store = DirectoryBodyStore(bodies)
+    client = await connect(address, store)
+    async with open_provider(scenario.provider, build_policies(scenario), clock=time.time) as provider:
+        host = ActivityHost({scenario.provider.kind: provider}, BUILTIN_TOOLS)
+        async with build_worker(client, host, task_queue="replay"):
+            result = await client.execute_workflow(FLOW_WORKFLOW, arg, id="replay-1", task_queue="replay")
+    histories = [await client.get_workflow_handle("replay-1").fetch_history()]
+    seeds = []
+    for node in result["report"]["nodes"]:
+        run_id = None
+        while True:  # every run of the node's branch workflow, last first
+            history = await client.get_workflow_handle(
+                node_workflow_id("replay-1", node), run_id=run_id
+            ).fetch_history()
+            histories.append(history)
+            started = history.events[0].workflow_execution_started_event_attributes
+            run_id = started.continued_execution_run_id or None
+            if run_id is None:
+                [node_arg] = await data_converter(store).decode(started.input.payloads)
+                if node_arg.get("seed") is not None:
+                    seeds.append(node_arg["seed"])
+                break
+    replayer = Replayer(
+        workflows=[FlowWorkflow, NodeWorkflow], workflow_runner=sandbox_runner(), data_converter=data_converter(store)
+    )
+
+    async def each() -> Any:
+        for history in histories:
+            yield history
+
+    await replayer.replay_workflows(each())  # raises the first replay failure
+    rows = [row for seed in seeds for row in seed["record"]]
+    print(
+        json.dumps(
+            {
+                "replayed_histories": len(histories),
+                "replayed_events": sum(len(list(h.events)) for h in histories),
+                "seeds": len(seeds),
+                "seed_rows": rows,
+                "seed_bytes": max(len(json.dumps(seed)) for seed in seeds),
+                "seed_bodies_in_store": all(store.get(row[2]) for row in rows),
+                "seed_bodies_bytes": sum(len(store.get(row[2])) for row in rows),
+            }
+        ),
+        flush=True,
+    )
 
 
 async def submit_bad(address: str, bodies: str) -> None:
@@ -121,7 +161,7 @@ if __name__ == "__main__":
     elif sys.argv[1] == "bad":
         anyio.run(submit_bad, sys.argv[2], sys.argv[3])
     elif sys.argv[1] == "replay":
-        anyio.run(replay, sys.argv[2])
+        anyio.run(replay, sys.argv[2], sys.argv[3], sys.argv[4])
     else:
         crash_after = int(sys.argv[7]) if len(sys.argv) > 7 else 0
         anyio.run(serve_worker, *sys.argv[2:7], crash_after)

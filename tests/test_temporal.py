@@ -12,6 +12,7 @@ import asyncio
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -76,6 +77,80 @@ def test_body_store_locations(tmp_path: Path) -> None:
         open_body_store("postgres://db/foldline")
     with pytest.raises(ConfigError, match="unknown store scheme"):
         open_body_store("s3://bucket")
+
+
+# -- a spawned child's seed: its emitter's view as digests ----------------------------------
+
+
+def _emitter() -> Any:
+    from actors.branch import Branch
+    from runtime.compiler import ToolSpec
+    from runtime.messages import AssistantResponse as Reply
+    from runtime.messages import Instruction, TextPart
+
+    branch = Branch.create(system="You read.", tools=[ToolSpec("t", "a tool", '{"type":"object"}')])
+
+    async def fill() -> None:
+        async with branch.turn() as turn:
+            turn.append(Instruction("read the design " + "x" * 500))
+            turn.append(Reply((TextPart("the design says " + "y" * 500),), "end_turn"))
+            turn.add_to_record(Instruction("kept outside the view"))
+            turn.deliver(branch.view_ids())
+
+    asyncio.run(fill())
+    return branch
+
+
+def test_a_seed_names_bodies_by_digest_and_rebuilds_the_clone() -> None:
+    from runtime.store.codec import message_content_json
+    from runtime.temporal.seed import branch_from_seed, seed_digests, seed_of
+
+    emitter = _emitter()
+    clone = emitter.clone(upto=2)
+    seed, bodies = seed_of(clone)
+    text = json.dumps(seed)
+    assert "x" * 100 not in text and "y" * 100 not in text  # no body in the seed
+    assert seed_digests(seed) == [m.sha256 for m in clone.record_messages()] and set(bodies) == set(seed_digests(seed))
+    rebuilt = branch_from_seed(json.loads(text), bodies, "br-child")
+    assert (
+        rebuilt.id == "br-child"
+        and rebuilt.parent_id == emitter.id
+        and rebuilt.fork_length == len(clone.record_messages())
+    )
+    assert rebuilt.view() == clone.view() and rebuilt.record_messages() == clone.record_messages()
+    assert rebuilt.state == clone.state and rebuilt.tools == clone.tools and rebuilt.system == clone.system
+    assert [message_content_json(m) for m in rebuilt.view()] == [message_content_json(m) for m in clone.view()]
+
+
+def test_a_seed_with_a_missing_or_altered_body_is_refused() -> None:
+    from runtime.store.errors import StoreCorrupt
+    from runtime.temporal.seed import branch_from_seed, seed_of
+
+    seed, bodies = seed_of(_emitter().clone())
+    digest = seed["record"][1][2]
+    with pytest.raises(StoreCorrupt, match="no body for message"):
+        branch_from_seed(seed, {d: b for d, b in bodies.items() if d != digest}, "br-x")
+    altered = bodies | {digest: bodies[digest].replace("read the design", "read the dESIGN")}
+    with pytest.raises(StoreCorrupt, match="does not match its SHA-256"):
+        branch_from_seed(seed, altered, "br-x")
+    with pytest.raises(StoreCorrupt, match="its view names messages its record lacks"):
+        branch_from_seed(seed | {"view": [*seed["view"], "nope"]}, bodies, "br-x")
+
+
+def test_body_activities_store_each_body_under_its_digest(tmp_path: Path) -> None:
+    import hashlib
+
+    from temporalio.exceptions import ApplicationError
+
+    from runtime.temporal.activities import BodyActivities
+
+    bodies = BodyActivities(DirectoryBodyStore(tmp_path))
+    body = '{"kind":"system","text":"hi"}'
+    digest = hashlib.sha256(body.encode()).hexdigest()
+    assert asyncio.run(bodies.put_bodies({"bodies": {digest: body}})) == 1
+    assert asyncio.run(bodies.get_bodies({"digests": [digest]})) == {digest: body}
+    with pytest.raises(ApplicationError, match="does not hash to it"):
+        asyncio.run(bodies.put_bodies({"bodies": {"0" * 64: body}}))
 
 
 # -- activities' pure parts -----------------------------------------------------------------
@@ -159,6 +234,9 @@ def test_bad_engine_input_exits_2() -> None:
         (["--engine", "temporal", "--temporal", "127.0.0.1:7233"], "needs --bodies DIR"),
         (["--engine", "temporal", "--no-worker"], "--no-worker needs --temporal"),
         (["--no-worker", "--bodies", "b"], "--bodies, --no-worker: only with --engine temporal"),
+        (["--history-limit", "5"], "--history-limit: only with --engine temporal"),
+        (["--engine", "temporal", "--history-limit", "0"], "--history-limit: 0"),
+        (["--engine", "temporal", "--history-limit", "60000"], "above the upper bound 50000"),
     ]
     for extra, message in cases:
         out, err = io.StringIO(), io.StringIO()
@@ -184,38 +262,45 @@ def _digests(path: Path) -> dict[str | None, list[str]]:
     return out
 
 
-def _run(scenario: str, engine: str, tmp_path: Path) -> tuple[dict[str, Any], Path, str]:
-    signals, report = tmp_path / f"{engine}.jsonl", tmp_path / f"{engine}.json"
+def _run(scenario: str, tmp_path: Path, *extra: str) -> tuple[dict[str, Any], Path, str]:
+    signals, report = tmp_path / "temporal.jsonl", tmp_path / "temporal.json"
     done = _foldline(
-        "run", str(ROOT / "scenarios" / scenario), "--engine", engine, "--quiet",
+        "run", str(ROOT / "scenarios" / scenario), "--engine", "temporal", "--quiet", *extra,
         "--signals", str(signals), "--report", str(report), "--events-db", str(tmp_path / "events.db"), cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(report.read_text()), signals, done.stderr
 
 
-@needs_server
-@pytest.mark.slow
-@pytest.mark.parametrize("scenario", ["quickstart.toml", "fold.toml"])
-def test_temporal_run_keeps_the_in_process_contract(scenario: str, tmp_path: Path) -> None:
-    local_signals = tmp_path / "local.jsonl"
-    local = _local_report(ROOT / "scenarios" / scenario, local_signals)
-    remote, remote_signals, stderr = _run(scenario, "temporal", tmp_path)
+def _largest_branch(stderr: str) -> tuple[int, int, str, int, int]:
+    """(events, bytes, node, run, runs) of the command's "largest branch history" line."""
+    m = re.search(r"largest branch history: (\d+) events, (\d+) bytes \(node (\S+), run (\d+) of (\d+)\)", stderr)
+    assert m is not None, stderr[-1000:]
+    return int(m[1]), int(m[2]), m[3], int(m[4]), int(m[5])
+
+
+def _assert_same_contract(
+    remote: dict[str, Any], local: dict[str, Any], remote_signals: Path, local_signals: Path
+) -> list[int]:
     assert _digests(remote_signals) == _digests(local_signals)  # the same requests, in order, per node
-    for key in (
-        "usage",
-        "requests",
-        "attempts",
-        "folds",
-        "fold_commits",
-        "refusals",
-        "rewrites",
-        "bytes_unrecoverable",
-    ):
+    keys = ("usage", "requests", "attempts", "folds", "fold_commits", "refusals", "rewrites", "bytes_unrecoverable")
+    for key in keys:
         assert remote[key] == local[key], key
-    assert remote["status"] == "ok"
+    assert {n: v["status"] for n, v in remote["nodes"].items()} == {n: v["status"] for n, v in local["nodes"].items()}
     seqs = [event.seq for event in read_jsonl(remote_signals)]
     assert seqs == list(range(1, len(seqs) + 1))  # every seq once, in order
+    return seqs
+
+
+@needs_server
+@pytest.mark.slow
+def test_temporal_run_keeps_the_in_process_contract(tmp_path: Path) -> None:
+    """quickstart.toml (a spawned child) on a dev server the command starts from the installed binary."""
+    local_signals = tmp_path / "local.jsonl"
+    local = _local_report(ROOT / "scenarios" / "quickstart.toml", local_signals)
+    remote, remote_signals, stderr = _run("quickstart.toml", tmp_path)
+    seqs = _assert_same_contract(remote, local, remote_signals, local_signals)
+    assert remote["status"] == "ok"
     from runtime.cli.main import main
 
     assert main(["report", str(remote_signals), "--html", str(tmp_path / "report.html")]) == 0  # as for a local run
@@ -225,6 +310,23 @@ def test_temporal_run_keeps_the_in_process_contract(scenario: str, tmp_path: Pat
     # Bodies live in the body store: no history event carries a conversation.
     largest = int(stderr.split("largest event ")[1].split(" bytes")[0])
     assert largest < 2048, stderr[-500:]
+    # Every node ran in a branch workflow of its own (none continued as new: no fold commit).
+    assert _largest_branch(stderr)[4] == 1
+
+
+@needs_server
+@pytest.mark.slow
+def test_a_folding_branch_continues_as_new_and_keeps_the_contract(server: str, tmp_path: Path) -> None:
+    """fold.toml with --history-limit 1: every branch workflow continues as new at each fold commit it can."""
+    local_signals = tmp_path / "local.jsonl"
+    local = _local_report(ROOT / "scenarios" / "fold.toml", local_signals)
+    extra = ("--temporal", server, "--bodies", str(tmp_path / "bodies"), "--history-limit", "1")
+    remote, remote_signals, stderr = _run("fold.toml", tmp_path, *extra)
+    _assert_same_contract(remote, local, remote_signals, local_signals)
+    assert remote["fold_commits"] >= 3
+    events, size, node, run, runs = _largest_branch(stderr)
+    assert node == "reader" and runs >= 3, stderr[-500:]  # the reader's branch continued as new at its folds
+    assert events < 600, stderr[-500:]  # bounded: the reader's whole run in one history takes about 870
 
 
 # -- many workers, and a worker that dies -------------------------------------------------
@@ -416,11 +518,17 @@ def test_two_workers_share_a_flow_of_eight_nodes(server: str, sim: Any, tmp_path
 
 @needs_server
 @pytest.mark.slow
-def test_a_fold_flow_replays_deterministically_from_its_history() -> None:
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+def test_a_fold_flow_replays_deterministically_from_its_history(server: str, tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, HARNESS, "replay", str(ROOT / "scenarios" / "fold.toml")],
-        capture_output=True, text=True, timeout=120, env=env,
+        [sys.executable, HARNESS, "replay", server, str(tmp_path / "bodies"), str(ROOT / "scenarios" / "fold.toml")],
+        capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(done.stdout.strip().splitlines()[-1])["replayed_events"] > 100
+    replayed = json.loads(done.stdout.strip().splitlines()[-1])
+    assert replayed["replayed_events"] > 100
+    assert replayed["replayed_histories"] > 1 + 3  # the flow, its three branches, and their continued runs
+    # The spawned child ("digest") started from its emitter's view as digests: [id, kind, sha256] rows,
+    # each body in the body store, the seed a fraction of the bodies it names.
+    assert replayed["seeds"] == 1 and replayed["seed_bodies_in_store"]
+    assert all(len(row) == 3 and re.fullmatch(r"[0-9a-f]{64}", row[2]) for row in replayed["seed_rows"])
+    assert replayed["seed_bytes"] * 4 < replayed["seed_bodies_bytes"]
