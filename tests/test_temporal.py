@@ -519,8 +519,9 @@ def test_two_workers_share_a_flow_of_eight_nodes(server: str, sim: Any, tmp_path
 @needs_server
 @pytest.mark.slow
 def test_a_fold_flow_replays_deterministically_from_its_history(server: str, tmp_path: Path) -> None:
+    scenarios = [str(ROOT / "scenarios" / name) for name in ("fold.toml", "quickstart.toml")]
     done = subprocess.run(
-        [sys.executable, HARNESS, "replay", server, str(tmp_path / "bodies"), str(ROOT / "scenarios" / "fold.toml")],
+        [sys.executable, HARNESS, "replay", server, str(tmp_path / "bodies"), *scenarios],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
@@ -532,3 +533,30 @@ def test_a_fold_flow_replays_deterministically_from_its_history(server: str, tmp
     assert replayed["seeds"] == 1 and replayed["seed_bodies_in_store"]
     assert all(len(row) == 3 and re.fullmatch(r"[0-9a-f]{64}", row[2]) for row in replayed["seed_rows"])
     assert replayed["seed_bytes"] * 4 < replayed["seed_bodies_bytes"]
+    # Affinity: every activity of the flow went to its own queue; the provider saw the root branch's key
+    # (the child shares its emitter's, the emitter and the reader their own).
+    assert {q for qs in replayed["queues"].values() for q in qs} == {replayed["affinity_queue"]}
+    roots, keys = replayed["roots"], replayed["cache_keys"]
+    assert roots["digest"] == roots["lead"] != roots["reader"]
+    assert all(keys[node] == [roots[node]] for node in keys) and set(keys) == {"reader", "lead", "digest"}
+    # No worker on the flow's slot: each branch's first activity waited there, then the shared queue took over.
+    assert replayed["fallback_status"] == "ok"
+    for queues in replayed["fallback"]["queues"].values():
+        assert queues[0] == replayed["fallback_queue"] and set(queues[1:]) == {"fallback"}, queues
+
+
+@given(st.integers(min_value=0, max_value=2**64 - 1), st.integers(min_value=1, max_value=64))
+def test_the_affinity_hash_is_consistent(key: int, buckets: int) -> None:
+    from runtime.temporal.flow_host import jump_hash
+
+    slot = jump_hash(key, buckets)
+    assert 0 <= slot < buckets
+    assert jump_hash(key, buckets + 1) in (slot, buckets)  # one more slot moves a key only onto the new slot
+
+
+def test_a_flow_prefers_one_queue() -> None:
+    from runtime.temporal.flow_host import affinity_queue
+
+    queues = {affinity_queue("q", f"flow-{n}", 4) for n in range(200)}
+    assert queues == {"q@0", "q@1", "q@2", "q@3"}  # flows spread over the slots
+    assert affinity_queue("q", "flow-7", 4) == affinity_queue("q", "flow-7", 4)

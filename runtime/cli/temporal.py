@@ -38,6 +38,11 @@ def add_worker_arguments(worker: argparse.ArgumentParser) -> None:
     worker.add_argument("--task-queue", default=DEFAULT_TASK_QUEUE, help=f"default {DEFAULT_TASK_QUEUE!r}")
     worker.add_argument("--bodies", metavar="DIR", required=True, help="the body store every worker reaches")
     worker.add_argument("--sim-url", metavar="URL", help="serve the `simulated` provider from this simulator")
+    worker.add_argument(
+        "--slots",
+        metavar="N,N",
+        help="the affinity task queues (QUEUE@N) this worker serves besides the shared one (default: all)",
+    )
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -63,6 +68,6 @@ def worker(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from runtime.temporal.command import WorkerOptions, run_worker
 
     options = WorkerOptions(
-        temporal=args.temporal, bodies=args.bodies, task_queue=args.task_queue, sim_url=args.sim_url
+        temporal=args.temporal, bodies=args.bodies, task_queue=args.task_queue, sim_url=args.sim_url, slots=args.slots
     )
     return run_worker(options, out, err)

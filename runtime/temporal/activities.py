@@ -25,7 +25,7 @@ import json
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import anyio
 import attrs
@@ -47,6 +47,19 @@ class PayloadSender(Protocol):
     """A provider that sends a compiled request's payload (``AnthropicProvider`` is one)."""
 
     async def send_payload(self, payload: dict[str, Any], *, node_id: str | None) -> ProviderReply: ...
+
+
+@runtime_checkable
+class KeyRoutedSender(Protocol):
+    """A provider that routes its prompt cache by a key it is given (Anthropic's API takes none).
+
+    On Temporal the key is the flow's root branch id, so every node of a flow
+    (a spawned child shares its emitter's prefix) lands on the same cache.
+    """
+
+    async def send_keyed_payload(
+        self, payload: dict[str, Any], *, node_id: str | None, cache_key: str
+    ) -> ProviderReply: ...
 
 
 def usage_to_wire(usage: Usage) -> dict[str, Any]:
@@ -117,8 +130,20 @@ class ActivityHost:
                 f"this worker has no {kind!r} provider (it has: {', '.join(sorted(self.providers)) or 'none'})"
             )
         payload = json.loads(arg["payload"])
+        node_id, key = arg.get("node_id"), arg.get("cache_key")
+        if isinstance(provider, KeyRoutedSender) and key:
+            keyed = provider
+
+            def send() -> Awaitable[ProviderReply]:
+                return keyed.send_keyed_payload(payload, node_id=node_id, cache_key=str(key))
+
+        else:
+
+            def send() -> Awaitable[ProviderReply]:
+                return provider.send_payload(payload, node_id=node_id)
+
         try:
-            reply = await _heartbeating(lambda: provider.send_payload(payload, node_id=arg.get("node_id")))
+            reply = await _heartbeating(send)
         except AttemptFailed as failed:
             return {"failed": _failure(failed) | {"headers": dict(failed.headers)}}
         except ProviderError as error:

@@ -69,6 +69,18 @@ class WorkerOptions:
     bodies: str
     task_queue: str = DEFAULT_TASK_QUEUE
     sim_url: str | None = None
+    slots: str | None = None
+    """Comma-separated affinity slots (None: all)."""
+
+
+def parse_slots(text: str | None) -> list[int] | None:
+    """``--slots 0,2`` as slot numbers (None: all); refuse anything else, naming it."""
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",")]
+    if not all(p.isdigit() for p in parts):
+        raise ConfigError(f"--slots: {text!r} is not a comma-separated list of slot numbers (e.g. 0,2)")
+    return [int(p) for p in parts]
 
 
 def finish(code: int, out: TextIO, err: TextIO) -> int:
@@ -274,7 +286,8 @@ async def _serve(args: WorkerOptions, err: TextIO) -> None:
 
     async with _worker_providers(args) as providers:
         client = await connect(args.temporal, open_body_store(args.bodies))
-        worker = build_worker(client, ActivityHost(providers, BUILTIN_TOOLS), task_queue=args.task_queue)
+        host = ActivityHost(providers, BUILTIN_TOOLS)
+        worker = build_worker(client, host, task_queue=args.task_queue, slots=parse_slots(args.slots))
         print(f"foldline worker: serving task queue {args.task_queue!r} at {args.temporal}", file=err, flush=True)
         await worker.run()
 

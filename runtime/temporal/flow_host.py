@@ -28,6 +28,7 @@ from typing import Any
 import attrs
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType
 
 from actors.tools import Tool, ToolContext, ToolFailed, ToolRegistry
 from runtime.compiler import Request
@@ -43,6 +44,73 @@ EVENT_BATCH = 500
 ATTEMPT_TIMEOUT = timedelta(minutes=10)
 HEARTBEAT_TIMEOUT = timedelta(seconds=5)
 """A worker that stops heartbeating this long is taken as lost; its attempt moves to another worker."""
+AFFINITY_WAIT = timedelta(seconds=5)
+"""How long an activity waits for a worker on the flow's own task queue before it goes to the shared one."""
+AFFINITY_SLOTS = 4
+"""How many affinity task queues a deployment has (``QUEUE@0`` .. ``QUEUE@3``); a flow prefers one."""
+
+
+def jump_hash(key: int, buckets: int) -> int:
+    """Jump consistent hash (Lamping and Veach, 2014): a bucket in [0, buckets) that moves for 1/n of keys when n grows."""
+    b, j = -1, 0
+    while j < buckets:
+        b = j
+        key = (key * 2862933555777941757 + 1) % (1 << 64)
+        j = int((b + 1) * (float(1 << 31) / float((key >> 33) + 1)))
+    return b
+
+
+def affinity_queue(task_queue: str, flow_id: str, slots: int = AFFINITY_SLOTS) -> str:
+    """The task queue a flow's activities prefer: a consistent hash of the flow id over the deployment's slots."""
+    import hashlib
+
+    key = int.from_bytes(hashlib.sha256(flow_id.encode("utf-8")).digest()[:8], "big")
+    return f"{task_queue}@{jump_hash(key, slots)}"
+
+
+@attrs.define(eq=False)
+class ActivityRoute:
+    """Where a node's activities go: the flow's affinity queue first, the shared queue when no worker takes it.
+
+    An activity no worker starts on the affinity queue within ``wait`` (a
+    schedule-to-start timeout: it never ran) is sent again on the workflow's
+    own queue, and so is every later activity of this node workflow.
+    ``cache_key``: the flow's root branch, which the provider sees.
+    """
+
+    queue: str | None
+    cache_key: str
+    wait: timedelta = AFFINITY_WAIT
+    heartbeat: timedelta = HEARTBEAT_TIMEOUT
+    fell_back: bool = False
+
+    async def execute(
+        self, name: str, arg: dict[str, Any], retry_policy: RetryPolicy, *, heartbeats: bool = True
+    ) -> Any:
+        """Run activity ``name`` (one that heartbeats unless told) on the preferred queue, else the shared one."""
+        if self.queue is not None and not self.fell_back:
+            try:
+                return await self._execute(name, arg, retry_policy, self.queue, heartbeats)
+            except ActivityError as error:
+                cause = error.cause
+                if not (isinstance(cause, TimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_START):
+                    raise
+                self.fell_back = True
+                workflow.logger.warning("no worker on %s within %s: the shared queue takes over", self.queue, self.wait)
+        return await self._execute(name, arg, retry_policy, None, heartbeats)
+
+    async def _execute(
+        self, name: str, arg: dict[str, Any], retry_policy: RetryPolicy, queue: str | None, heartbeats: bool
+    ) -> Any:
+        return await workflow.execute_activity(
+            name,
+            arg,
+            task_queue=queue,
+            schedule_to_start_timeout=self.wait if queue is not None else None,
+            start_to_close_timeout=ATTEMPT_TIMEOUT,
+            heartbeat_timeout=self.heartbeat if heartbeats else None,
+            retry_policy=retry_policy,
+        )
 
 
 def sdk_retry_policy(max_retries: int) -> RetryPolicy:
@@ -62,16 +130,13 @@ class ActivityProvider:
     kind: str
     name: str
     max_retries: int
+    route: ActivityRoute
     caches_by_prefix: bool = True
 
     async def send(self, request: Request, *, node_id: str | None) -> ProviderReply:
-        result = await workflow.execute_activity(
-            "foldline.provider_attempt",
-            {"provider": self.kind, "payload": request.payload_text(), "node_id": node_id},
-            start_to_close_timeout=ATTEMPT_TIMEOUT,
-            heartbeat_timeout=HEARTBEAT_TIMEOUT,
-            retry_policy=sdk_retry_policy(self.max_retries),
-            result_type=dict,
+        arg = {"provider": self.kind, "payload": request.payload_text(), "node_id": node_id}
+        result = await self.route.execute(
+            "foldline.provider_attempt", arg | {"cache_key": self.route.cache_key}, sdk_retry_policy(self.max_retries)
         )
         if "ok" in result:
             return reply_from_wire(result["ok"])
@@ -89,18 +154,12 @@ class ActivityProvider:
         return None
 
 
-def _activity_tool(tool: Tool) -> Tool:
+def _activity_tool(tool: Tool, route: ActivityRoute) -> Tool:
     name = tool.name
 
     async def call(arguments: Mapping[str, Any], context: ToolContext) -> Any:
-        result = await workflow.execute_activity(
-            "foldline.tool_call",
-            {"name": name, "arguments": dict(arguments), "node_id": context.node_id, "branch_id": context.branch_id},
-            start_to_close_timeout=ATTEMPT_TIMEOUT,
-            heartbeat_timeout=HEARTBEAT_TIMEOUT,
-            retry_policy=sdk_retry_policy(2),
-            result_type=dict,
-        )
+        arg = {"name": name, "arguments": dict(arguments), "node_id": context.node_id, "branch_id": context.branch_id}
+        result = await route.execute("foldline.tool_call", arg, sdk_retry_policy(2))
         if "failed" in result:
             raise ToolFailed(result["failed"]["message"])
         return result["value"]
@@ -108,10 +167,13 @@ def _activity_tool(tool: Tool) -> Tool:
     return Tool(tool.spec, call)
 
 
-def activity_registry(registry: ToolRegistry) -> ToolRegistry:
+def activity_registry(registry: ToolRegistry, route: ActivityRoute) -> ToolRegistry:
     """The registry a workflow uses: the same specs; calls go to the workers (``spawn`` stays in the workflow)."""
     return ToolRegistry(
-        {name: tool if name in IN_WORKFLOW_TOOLS else _activity_tool(tool) for name, tool in registry.tools.items()}
+        {
+            name: tool if name in IN_WORKFLOW_TOOLS else _activity_tool(tool, route)
+            for name, tool in registry.tools.items()
+        }
     )
 
 

@@ -41,7 +41,7 @@ from runtime.measure import TokenCounter
 from runtime.pricing import PricingTable
 from runtime.runtime import audit_recoverability
 from runtime.scenario_run import build_flow
-from runtime.temporal.flow_host import EVENT_BATCH, ActivityProvider, activity_registry
+from runtime.temporal.flow_host import EVENT_BATCH, ActivityProvider, ActivityRoute, activity_registry
 from runtime.temporal.seed import branch_from_seed, seed_digests, seed_of
 from signals.bus import Gap, SignalBus
 from signals.envelope import Event
@@ -49,7 +49,6 @@ from signals.envelope import Event
 NODE_WORKFLOW = "foldline.Node"
 ITEMS_SIGNAL = "node_items"
 ANSWER_SIGNAL = "spawn_answer"
-BODY_TIMEOUT = timedelta(minutes=2)
 BODY_RETRIES = RetryPolicy(
     initial_interval=timedelta(seconds=0.5), maximum_interval=timedelta(seconds=8), maximum_attempts=5
 )
@@ -106,6 +105,7 @@ class NodeHost:
     """A node workflow's state: its outbox, the spawn answers it waits for, the bodies it has stored."""
 
     outbox: Outbox | None = None
+    route: ActivityRoute | None = None
     answers: dict[int, dict[str, Any]] = attrs.field(factory=dict)
     asked: int = 0
     stored: set[str] = attrs.field(factory=set)
@@ -182,47 +182,47 @@ async def _put_bodies(host: NodeHost, bodies: Mapping[str, str]) -> None:
     """Put the bodies this node has not stored yet in the body store (by digest)."""
     fresh = {d: b for d, b in bodies.items() if d not in host.stored}
     if fresh:
-        await workflow.execute_activity(
-            "foldline.put_bodies",
-            {"bodies": fresh},
-            start_to_close_timeout=BODY_TIMEOUT,
-            retry_policy=BODY_RETRIES,
-            result_type=int,
-        )
+        assert host.route is not None
+        await host.route.execute("foldline.put_bodies", {"bodies": fresh}, BODY_RETRIES, heartbeats=False)
         host.stored.update(fresh)
 
 
-async def _fetch(seed: Mapping[str, Any], branch_id: str) -> Branch:
-    bodies = await workflow.execute_activity(
-        "foldline.get_bodies",
-        {"digests": seed_digests(seed)},
-        start_to_close_timeout=BODY_TIMEOUT,
-        retry_policy=BODY_RETRIES,
-        result_type=dict,
-    )
+async def _fetch(route: ActivityRoute, seed: Mapping[str, Any], branch_id: str) -> Branch:
+    arg = {"digests": seed_digests(seed)}
+    bodies = await route.execute("foldline.get_bodies", arg, BODY_RETRIES, heartbeats=False)
     return branch_from_seed(seed, bodies, branch_id)
 
 
-async def _branch(arg: Mapping[str, Any], node: Node, registry: Any) -> Branch:
+async def _branch(arg: Mapping[str, Any], node: Node, registry: Any, route: ActivityRoute) -> Branch:
     """The node's branch: carried over (a continued run), fresh from its profile, or its emitter's view (a seed)."""
     if arg.get("resume") is not None:
-        return await _fetch(arg["resume"], arg["branch_id"])
+        return await _fetch(route, arg["resume"], arg["branch_id"])
     profile = node.profile
     setup = Branch.create(system=profile.system, tools=registry.specs(profile.tools), branch_id=arg["branch_id"])
     if arg.get("seed") is None:
         return setup
-    branch = await _fetch(arg["seed"], arg["branch_id"])
+    branch = await _fetch(route, arg["seed"], arg["branch_id"])
     branch.configure(system=setup.system.text if setup.system else None, tools=setup.tools)
     return branch
 
 
-def _env(arg: Mapping[str, Any], bus: SignalBus, ids: CountingIds, registry: Any) -> RunEnv:
+def route_of(arg: Mapping[str, Any]) -> ActivityRoute:
+    """Where this node's activities go (the flow's affinity queue, its root branch as the cache key)."""
+    route = ActivityRoute(arg.get("affinity_queue"), str(arg.get("root_branch") or arg["branch_id"]))
+    if arg.get("affinity_wait_s"):
+        route.wait = timedelta(seconds=float(arg["affinity_wait_s"]))
+    if arg.get("heartbeat_s"):
+        route.heartbeat = timedelta(seconds=float(arg["heartbeat_s"]))
+    return route
+
+
+def _env(arg: Mapping[str, Any], bus: SignalBus, ids: CountingIds, registry: Any, route: ActivityRoute) -> RunEnv:
     scenario = loads_scenario(arg["scenario_text"], path_label=arg["scenario_label"], tool_names=BUILTIN_TOOLS.names())
     spec = scenario.provider if not arg.get("provider") else scenario.provider.with_kind(arg["provider"])
     return RunEnv(
         run_id=str(arg["run_id"]),
         bus=bus,
-        provider=ActivityProvider(spec.kind, spec.kind, spec.max_retries),
+        provider=ActivityProvider(spec.kind, spec.kind, spec.max_retries, route),
         model=spec.model_config,
         pricing=PricingTable.load_default(),
         counter=TokenCounter(),
@@ -252,16 +252,18 @@ async def run_node_workflow(host: NodeHost, arg: Mapping[str, Any]) -> dict[str,
     workflow_id = workflow.info().workflow_id
     ids = CountingIds(prefix=workflow_id if not continued else f"{workflow_id}.c{continued}")
     host.outbox = outbox = Outbox(node.id, sent=int(carry.get("sent", 0)))
-    registry = activity_registry(BUILTIN_TOOLS)
+    host.route = route = route_of(arg)
+    route.fell_back = bool(carry.get("fell_back", False))
+    registry = activity_registry(BUILTIN_TOOLS, route)
     outcome: dict[str, Any] | None = None
     async with anyio.create_task_group() as tg:
         tg.start_soon(outbox.run)
         point = ContinuePoint(arg.get("history_limit"))
         async with NodeBus(str(arg["run_id"]), lambda: workflow.now().timestamp(), point=point) as bus:
             bus.add_handler(outbox.take, policy="block", maxsize=4096, name="temporal-node")
-            env = _env(arg, bus, ids, registry)
+            env = _env(arg, bus, ids, registry, route)
             with use_ids(ids):
-                branch = await _branch(arg, node, registry)
+                branch = await _branch(arg, node, registry, route)
 
                 async def spawn(child_id: str) -> str:
                     return await host.spawn(bus, node, branch, children.get(child_id, False), child_id)
@@ -286,6 +288,12 @@ async def run_node_workflow(host: NodeHost, arg: Mapping[str, Any]) -> dict[str,
     if outcome is None:
         snapshot, bodies = seed_of(branch)
         await _put_bodies(host, bodies)
-        carried = {"sent": outbox.sent, "asked": host.asked, "stored": sorted(host.stored), "continued": continued + 1}
+        carried = {
+            "sent": outbox.sent,
+            "asked": host.asked,
+            "stored": sorted(host.stored),
+            "continued": continued + 1,
+            "fell_back": route.fell_back,
+        }
         workflow.continue_as_new(dict(arg) | {"resume": snapshot, "seed": None, "carry": carried})
     return outcome | {"items": outbox.sent, "unrecoverable": audit_recoverability([branch])}

@@ -30,7 +30,7 @@ from runtime.ids import CountingIds
 from runtime.pricing import PricingTable
 from runtime.report import ReportBuilder
 from runtime.scenario_run import build_flow
-from runtime.temporal.flow_host import EventPump
+from runtime.temporal.flow_host import AFFINITY_SLOTS, EventPump, affinity_queue
 from runtime.temporal.node_host import ANSWER_SIGNAL, NODE_WORKFLOW, node_workflow_id
 from signals.bus import Gap, SignalBus
 from signals.envelope import Event
@@ -64,6 +64,8 @@ class FlowScheduler:
     done: dict[str, anyio.Event] = attrs.field(init=False)
     spawned: set[str] = attrs.field(factory=set)
     branch_ids: dict[str, str] = attrs.field(factory=dict)
+    roots: dict[str, str] = attrs.field(factory=dict)
+    """Each node's root branch: its own for a top-level node, its emitter's root for a spawned child."""
     received: dict[str, int] = attrs.field(factory=dict)
     unrecoverable: int = 0
     limiter: anyio.CapacityLimiter = attrs.field(init=False)
@@ -134,9 +136,11 @@ class FlowScheduler:
         """Run one node as a child workflow; its failure is its own, as in process."""
         branch_id = self.ids.branch_id()
         self.branch_ids[node.id] = branch_id
+        root = self.roots[node.spawned_by] if node.spawned_by is not None else branch_id
+        self.roots[node.id] = root
         async with self.limiter:
             await self.publish(NodeStarted(operation=node.operation.kind, parent=node.spawned_by), node.id, branch_id)
-            arg = dict(self.node_arg) | {"node": node.id, "branch_id": branch_id, "seed": seed}
+            arg = dict(self.node_arg) | {"node": node.id, "branch_id": branch_id, "seed": seed, "root_branch": root}
             handle = await workflow.start_child_workflow(
                 NODE_WORKFLOW,
                 arg,
@@ -211,7 +215,10 @@ async def run_flow_workflow(arg: Mapping[str, Any], inbox: list[dict[str, Any]])
             raise TypeError("the report's blocking subscription lost events")
         report.feed(item)
 
-    node_arg = {k: arg.get(k) for k in ("scenario_text", "scenario_label", "provider", "run_id", "history_limit")}
+    keys = ("scenario_text", "scenario_label", "provider", "run_id", "history_limit", "affinity_wait_s", "heartbeat_s")
+    node_arg = {k: arg.get(k) for k in keys}
+    slots = arg.get("affinity_slots", AFFINITY_SLOTS)
+    node_arg["affinity_queue"] = affinity_queue(info.task_queue, info.workflow_id, slots) if slots else None
     async with anyio.create_task_group() as tg:
         if pump is not None:
             tg.start_soon(pump.run)
