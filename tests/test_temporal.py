@@ -73,8 +73,9 @@ def test_directory_store_puts_once_and_checks_digests(tmp_path: Path) -> None:
 
 def test_body_store_locations(tmp_path: Path) -> None:
     assert isinstance(open_body_store(f"file:{tmp_path}"), DirectoryBodyStore)
-    with pytest.raises(ConfigError, match="Postgres body store .* not built yet"):
-        open_body_store("postgres://db/foldline")
+    from runtime.temporal.bodies import PostgresBodyStore
+
+    assert isinstance(open_body_store("postgres://db/foldline"), PostgresBodyStore)  # connects on first use
     with pytest.raises(ConfigError, match="unknown store scheme"):
         open_body_store("s3://bucket")
 
