@@ -5,7 +5,8 @@ Usage: ``python scripts/temporal_overhead.py SCENARIO [--repeat N]`` (needs the
 server started from the installed binary (worker in this process, the same
 simulated provider), each ``N`` times after one warm-up run; prints the best
 wall time of each, the overhead per request, and the flow workflow's history
-size (events, bytes, largest event: bodies are digests there).
+size (events, bytes, largest event: bodies are digests there) and every branch
+workflow's (each run, when a branch continued as new at its folds).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from runtime.providers.factory import open_provider  # noqa: E402
 from runtime.scenario_run import build_policies, run_scenario  # noqa: E402
 from runtime.temporal.activities import ActivityHost  # noqa: E402
 from runtime.temporal.bodies import DirectoryBodyStore  # noqa: E402
-from runtime.temporal.command import history_size  # noqa: E402
+from runtime.temporal.command import branch_histories, history_size, largest_branch_history  # noqa: E402
 from runtime.temporal.worker import build_worker, local_server  # noqa: E402
 from runtime.temporal.workflows import FLOW_WORKFLOW  # noqa: E402
 
@@ -48,6 +49,7 @@ async def measure(path: str, repeat: int) -> dict[str, Any]:
         requests = int(report["requests"])
     remote: list[float] = []
     history: dict[str, int] = {}
+    branches: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as bodies:
         async with local_server(DirectoryBodyStore(bodies)) as client:
             async with open_provider(scenario.provider, build_policies(scenario), clock=time.time) as provider:
@@ -56,11 +58,20 @@ async def measure(path: str, repeat: int) -> dict[str, Any]:
                     for n in range(repeat + 1):
                         arg = {"scenario_text": text, "scenario_label": path, "run_id": f"run-o{n}"}
                         start = time.perf_counter()
-                        await client.execute_workflow(FLOW_WORKFLOW, arg, id=f"overhead-{n}", task_queue="overhead")
+                        result = await client.execute_workflow(
+                            FLOW_WORKFLOW, arg, id=f"overhead-{n}", task_queue="overhead"
+                        )
                         if n:
                             remote.append(time.perf_counter() - start)
                         history = await history_size(client, f"overhead-{n}")
-    return {"requests": requests, "local_s": min(local), "temporal_s": min(remote), "history": history}
+                        branches = await branch_histories(client, f"overhead-{n}", result["report"])
+    return {
+        "requests": requests,
+        "local_s": min(local),
+        "temporal_s": min(remote),
+        "history": history,
+        "branches": branches,
+    }
 
 
 def main() -> None:
@@ -77,6 +88,10 @@ def main() -> None:
     print(
         f"flow workflow history: {h['events']} events, {h['bytes']} bytes, largest event {h['largest_event_bytes']} B"
     )
+    print(largest_branch_history(r["branches"]).removeprefix("temporal: "))
+    for node, runs in r["branches"].items():
+        sizes = ", ".join(f"{run['events']} events/{run['bytes']:,} B" for run in runs)
+        print(f"  branch {node}: {len(runs)} run(s): {sizes}")
     sys.stdout.flush()
     os._exit(0)  # the SDK's native threads can abort the interpreter at exit (temporalio/sdk-python#300)
 

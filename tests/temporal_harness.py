@@ -1,25 +1,18 @@
 """Processes the Temporal tests start and kill (not a test module).
 
-``python tests/temporal_harness.py sim SCENARIO KEY``: serve the simulator for
-a scenario's scripts on a free loopback port; print its base URL; when stdin
-closes, print what it served (status and payload digest of every request) as
-JSON and exit.
-
 ``python tests/temporal_harness.py worker ADDRESS BODIES SIM_URL KEY COUNT_FILE [CRASH_AFTER]``:
 a foldline worker (two activities at a time) whose ``simulated`` provider is that simulator; it writes
 how many provider responses it completed to COUNT_FILE after each one and,
 with CRASH_AFTER, SIGKILLs itself right after that many responses (the
 response is completed at the simulator, never reported to Temporal).
 
-``python tests/temporal_harness.py bad ADDRESS BODIES``: submit a scenario the
-workflow cannot load (with a worker of this process); print how it failed.
-
 ``python tests/temporal_harness.py replay ADDRESS BODIES SCENARIO FALLBACK_SCENARIO``: run
 the scenario on the server (every branch workflow continuing as new at each fold commit
 it can), then replay the flow's history and every run of every branch workflow against
 the workflow code (Temporal's Replayer raises on any nondeterminism); run the second
 scenario with a worker that serves no affinity slot; print what was replayed, the seeds
-spawned children started from, and where every branch's activities were scheduled.
+spawned children started from, where every branch's activities were scheduled, and how
+a flow the workflow cannot load failed (with a worker of this process).
 """
 
 from __future__ import annotations
@@ -36,22 +29,6 @@ import anyio
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-
-
-async def serve_sim(scenario_path: str, key: str) -> None:
-    from actors.tools import BUILTIN_TOOLS
-    from runtime.config.loader import load_scenario
-    from runtime.providers.factory import sim_config_for
-    from runtime.scenario_run import build_policies
-    from runtime.sim.server import serve_simulator
-
-    scenario = load_scenario(scenario_path, tool_names=BUILTIN_TOOLS.names())
-    config = sim_config_for(scenario.provider, api_key=key)
-    async with serve_simulator(config, build_policies(scenario), time.time) as sim:
-        print(sim.base_url, flush=True)
-        await anyio.to_thread.run_sync(sys.stdin.read)
-        served = [{"status": r.status, "digest": r.payload_digest} for r in sim.app.requests]
-        print(json.dumps(served), flush=True)
 
 
 async def serve_worker(address: str, bodies: str, sim_url: str, key: str, count_file: str, crash: int) -> None:
@@ -181,25 +158,24 @@ async def replay(address: str, bodies: str, scenario_path: str, fallback_path: s
         "fallback_queue": affinity_queue("fallback", "fallback-1"),
         "fallback": await _scheduled(store, fallback_runs),
     } | await _scheduled(store, runs)
+    out["bad"] = await submit_bad(address, bodies)
     print(json.dumps(out), flush=True)
 
 
-async def submit_bad(address: str, bodies: str) -> None:
+async def submit_bad(address: str, bodies: str) -> str:
+    """Submit a scenario the workflow cannot load (with a worker of this process); how it failed."""
     from runtime.temporal.command import EngineOptions, FlowFailed, submit
 
     args = EngineOptions(scenario="bad.toml", temporal=address, bodies=bodies, task_queue="bad")
     try:
         await submit(args, 'schema = "foldline.scenario/v0"', "bad.toml", {})
     except FlowFailed as exc:
-        print(json.dumps({"failed": str(exc)}), flush=True)
+        return str(exc)
+    raise AssertionError("the bad flow did not fail")
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "sim":
-        anyio.run(serve_sim, sys.argv[2], sys.argv[3])
-    elif sys.argv[1] == "bad":
-        anyio.run(submit_bad, sys.argv[2], sys.argv[3])
-    elif sys.argv[1] == "replay":
+    if sys.argv[1] == "replay":
         anyio.run(replay, *sys.argv[2:6])
     else:
         crash_after = int(sys.argv[7]) if len(sys.argv) > 7 else 0

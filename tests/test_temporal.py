@@ -222,7 +222,7 @@ def _foldline(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
     )
 
 
@@ -238,6 +238,7 @@ def test_bad_engine_input_exits_2() -> None:
         (["--history-limit", "5"], "--history-limit: only with --engine temporal"),
         (["--engine", "temporal", "--history-limit", "0"], "--history-limit: 0"),
         (["--engine", "temporal", "--history-limit", "60000"], "above the upper bound 50000"),
+        (["--engine", "temporal", "--store", "r.db", "--events-db", "e.db"], "--events-db: not with --store"),
     ]
     for extra, message in cases:
         out, err = io.StringIO(), io.StringIO()
@@ -245,14 +246,19 @@ def test_bad_engine_input_exits_2() -> None:
         assert message in err.getvalue(), (extra, err.getvalue())
 
 
-def _local_report(scenario: Path, signals: Path | None = None) -> dict[str, Any]:
-    """The scenario's report in process (asyncio), writing its events to ``signals``."""
+def _local_run(scenario: Path, signals: Path | None = None) -> Any:
+    """The scenario run in process (asyncio), writing its events to ``signals``."""
     from actors.tools import BUILTIN_TOOLS
     from runtime.config.loader import load_scenario
     from runtime.scenario_run import run_scenario
 
     loaded = load_scenario(scenario, tool_names=BUILTIN_TOOLS.names())
-    return asyncio.run(run_scenario(loaded, signals_path=signals)).report
+    return asyncio.run(run_scenario(loaded, signals_path=signals))
+
+
+def _local_report(scenario: Path, signals: Path | None = None) -> dict[str, Any]:
+    report: dict[str, Any] = _local_run(scenario, signals).report
+    return report
 
 
 def _digests(path: Path) -> dict[str | None, list[str]]:
@@ -267,7 +273,7 @@ def _run(scenario: str, tmp_path: Path, *extra: str) -> tuple[dict[str, Any], Pa
     signals, report = tmp_path / "temporal.jsonl", tmp_path / "temporal.json"
     done = _foldline(
         "run", str(ROOT / "scenarios" / scenario), "--engine", "temporal", "--quiet", *extra,
-        "--signals", str(signals), "--report", str(report), "--events-db", str(tmp_path / "events.db"), cwd=tmp_path,
+        "--signals", str(signals), "--report", str(report), cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(report.read_text()), signals, done.stderr
@@ -298,16 +304,35 @@ def _assert_same_contract(
 def test_temporal_run_keeps_the_in_process_contract(tmp_path: Path) -> None:
     """quickstart.toml (a spawned child) on a dev server the command starts from the installed binary."""
     local_signals = tmp_path / "local.jsonl"
-    local = _local_report(ROOT / "scenarios" / "quickstart.toml", local_signals)
-    remote, remote_signals, stderr = _run("quickstart.toml", tmp_path)
+    local_run = _local_run(ROOT / "scenarios" / "quickstart.toml", local_signals)
+    local = local_run.report
+    store = tmp_path / "run.db"
+    remote, remote_signals, stderr = _run("quickstart.toml", tmp_path, "--store", str(store))
     seqs = _assert_same_contract(remote, local, remote_signals, local_signals)
     assert remote["status"] == "ok"
     from runtime.cli.main import main
 
     assert main(["report", str(remote_signals), "--html", str(tmp_path / "report.html")]) == 0  # as for a local run
+    # --store: the store holds every event once and every node's final branch, read as a local run's store.
     out = io.StringIO()
-    assert main(["events", str(tmp_path / "events.db")], out=out) == 0  # the store file holds every event once
+    assert main(["events", str(store)], out=out) == 0
     assert [json.loads(line)["seq"] for line in out.getvalue().splitlines()] == seqs
+    from runtime.store.reader import StoreReader
+
+    with StoreReader(store) as reader:
+        assert reader.meta()["run_id"] == remote["run_id"]
+        branches = reader.restore_branches()
+    started = {e.node_id: e.branch_id for e in read_jsonl(remote_signals) if e.type == "NodeStarted"}
+    assert set(branches) == set(started.values())  # every node's branch, the spawned child's among them
+    from runtime.store.codec import message_content_json
+
+    for node, branch_id in started.items():  # each node's final view, byte for byte as in process
+        stored = [message_content_json(m) for m in branches[branch_id].view()]
+        assert stored == [message_content_json(m) for m in local_run.result.branches[node].view()], node
+    assert any(b.parent_id in branches for b in branches.values())  # the child is stored as its emitter's clone
+    err = io.StringIO()
+    main(["resume", str(store)], out=io.StringIO(), err=err)
+    assert "already finished; there is nothing to resume" in err.getvalue()  # a finished run
     # Bodies live in the body store: no history event carries a conversation.
     largest = int(stderr.split("largest event ")[1].split(" bytes")[0])
     assert largest < 2048, stderr[-500:]
@@ -322,6 +347,7 @@ def test_a_folding_branch_continues_as_new_and_keeps_the_contract(server: str, t
     local_signals = tmp_path / "local.jsonl"
     local = _local_report(ROOT / "scenarios" / "fold.toml", local_signals)
     extra = ("--temporal", server, "--bodies", str(tmp_path / "bodies"), "--history-limit", "1")
+    extra += ("--events-db", str(tmp_path / "events.db"))
     remote, remote_signals, stderr = _run("fold.toml", tmp_path, *extra)
     _assert_same_contract(remote, local, remote_signals, local_signals)
     assert remote["fold_commits"] >= 3
@@ -374,29 +400,50 @@ def server() -> Any:
 
 
 @pytest.fixture
-def sim(request: pytest.FixtureRequest) -> Any:
-    """Start the simulator for a scenario (``sim(path)``); on teardown it has been stopped."""
-    procs: list[subprocess.Popen[str]] = []
+def sim() -> Any:
+    """Serve the simulator for a scenario in a thread of this process (``sim(path)`` gives its URL and a
+    ``served()`` that stops it and returns the status and payload digest of every request it answered)."""
+    import queue
+    import threading
+    import time
 
-    def start(scenario: Path) -> tuple[str, subprocess.Popen[str]]:
-        proc = subprocess.Popen(
-            [sys.executable, HARNESS, "sim", str(scenario), SIM_KEY],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        procs.append(proc)
-        assert proc.stdout is not None
-        return proc.stdout.readline().strip(), proc
+    import anyio
+
+    from actors.tools import BUILTIN_TOOLS
+    from runtime.config.loader import load_scenario
+    from runtime.providers.factory import sim_config_for
+    from runtime.scenario_run import build_policies
+    from runtime.sim.server import serve_simulator
+
+    stops: list[Any] = []
+
+    def start(path: Path) -> tuple[str, Any]:
+        scenario = load_scenario(path, tool_names=BUILTIN_TOOLS.names())
+        ready: queue.Queue[str] = queue.Queue()
+        stop = threading.Event()
+        served: list[dict[str, Any]] = []
+
+        async def serve() -> None:
+            config = sim_config_for(scenario.provider, api_key=SIM_KEY)
+            async with serve_simulator(config, build_policies(scenario), time.time) as simulator:
+                ready.put(simulator.base_url)
+                await anyio.to_thread.run_sync(stop.wait)
+                served.extend({"status": r.status, "digest": r.payload_digest} for r in simulator.app.requests)
+
+        thread = threading.Thread(target=anyio.run, args=(serve,), daemon=True)
+        thread.start()
+
+        def finish() -> list[dict[str, Any]]:
+            stop.set()
+            thread.join(timeout=30)
+            return served
+
+        stops.append(finish)
+        return ready.get(timeout=60), finish
 
     yield start
-    for proc in procs:
-        proc.kill()
-        proc.wait()
-
-
-def _served(proc: subprocess.Popen[str]) -> list[dict[str, Any]]:
-    out, _ = proc.communicate(timeout=20)
-    served: list[dict[str, Any]] = json.loads(out.strip().splitlines()[-1])
-    return served
+    for finish in stops:
+        finish()
 
 
 def _worker(server: str, bodies: Path, sim_url: str, count: Path, crash: int = 0) -> subprocess.Popen[str]:
@@ -426,14 +473,14 @@ def _submit(scenario: Path, server: str, bodies: Path, tmp_path: Path) -> subpro
 def test_a_killed_worker_is_replaced_and_nothing_completed_is_repeated(server: str, sim: Any, tmp_path: Path) -> None:
     scenario = ROOT / "scenarios" / "quickstart.toml"
     expected = _local_report(scenario)
-    sim_url, sim_proc = sim(scenario)
+    sim_url, served = sim(scenario)
     bodies = tmp_path / "bodies"
     first = _worker(server, bodies, sim_url, tmp_path / "first.count", crash=4)
     run = _submit(scenario, server, bodies, tmp_path)
-    assert first.wait(timeout=60) == -9  # SIGKILLed after its 4th provider response
+    assert first.wait(timeout=180) == -9  # SIGKILLed after its 4th provider response
     second = _cli_worker(server, bodies, sim_url)  # the `foldline worker` command takes over
     try:
-        _, err = run.communicate(timeout=90)
+        _, err = run.communicate(timeout=240)  # a safety net only: a loaded machine may be slow
     finally:
         second.kill()
         second.wait()
@@ -448,21 +495,31 @@ def test_a_killed_worker_is_replaced_and_nothing_completed_is_repeated(server: s
         assert got[key] == want[key], key
     cached = ("cache_read_input_tokens", "cache_write_5m_tokens", "cache_write_1h_tokens")
     assert sum(got[k] for k in cached) == sum(want[k] for k in cached)
-    completed = [s["digest"] for s in _served(sim_proc) if s["status"] == 200]
+    completed = [s["digest"] for s in served() if s["status"] == 200]
     repeated = {d for d in completed if completed.count(d) > 1}
     assert len(completed) <= report["requests"] + 1 and len(repeated) <= 1  # at most the one in flight again
     seqs = [event.seq for event in read_jsonl(tmp_path / "signals.jsonl")]
     assert seqs == list(range(1, len(seqs) + 1))
 
 
+@pytest.fixture(scope="module")
+def harness_run(server: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One harness process for the module: fold.toml replayed, quickstart.toml with no worker on its slot, a bad flow."""
+    scenarios = [str(ROOT / "scenarios" / name) for name in ("fold.toml", "quickstart.toml")]
+    bodies = tmp_path_factory.mktemp("harness") / "bodies"
+    done = subprocess.run(
+        [sys.executable, HARNESS, "replay", server, str(bodies), *scenarios],
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
 @needs_server
 @pytest.mark.slow
-def test_a_flow_the_workflow_cannot_load_fails_with_the_reason(server: str, tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, HARNESS, "bad", server, str(tmp_path / "bodies")], capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    failed = json.loads(done.stdout.strip().splitlines()[-1])["failed"]
+def test_a_flow_the_workflow_cannot_load_fails_with_the_reason(harness_run: dict[str, Any]) -> None:
+    failed = harness_run["bad"]
     assert "the flow workflow foldline-run-" in failed and "bad.toml" in failed and "schema" in failed
 
 
@@ -501,7 +558,7 @@ def test_two_workers_share_a_flow_of_eight_nodes(server: str, sim: Any, tmp_path
     workers = [_worker(server, bodies, sim_url, tmp_path / f"w{n}.count") for n in range(2)]
     try:
         run = _submit(scenario, server, bodies, tmp_path)
-        _, err = run.communicate(timeout=90)
+        _, err = run.communicate(timeout=240)
     finally:
         for worker in workers:
             worker.kill()
@@ -519,14 +576,8 @@ def test_two_workers_share_a_flow_of_eight_nodes(server: str, sim: Any, tmp_path
 
 @needs_server
 @pytest.mark.slow
-def test_a_fold_flow_replays_deterministically_from_its_history(server: str, tmp_path: Path) -> None:
-    scenarios = [str(ROOT / "scenarios" / name) for name in ("fold.toml", "quickstart.toml")]
-    done = subprocess.run(
-        [sys.executable, HARNESS, "replay", server, str(tmp_path / "bodies"), *scenarios],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    replayed = json.loads(done.stdout.strip().splitlines()[-1])
+def test_a_fold_flow_replays_deterministically_from_its_history(harness_run: dict[str, Any]) -> None:
+    replayed = harness_run
     assert replayed["replayed_events"] > 100
     assert replayed["replayed_histories"] > 1 + 3  # the flow, its three branches, and their continued runs
     # The spawned child ("digest") started from its emitter's view as digests: [id, kind, sha256] rows,
@@ -534,7 +585,13 @@ def test_a_fold_flow_replays_deterministically_from_its_history(server: str, tmp
     assert replayed["seeds"] == 1 and replayed["seed_bodies_in_store"]
     assert all(len(row) == 3 and re.fullmatch(r"[0-9a-f]{64}", row[2]) for row in replayed["seed_rows"])
     assert replayed["seed_bytes"] * 4 < replayed["seed_bodies_bytes"]
-    # Affinity: every activity of the flow went to its own queue; the provider saw the root branch's key
+
+
+@needs_server
+@pytest.mark.slow
+def test_a_flows_activities_prefer_its_own_queue_and_the_root_branch_key(harness_run: dict[str, Any]) -> None:
+    replayed = harness_run
+    # Every activity of the flow went to its own queue; the provider saw the root branch's key
     # (the child shares its emitter's, the emitter and the reader their own).
     assert {q for qs in replayed["queues"].values() for q in qs} == {replayed["affinity_queue"]}
     roots, keys = replayed["roots"], replayed["cache_keys"]
@@ -544,6 +601,26 @@ def test_a_fold_flow_replays_deterministically_from_its_history(server: str, tmp
     assert replayed["fallback_status"] == "ok"
     for queues in replayed["fallback"]["queues"].values():
         assert queues[0] == replayed["fallback_queue"] and set(queues[1:]) == {"fallback"}, queues
+
+
+def test_worker_slots_are_parsed_or_refused() -> None:
+    from runtime.temporal.command import parse_slots
+
+    assert parse_slots(None) is None and parse_slots("0, 2") == [0, 2]
+    with pytest.raises(ConfigError, match="--slots: 'a,1' is not a comma-separated list"):
+        parse_slots("a,1")
+
+
+def test_stored_branches_come_after_the_branch_they_were_cloned_from() -> None:
+    from runtime.temporal.stored import parents_first
+
+    branches = {
+        "grandchild": {"branch_id": "c2", "parent_branch": "c1"},
+        "child": {"branch_id": "c1", "parent_branch": "p"},
+        "lead": {"branch_id": "p", "parent_branch": None},
+        "other": {"branch_id": "o", "parent_branch": "elsewhere"},
+    }
+    assert [b["branch_id"] for b in parents_first(branches)] == ["p", "c1", "c2", "o"]
 
 
 @given(st.integers(min_value=0, max_value=2**64 - 1), st.integers(min_value=1, max_value=64))

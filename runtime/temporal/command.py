@@ -35,6 +35,7 @@ import attrs
 
 from runtime.config.checks import check_int
 from runtime.errors import ConfigError, FoldlineError
+from runtime.store.errors import StoreInUse, StorePathRefused
 from runtime.temporal import DEFAULT_HISTORY_LIMIT, DEFAULT_TASK_QUEUE, MAX_HISTORY_LIMIT, require_temporal
 
 
@@ -155,8 +156,14 @@ def largest_branch_history(branches: dict[str, list[dict[str, int]]]) -> str:
     return f"temporal: largest branch history: {events} events, {size} bytes (node {node}, run {n + 1} of {total})"
 
 
-async def submit(args: EngineOptions, scenario_text: str, label: str, providers: Any) -> dict[str, Any]:
-    """Run one flow on Temporal with a worker of this process on the queue; return the workflow's result."""
+async def submit(
+    args: EngineOptions, scenario_text: str, label: str, providers: Any, *, run_id: str | None = None
+) -> dict[str, Any]:
+    """Run one flow on Temporal with a worker of this process on the queue; return the workflow's result.
+
+    With ``args.store`` (created already, for ``run_id``), the events go into the store and, once the flow
+    has finished, every node's final branch (:mod:`runtime.temporal.stored`).
+    """
     from temporalio.client import WorkflowFailureError
 
     from actors.tools import BUILTIN_TOOLS
@@ -164,15 +171,17 @@ async def submit(args: EngineOptions, scenario_text: str, label: str, providers:
     from runtime.temporal.worker import build_worker
     from runtime.temporal.workflows import FLOW_WORKFLOW
 
-    run_id = "run-" + secrets.token_hex(6)
+    run_id = run_id or "run-" + secrets.token_hex(6)
+    events_db = args.store or args.events_db
     arg = {
         "scenario_text": scenario_text,
         "scenario_label": label,
         "provider": args.provider,
         "run_id": run_id,
         "signals_path": str(Path(args.signals).resolve()) if args.signals else None,
-        "events_db": str(Path(args.events_db).resolve()) if args.events_db else None,
+        "events_db": str(Path(events_db).resolve()) if events_db else None,
         "history_limit": args.history_limit,
+        "keep_branch": bool(args.store),
     }
     if args.signals:
         Path(args.signals).write_text("", encoding="utf-8")
@@ -194,6 +203,10 @@ async def submit(args: EngineOptions, scenario_text: str, label: str, providers:
             ) from None
         result["history"] = await history_size(client, workflow_id)
         result["branches"] = await branch_histories(client, workflow_id, result["report"])
+        if args.store:
+            from runtime.temporal.stored import store_branches
+
+            await store_branches(args.store, result["final_branches"], client.data_converter.payload_codec.store)
     return result
 
 
@@ -220,31 +233,44 @@ def run_temporal(args: EngineOptions, out: TextIO, err: TextIO) -> int:
                 maximum=MAX_HISTORY_LIMIT,
                 expected=f"a number of history events from 1 to {MAX_HISTORY_LIMIT}",
             )
-        if args.store:
-            raise ConfigError("--store is not built for --engine temporal yet (the workflow history is the record)")
+        if args.store and args.events_db:
+            raise ConfigError("--events-db: not with --store (the store holds the run's events)")
         spec = scenario.provider if args.provider is None else scenario.provider.with_kind(args.provider)
         if spec.kind == "scripted":
             raise ConfigError("provider.kind: 'scripted' runs in process only; use simulated or anthropic on Temporal")
         text = Path(args.scenario).read_text(encoding="utf-8")
-    except ConfigError as exc:
+        run_id = "run-" + secrets.token_hex(6)
+        if args.store:
+            from runtime.temporal.stored import create_store
+
+            stored = {
+                "run_id": run_id,
+                "scenario_text": text,
+                "scenario_path": args.scenario,
+                "provider_kind": spec.kind,
+            }
+            args = attrs.evolve(args, store=anyio.run(lambda: create_store(str(args.store), **stored)))
+    except (ConfigError, StorePathRefused, StoreInUse) as exc:
         print(f"foldline: {exc}", file=err)
         return finish(2, out, err)
-    report = anyio.run(_run_with_provider, args, scenario, spec, text, err)
+    report = anyio.run(_run_with_provider, args, scenario, spec, text, err, run_id)
     print(format_report(report), file=out)
     if args.report:
         Path(args.report).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return finish(0 if report["status"] == "ok" else 1, out, err)
 
 
-async def _run_with_provider(args: EngineOptions, scenario: Any, spec: Any, text: str, err: TextIO) -> dict[str, Any]:
+async def _run_with_provider(
+    args: EngineOptions, scenario: Any, spec: Any, text: str, err: TextIO, run_id: str
+) -> dict[str, Any]:
     from runtime.providers.factory import open_provider
     from runtime.scenario_run import build_policies
 
     if args.no_worker:
-        result = await submit(args, text, args.scenario, None)
+        result = await submit(args, text, args.scenario, None, run_id=run_id)
     else:
         async with open_provider(spec, build_policies(scenario), clock=time.time) as provider:
-            result = await submit(args, text, args.scenario, {spec.kind: provider})
+            result = await submit(args, text, args.scenario, {spec.kind: provider}, run_id=run_id)
     h = result["history"]
     print(
         f"temporal: history of the flow workflow: {h['events']} events, {h['bytes']} bytes, "

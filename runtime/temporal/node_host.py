@@ -296,4 +296,9 @@ async def run_node_workflow(host: NodeHost, arg: Mapping[str, Any]) -> dict[str,
             "fell_back": route.fell_back,
         }
         workflow.continue_as_new(dict(arg) | {"resume": snapshot, "seed": None, "carry": carried})
-    return outcome | {"items": outbox.sent, "unrecoverable": audit_recoverability([branch])}
+    outcome |= {"items": outbox.sent, "unrecoverable": audit_recoverability([branch])}
+    if arg.get("keep_branch"):  # the run is stored: its final branch, as digests (the bodies put first)
+        snapshot, bodies = seed_of(branch)
+        await _put_bodies(host, bodies)
+        outcome["branch"] = snapshot
+    return outcome

@@ -68,6 +68,8 @@ class FlowScheduler:
     """Each node's root branch: its own for a top-level node, its emitter's root for a spawned child."""
     received: dict[str, int] = attrs.field(factory=dict)
     unrecoverable: int = 0
+    branches: dict[str, Any] = attrs.field(factory=dict)
+    """Each run node's final branch as digests, in the order the nodes started (only when the run is stored)."""
     limiter: anyio.CapacityLimiter = attrs.field(init=False)
     running: anyio.abc.TaskGroup | None = None
     closing: bool = False
@@ -152,6 +154,8 @@ class FlowScheduler:
             sent = int(outcome["items"])
             await workflow.wait_condition(lambda: self.received.get(node.id, 0) >= sent)
             self.unrecoverable += int(outcome["unrecoverable"])
+            if "branch" in outcome:
+                self.branches[node.id] = outcome["branch"] | {"branch_id": branch_id}
             if outcome["status"] != "ok":
                 failed = NodeFailed(error_type=outcome["error_type"], message=outcome["message"])
                 await self.publish(failed, node.id, branch_id)
@@ -215,7 +219,8 @@ async def run_flow_workflow(arg: Mapping[str, Any], inbox: list[dict[str, Any]])
             raise TypeError("the report's blocking subscription lost events")
         report.feed(item)
 
-    keys = ("scenario_text", "scenario_label", "provider", "run_id", "history_limit", "affinity_wait_s", "heartbeat_s")
+    keys = ["scenario_text", "scenario_label", "provider", "run_id", "history_limit", "affinity_wait_s", "heartbeat_s"]
+    keys.append("keep_branch")
     node_arg = {k: arg.get(k) for k in keys}
     slots = arg.get("affinity_slots", AFFINITY_SLOTS)
     node_arg["affinity_queue"] = affinity_queue(info.task_queue, info.workflow_id, slots) if slots else None
@@ -233,4 +238,5 @@ async def run_flow_workflow(arg: Mapping[str, Any], inbox: list[dict[str, Any]])
             await bus.publish(RunFinished(status=status, nodes=statuses, bytes_unrecoverable=scheduler.unrecoverable))
         if pump is not None:
             pump.closing = True
-    return {"report": report.to_json(), "events_written": pump.written if pump is not None else 0}
+    written = pump.written if pump is not None else 0
+    return {"report": report.to_json(), "events_written": written, "final_branches": scheduler.branches}
