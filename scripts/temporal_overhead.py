@@ -1,6 +1,6 @@
 """Measure what running on Temporal costs per request, and how large a flow's history grows.
 
-Usage: ``python scripts/temporal_overhead.py SCENARIO [--repeat N]`` (needs the
+Usage: ``python scripts/temporal_overhead.py SCENARIO [--repeat N] [--history-limit EVENTS]`` (needs the
 ``temporal`` extra). Runs the scenario in process and on a Temporal dev
 server started from the installed binary (worker in this process, the same
 simulated provider), each ``N`` times after one warm-up run; prints the best
@@ -36,7 +36,7 @@ from runtime.temporal.worker import build_worker, local_server  # noqa: E402
 from runtime.temporal.workflows import FLOW_WORKFLOW  # noqa: E402
 
 
-async def measure(path: str, repeat: int) -> dict[str, Any]:
+async def measure(path: str, repeat: int, history_limit: int | None) -> dict[str, Any]:
     scenario = load_scenario(path, tool_names=BUILTIN_TOOLS.names())
     text = Path(path).read_text(encoding="utf-8")
     local: list[float] = []
@@ -56,7 +56,9 @@ async def measure(path: str, repeat: int) -> dict[str, Any]:
                 host = ActivityHost({scenario.provider.kind: provider}, BUILTIN_TOOLS)
                 async with build_worker(client, host, task_queue="overhead"):
                     for n in range(repeat + 1):
-                        arg = {"scenario_text": text, "scenario_label": path, "run_id": f"run-o{n}"}
+                        arg: dict[str, Any] = {"scenario_text": text, "scenario_label": path, "run_id": f"run-o{n}"}
+                        if history_limit is not None:
+                            arg["history_limit"] = history_limit
                         start = time.perf_counter()
                         result = await client.execute_workflow(
                             FLOW_WORKFLOW, arg, id=f"overhead-{n}", task_queue="overhead"
@@ -78,9 +80,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("scenario")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--history-limit", type=int, help="continue a branch as new at its folds past this many events")
     args = parser.parse_args()
     configure_logging(level="error", fmt="console", stream=sys.stderr)
-    r = anyio.run(measure, args.scenario, args.repeat)
+    r = anyio.run(measure, args.scenario, args.repeat, args.history_limit)
     per = (r["temporal_s"] - r["local_s"]) / r["requests"] * 1000
     h = r["history"]
     print(f"{args.scenario}: {r['requests']} requests (provider attempts; tool calls are activities too)")

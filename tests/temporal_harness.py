@@ -6,9 +6,10 @@ how many provider responses it completed to COUNT_FILE after each one and,
 with CRASH_AFTER, SIGKILLs itself right after that many responses (the
 response is completed at the simulator, never reported to Temporal).
 
-``python tests/temporal_harness.py replay ADDRESS BODIES SCENARIO FALLBACK_SCENARIO``: run
+``python tests/temporal_harness.py replay ADDRESS BODIES SCENARIO FALLBACK_SCENARIO SIGNALS``: run
 the scenario on the server (every branch workflow continuing as new at each fold commit
-it can), then replay the flow's history and every run of every branch workflow against
+it can; its events to SIGNALS; its report and every branch workflow run's history size
+printed), then replay the flow's history and every run of every branch workflow against
 the workflow code (Temporal's Replayer raises on any nondeterminism); run the second
 scenario with a worker that serves no affinity slot; print what was replayed, the seeds
 spawned children started from, where every branch's activities were scheduled, and how
@@ -113,10 +114,11 @@ async def _run_flow(client: Any, scenario_path: str, flow_id: str, queue: str, s
             return await client.execute_workflow(FLOW_WORKFLOW, arg | extra, id=flow_id, task_queue=queue)
 
 
-async def replay(address: str, bodies: str, scenario_path: str, fallback_path: str) -> None:
+async def replay(address: str, bodies: str, scenario_path: str, fallback_path: str, signals: str) -> None:
     from temporalio.worker import Replayer
 
     from runtime.temporal.bodies import DirectoryBodyStore
+    from runtime.temporal.command import branch_histories
     from runtime.temporal.flow_host import affinity_queue
     from runtime.temporal.worker import connect, data_converter, sandbox_runner
     from runtime.temporal.workflows import FlowWorkflow, NodeWorkflow
@@ -124,7 +126,9 @@ async def replay(address: str, bodies: str, scenario_path: str, fallback_path: s
     store = DirectoryBodyStore(bodies)
     client = await connect(address, store)
     # Every branch workflow continues as new at each fold commit it can; the workers serve every affinity slot.
-    result = await _run_flow(client, scenario_path, "replay-1", "replay", None, history_limit=1)
+    Path(signals).write_text("", encoding="utf-8")
+    result = await _run_flow(client, scenario_path, "replay-1", "replay", None, history_limit=1, signals_path=signals)
+    branches = await branch_histories(client, "replay-1", result["report"])
     runs = await _node_runs(client, store, "replay-1", result["report"]["nodes"])
     histories = [await client.get_workflow_handle("replay-1").fetch_history()] + [h for _, h, _ in runs]
     replayer = Replayer(
@@ -144,6 +148,8 @@ async def replay(address: str, bodies: str, scenario_path: str, fallback_path: s
     fallback = await _run_flow(client, fallback_path, "fallback-1", "fallback", [], affinity_wait_s=1)
     fallback_runs = await _node_runs(client, store, "fallback-1", fallback["report"]["nodes"])
     out = {
+        "report": result["report"],
+        "branch_histories": branches,
         "replayed_histories": len(histories),
         "replayed_events": sum(len(list(h.events)) for h in histories),
         "seeds": len(seeds),
@@ -176,7 +182,7 @@ async def submit_bad(address: str, bodies: str) -> str:
 
 if __name__ == "__main__":
     if sys.argv[1] == "replay":
-        anyio.run(replay, *sys.argv[2:6])
+        anyio.run(replay, *sys.argv[2:7])
     else:
         crash_after = int(sys.argv[7]) if len(sys.argv) > 7 else 0
         anyio.run(serve_worker, *sys.argv[2:7], crash_after)

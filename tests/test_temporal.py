@@ -307,7 +307,7 @@ def test_temporal_run_keeps_the_in_process_contract(tmp_path: Path) -> None:
     local_run = _local_run(ROOT / "scenarios" / "quickstart.toml", local_signals)
     local = local_run.report
     store = tmp_path / "run.db"
-    remote, remote_signals, stderr = _run("quickstart.toml", tmp_path, "--store", str(store))
+    remote, remote_signals, stderr = _run("quickstart.toml", tmp_path, "--store", str(store), "--history-limit", "1")
     seqs = _assert_same_contract(remote, local, remote_signals, local_signals)
     assert remote["status"] == "ok"
     from runtime.cli.main import main
@@ -336,24 +336,24 @@ def test_temporal_run_keeps_the_in_process_contract(tmp_path: Path) -> None:
     # Bodies live in the body store: no history event carries a conversation.
     largest = int(stderr.split("largest event ")[1].split(" bytes")[0])
     assert largest < 2048, stderr[-500:]
-    # Every node ran in a branch workflow of its own (none continued as new: no fold commit).
+    # Every node ran in a branch workflow of its own; none continued as new even at a history limit of
+    # 1 event: a branch continues as new only at a fold commit, and quickstart.toml has none.
     assert _largest_branch(stderr)[4] == 1
 
 
 @needs_server
 @pytest.mark.slow
-def test_a_folding_branch_continues_as_new_and_keeps_the_contract(server: str, tmp_path: Path) -> None:
-    """fold.toml with --history-limit 1: every branch workflow continues as new at each fold commit it can."""
+def test_a_folding_branch_continues_as_new_and_keeps_the_contract(harness_run: dict[str, Any], tmp_path: Path) -> None:
+    """fold.toml with history limit 1: every branch workflow continues as new at each fold commit it can."""
     local_signals = tmp_path / "local.jsonl"
     local = _local_report(ROOT / "scenarios" / "fold.toml", local_signals)
-    extra = ("--temporal", server, "--bodies", str(tmp_path / "bodies"), "--history-limit", "1")
-    extra += ("--events-db", str(tmp_path / "events.db"))
-    remote, remote_signals, stderr = _run("fold.toml", tmp_path, *extra)
-    _assert_same_contract(remote, local, remote_signals, local_signals)
+    remote = harness_run["report"]
+    _assert_same_contract(remote, local, Path(harness_run["signals"]), local_signals)
     assert remote["fold_commits"] >= 3
-    events, size, node, run, runs = _largest_branch(stderr)
-    assert node == "reader" and runs >= 3, stderr[-500:]  # the reader's branch continued as new at its folds
-    assert events < 600, stderr[-500:]  # bounded: the reader's whole run in one history takes about 870
+    runs = harness_run["branch_histories"]
+    assert len(runs["reader"]) >= 3  # the reader's branch continued as new at its folds
+    largest = max(run["events"] for node in runs.values() for run in node)
+    assert largest < 600, runs  # bounded: the reader's whole run in one history takes about 870 events
 
 
 # -- many workers, and a worker that dies -------------------------------------------------
@@ -506,14 +506,15 @@ def test_a_killed_worker_is_replaced_and_nothing_completed_is_repeated(server: s
 def harness_run(server: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One harness process for the module: fold.toml replayed, quickstart.toml with no worker on its slot, a bad flow."""
     scenarios = [str(ROOT / "scenarios" / name) for name in ("fold.toml", "quickstart.toml")]
-    bodies = tmp_path_factory.mktemp("harness") / "bodies"
+    scratch = tmp_path_factory.mktemp("harness")
+    bodies, signals = scratch / "bodies", scratch / "signals.jsonl"
     done = subprocess.run(
-        [sys.executable, HARNESS, "replay", server, str(bodies), *scenarios],
+        [sys.executable, HARNESS, "replay", server, str(bodies), *scenarios, str(signals)],
         capture_output=True, text=True, timeout=180,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    return result | {"signals": str(signals)}
 
 
 @needs_server
