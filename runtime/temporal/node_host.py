@@ -113,7 +113,7 @@ class NodeHost:
     def answer(self, arg: Mapping[str, Any]) -> None:
         self.answers[int(arg["ref"])] = dict(arg)
 
-    async def spawn(self, bus: SignalBus, node: Node, branch: Branch, inherits_view: bool, child_id: str) -> str:
+    async def spawn(self, bus: SignalBus, branch: Branch, inherits_view: bool, child_id: str) -> str:
         """Ask the flow to spawn ``child_id`` from this node's view (as digests); return its answer or raise."""
         outbox = self.outbox
         assert outbox is not None
@@ -142,8 +142,9 @@ class ContinueCut(BaseException):
 class ContinuePoint:
     """Where a long-running branch continues as new: at a fold commit, once its history is long enough.
 
-    The cut is the first main response after a fold commit that asks for tool
-    calls (a side summary reply never does): the response is in the branch,
+    The cut is the first main response asking for tool calls after a fold
+    commit, once the history holds ``limit`` events (a side summary reply
+    never asks for tools): the response is in the branch,
     its calls not run yet, the one point the operation resumes from exactly
     (``run_operation(resume=True)`` runs just those calls, then sends on).
     ``limit`` None: never.
@@ -266,7 +267,7 @@ async def run_node_workflow(host: NodeHost, arg: Mapping[str, Any]) -> dict[str,
                 branch = await _branch(arg, node, registry, route)
 
                 async def spawn(child_id: str) -> str:
-                    return await host.spawn(bus, node, branch, children.get(child_id, False), child_id)
+                    return await host.spawn(bus, branch, children.get(child_id, False), child_id)
 
                 try:
                     result = await run_operation(
