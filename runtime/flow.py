@@ -159,7 +159,7 @@ class Flow:
         check_int(self.spawn_limit, "flow: spawn_limit", minimum=0, maximum=MAX_SPAWN_LIMIT, expected="an integer >= 0")
 
 
-def _completed_view_length(branch: Branch) -> int:
+def completed_view_length(branch: Branch) -> int:
     """Length of the emitter's view without a trailing incomplete round."""
     view = branch.view()
     answered = {m.call_id for m in view if isinstance(m, ToolResult)}
@@ -302,7 +302,7 @@ class _Scheduler:
         if child.branch is not None:
             branch = child.branch
         elif child.inherit == "view":
-            branch = emitter_branch.clone(upto=_completed_view_length(emitter_branch))
+            branch = emitter_branch.clone(upto=completed_view_length(emitter_branch))
             setup = self.new_branch(child)
             branch.configure(system=setup.system.text if setup.system else None, tools=setup.tools)
         else:

@@ -1,22 +1,19 @@
 """Processes the Temporal tests start and kill (not a test module).
 
-``python tests/temporal_harness.py sim SCENARIO KEY``: serve the simulator for
-a scenario's scripts on a free loopback port; print its base URL; when stdin
-closes, print what it served (status and payload digest of every request) as
-JSON and exit.
-
 ``python tests/temporal_harness.py worker ADDRESS BODIES SIM_URL KEY COUNT_FILE [CRASH_AFTER]``:
 a foldline worker (two activities at a time) whose ``simulated`` provider is that simulator; it writes
 how many provider responses it completed to COUNT_FILE after each one and,
 with CRASH_AFTER, SIGKILLs itself right after that many responses (the
 response is completed at the simulator, never reported to Temporal).
 
-``python tests/temporal_harness.py bad ADDRESS BODIES``: submit a scenario the
-workflow cannot load (with a worker of this process); print how it failed.
-
-``python tests/temporal_harness.py replay SCENARIO``: run the scenario on a dev
-server, then replay its history against the workflow code (Temporal's
-Replayer raises on any nondeterminism); print the history's event count.
+``python tests/temporal_harness.py replay ADDRESS BODIES SCENARIO FALLBACK_SCENARIO SIGNALS``: run
+the scenario on the server (every branch workflow continuing as new at each fold commit
+it can; its events to SIGNALS; its report and every branch workflow run's history size
+printed), then replay the flow's history and every run of every branch workflow against
+the workflow code (Temporal's Replayer raises on any nondeterminism); run the second
+scenario with a worker that serves no affinity slot; print what was replayed, the seeds
+spawned children started from, where every branch's activities were scheduled, and how
+a flow the workflow cannot load failed (with a worker of this process).
 """
 
 from __future__ import annotations
@@ -27,27 +24,12 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-
-
-async def serve_sim(scenario_path: str, key: str) -> None:
-    from actors.tools import BUILTIN_TOOLS
-    from runtime.config.loader import load_scenario
-    from runtime.providers.factory import sim_config_for
-    from runtime.scenario_run import build_policies
-    from runtime.sim.server import serve_simulator
-
-    scenario = load_scenario(scenario_path, tool_names=BUILTIN_TOOLS.names())
-    config = sim_config_for(scenario.provider, api_key=key)
-    async with serve_simulator(config, build_policies(scenario), time.time) as sim:
-        print(sim.base_url, flush=True)
-        await anyio.to_thread.run_sync(sys.stdin.read)
-        served = [{"status": r.status, "digest": r.payload_digest} for r in sim.app.requests]
-        print(json.dumps(served), flush=True)
 
 
 async def serve_worker(address: str, bodies: str, sim_url: str, key: str, count_file: str, crash: int) -> None:
@@ -74,54 +56,133 @@ async def serve_worker(address: str, bodies: str, sim_url: str, key: str, count_
     await worker.run()
 
 
-async def replay(scenario_path: str) -> None:
-    import tempfile
+async def _node_runs(client: Any, store: Any, flow_id: str, nodes: Any) -> list[tuple[str, Any, dict[str, Any]]]:
+    """(node, history, first run's input) of every run of every node's branch workflow."""
+    from runtime.temporal.node_host import node_workflow_id
+    from runtime.temporal.worker import data_converter
 
-    from temporalio.worker import Replayer
+    runs = []
+    for node in nodes:
+        run_id, histories = None, []
+        while True:  # every run of the node's branch workflow, last first
+            history = await client.get_workflow_handle(node_workflow_id(flow_id, node), run_id=run_id).fetch_history()
+            histories.append(history)
+            started = history.events[0].workflow_execution_started_event_attributes
+            run_id = started.continued_execution_run_id or None
+            if run_id is None:
+                [first] = await data_converter(store).decode(started.input.payloads)
+                break
+        runs += [(node, history, first) for history in histories]
+    return runs
 
+
+async def _scheduled(store: Any, runs: list[tuple[str, Any, dict[str, Any]]]) -> dict[str, Any]:
+    """Where the branch workflows' activities were scheduled, and the cache keys provider attempts carried."""
+    from runtime.temporal.worker import data_converter
+
+    queues: dict[str, list[str]] = {}
+    keys: dict[str, set[str]] = {}
+    for node, history, _ in runs:
+        for event in history.events:
+            if event.HasField("activity_task_scheduled_event_attributes"):
+                scheduled = event.activity_task_scheduled_event_attributes
+                queues.setdefault(node, []).append(scheduled.task_queue.name)
+                if scheduled.activity_type.name == "foldline.provider_attempt":
+                    [arg] = await data_converter(store).decode(scheduled.input.payloads)
+                    keys.setdefault(node, set()).add(arg["cache_key"])
+    return {"queues": queues, "cache_keys": {node: sorted(k) for node, k in keys.items()}}
+
+
+async def _run_flow(client: Any, scenario_path: str, flow_id: str, queue: str, slots: Any, **extra: Any) -> Any:
     from actors.tools import BUILTIN_TOOLS
     from runtime.config.loader import load_scenario
     from runtime.providers.factory import open_provider
     from runtime.scenario_run import build_policies
     from runtime.temporal.activities import ActivityHost
-    from runtime.temporal.bodies import DirectoryBodyStore
-    from runtime.temporal.worker import build_worker, data_converter, local_server, sandbox_runner
-    from runtime.temporal.workflows import FLOW_WORKFLOW, FlowWorkflow
+    from runtime.temporal.worker import build_worker
+    from runtime.temporal.workflows import FLOW_WORKFLOW
 
     scenario = load_scenario(scenario_path, tool_names=BUILTIN_TOOLS.names())
-    arg = {"scenario_text": Path(scenario_path).read_text(), "scenario_label": scenario_path, "run_id": "run-replay"}
-    with tempfile.TemporaryDirectory() as bodies:
-        store = DirectoryBodyStore(bodies)
-        async with local_server(store) as client:
-            async with open_provider(scenario.provider, build_policies(scenario), clock=time.time) as provider:
-                host = ActivityHost({scenario.provider.kind: provider}, BUILTIN_TOOLS)
-                async with build_worker(client, host, task_queue="replay"):
-                    await client.execute_workflow(FLOW_WORKFLOW, arg, id="replay-1", task_queue="replay")
-            history = await client.get_workflow_handle("replay-1").fetch_history()
-        replayer = Replayer(
-            workflows=[FlowWorkflow], workflow_runner=sandbox_runner(), data_converter=data_converter(store)
-        )
-        await replayer.replay_workflow(history)
-    print(json.dumps({"replayed_events": len(list(history.events))}), flush=True)
+    arg = {
+        "scenario_text": Path(scenario_path).read_text(),
+        "scenario_label": scenario_path,
+        "run_id": "run-" + flow_id,
+    }
+    async with open_provider(scenario.provider, build_policies(scenario), clock=time.time) as provider:
+        host = ActivityHost({scenario.provider.kind: provider}, BUILTIN_TOOLS)
+        async with build_worker(client, host, task_queue=queue, slots=slots):
+            return await client.execute_workflow(FLOW_WORKFLOW, arg | extra, id=flow_id, task_queue=queue)
 
 
-async def submit_bad(address: str, bodies: str) -> None:
+async def replay(address: str, bodies: str, scenario_path: str, fallback_path: str, signals: str) -> None:
+    from temporalio.worker import Replayer
+
+    from runtime.temporal.bodies import DirectoryBodyStore
+    from runtime.temporal.command import branch_histories
+    from runtime.temporal.flow_host import affinity_queue
+    from runtime.temporal.worker import connect, data_converter, sandbox_runner
+    from runtime.temporal.workflows import FlowWorkflow, NodeWorkflow
+
+    store = DirectoryBodyStore(bodies)
+    client = await connect(address, store)
+    # Every branch workflow continues as new at each fold commit it can; the workers serve every affinity slot.
+    Path(signals).write_text("", encoding="utf-8")
+    result = await _run_flow(client, scenario_path, "replay-1", "replay", None, history_limit=1, signals_path=signals)
+    branches = await branch_histories(client, "replay-1", result["report"])
+    runs = await _node_runs(client, store, "replay-1", result["report"]["nodes"])
+    histories = [await client.get_workflow_handle("replay-1").fetch_history()] + [h for _, h, _ in runs]
+    replayer = Replayer(
+        workflows=[FlowWorkflow, NodeWorkflow], workflow_runner=sandbox_runner(), data_converter=data_converter(store)
+    )
+
+    async def each() -> Any:
+        for history in histories:
+            yield history
+
+    await replayer.replay_workflows(each())  # raises the first replay failure
+    seeds = [first["seed"] for node, _, first in runs if first.get("seed") is not None]
+    seeds = list({json.dumps(seed, sort_keys=True): seed for seed in seeds}.values())
+    rows = [row for seed in seeds for row in seed["record"]]
+    # A worker serving no affinity slot: each branch's first activity waits 1 s on the flow's slot, then every
+    # activity goes to the shared queue.
+    fallback = await _run_flow(client, fallback_path, "fallback-1", "fallback", [], affinity_wait_s=1)
+    fallback_runs = await _node_runs(client, store, "fallback-1", fallback["report"]["nodes"])
+    out = {
+        "report": result["report"],
+        "branch_histories": branches,
+        "replayed_histories": len(histories),
+        "replayed_events": sum(len(list(h.events)) for h in histories),
+        "seeds": len(seeds),
+        "seed_rows": rows,
+        "seed_bytes": max(len(json.dumps(seed)) for seed in seeds),
+        "seed_bodies_in_store": all(store.get(row[2]) for row in rows),
+        "seed_bodies_bytes": sum(len(store.get(row[2])) for row in rows),
+        "affinity_queue": affinity_queue("replay", "replay-1"),
+        "branch_ids": {node: value.get("branch_id") for node, value in result["report"]["nodes"].items()},
+        "roots": {node: first["root_branch"] for node, _, first in runs},
+        "fallback_status": fallback["report"]["status"],
+        "fallback_queue": affinity_queue("fallback", "fallback-1"),
+        "fallback": await _scheduled(store, fallback_runs),
+    } | await _scheduled(store, runs)
+    out["bad"] = await submit_bad(address, bodies)
+    print(json.dumps(out), flush=True)
+
+
+async def submit_bad(address: str, bodies: str) -> str:
+    """Submit a scenario the workflow cannot load (with a worker of this process); how it failed."""
     from runtime.temporal.command import EngineOptions, FlowFailed, submit
 
     args = EngineOptions(scenario="bad.toml", temporal=address, bodies=bodies, task_queue="bad")
     try:
         await submit(args, 'schema = "foldline.scenario/v0"', "bad.toml", {})
     except FlowFailed as exc:
-        print(json.dumps({"failed": str(exc)}), flush=True)
+        return str(exc)
+    raise AssertionError("the bad flow did not fail")
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "sim":
-        anyio.run(serve_sim, sys.argv[2], sys.argv[3])
-    elif sys.argv[1] == "bad":
-        anyio.run(submit_bad, sys.argv[2], sys.argv[3])
-    elif sys.argv[1] == "replay":
-        anyio.run(replay, sys.argv[2])
+    if sys.argv[1] == "replay":
+        anyio.run(replay, *sys.argv[2:7])
     else:
         crash_after = int(sys.argv[7]) if len(sys.argv) > 7 else 0
         anyio.run(serve_worker, *sys.argv[2:7], crash_after)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
-from runtime.temporal import DEFAULT_TASK_QUEUE
+from runtime.temporal import DEFAULT_HISTORY_LIMIT, DEFAULT_TASK_QUEUE
 
 
 def add_engine_arguments(run: argparse.ArgumentParser) -> None:
@@ -16,11 +16,19 @@ def add_engine_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("--bodies", metavar="DIR", help="the body store every worker reaches (needed with --temporal)")
     run.add_argument("--events-db", metavar="FILE", help="also write the events into a store file (foldline events)")
     run.add_argument("--no-worker", action="store_true", help="submit and follow only: workers elsewhere do the work")
+    run.add_argument(
+        "--history-limit",
+        type=int,
+        metavar="EVENTS",
+        help=f"a branch workflow continues as new at its next fold commit past this many history events "
+        f"(default {DEFAULT_HISTORY_LIMIT})",
+    )
 
 
 def local_engine_conflict(args: argparse.Namespace) -> str | None:
     """What a local run was given that only the Temporal engine takes (None: nothing)."""
-    given = [f"--{name.replace('_', '-')}" for name in ("temporal", "bodies", "events_db") if getattr(args, name)]
+    names = ("temporal", "bodies", "events_db", "history_limit")
+    given = [f"--{name.replace('_', '-')}" for name in names if getattr(args, name) is not None]
     given += ["--no-worker"] if args.no_worker else []
     return f"{', '.join(given)}: only with --engine temporal" if given else None
 
@@ -30,6 +38,11 @@ def add_worker_arguments(worker: argparse.ArgumentParser) -> None:
     worker.add_argument("--task-queue", default=DEFAULT_TASK_QUEUE, help=f"default {DEFAULT_TASK_QUEUE!r}")
     worker.add_argument("--bodies", metavar="DIR", required=True, help="the body store every worker reaches")
     worker.add_argument("--sim-url", metavar="URL", help="serve the `simulated` provider from this simulator")
+    worker.add_argument(
+        "--slots",
+        metavar="N,N",
+        help="the affinity task queues (QUEUE@N) this worker serves besides the shared one (default: all)",
+    )
 
 
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -46,6 +59,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         bodies=args.bodies,
         no_worker=args.no_worker,
         store=args.store,
+        history_limit=DEFAULT_HISTORY_LIMIT if args.history_limit is None else args.history_limit,
     )
     return run_temporal(options, out, err)
 
@@ -54,6 +68,6 @@ def worker(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from runtime.temporal.command import WorkerOptions, run_worker
 
     options = WorkerOptions(
-        temporal=args.temporal, bodies=args.bodies, task_queue=args.task_queue, sim_url=args.sim_url
+        temporal=args.temporal, bodies=args.bodies, task_queue=args.task_queue, sim_url=args.sim_url, slots=args.slots
     )
     return run_worker(options, out, err)

@@ -6,6 +6,10 @@ in foldline imports this package's submodules, and only they import
 """
 
 DEFAULT_TASK_QUEUE = "foldline"
+DEFAULT_HISTORY_LIMIT = 2000
+"""A branch workflow continues as new at its next fold commit once its history holds this many events."""
+MAX_HISTORY_LIMIT = 50_000
+"""Temporal refuses a history past 51,200 events; a limit must leave room to reach the next fold commit."""
 
 
 def require_temporal() -> None:

@@ -10,6 +10,9 @@
 - ``foldline.write_events``: a batch of events appended to a JSONL sink and/or
   inserted into a SQLite store file, exactly once per ``seq`` (a retried batch
   skips what the sink already holds).
+- ``foldline.put_bodies`` / ``foldline.get_bodies``: message bodies in the body
+  store, each under its own SHA-256 (a spawned child's seed names them by
+  digest, :mod:`runtime.temporal.seed`).
 
 Each activity heartbeats while it runs, so a worker that dies is noticed
 within the heartbeat timeout and the attempt moves to another worker.
@@ -17,19 +20,22 @@ within the heartbeat timeout and the attempt moves to another worker.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import anyio
 import attrs
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from actors.tools import ToolContext, ToolRegistry
 from runtime.errors import FoldlineError
 from runtime.providers.base import AttemptFailed, ProviderError, ProviderReply
+from runtime.temporal.bodies import BodyStore
 from runtime.usage import Usage
 
 T = TypeVar("T")
@@ -41,6 +47,19 @@ class PayloadSender(Protocol):
     """A provider that sends a compiled request's payload (``AnthropicProvider`` is one)."""
 
     async def send_payload(self, payload: dict[str, Any], *, node_id: str | None) -> ProviderReply: ...
+
+
+@runtime_checkable
+class KeyRoutedSender(Protocol):
+    """A provider that routes its prompt cache by a key it is given (Anthropic's API takes none).
+
+    On Temporal the key is the flow's root branch id, so every node of a flow
+    (a spawned child shares its emitter's prefix) lands on the same cache.
+    """
+
+    async def send_keyed_payload(
+        self, payload: dict[str, Any], *, node_id: str | None, cache_key: str
+    ) -> ProviderReply: ...
 
 
 def usage_to_wire(usage: Usage) -> dict[str, Any]:
@@ -111,8 +130,20 @@ class ActivityHost:
                 f"this worker has no {kind!r} provider (it has: {', '.join(sorted(self.providers)) or 'none'})"
             )
         payload = json.loads(arg["payload"])
+        node_id, key = arg.get("node_id"), arg.get("cache_key")
+        if isinstance(provider, KeyRoutedSender) and key:
+            keyed = provider
+
+            def send() -> Awaitable[ProviderReply]:
+                return keyed.send_keyed_payload(payload, node_id=node_id, cache_key=str(key))
+
+        else:
+
+            def send() -> Awaitable[ProviderReply]:
+                return provider.send_payload(payload, node_id=node_id)
+
         try:
-            reply = await _heartbeating(lambda: provider.send_payload(payload, node_id=arg.get("node_id")))
+            reply = await _heartbeating(send)
         except AttemptFailed as failed:
             return {"failed": _failure(failed) | {"headers": dict(failed.headers)}}
         except ProviderError as error:
@@ -140,6 +171,31 @@ class ActivityHost:
         if arg.get("sqlite"):
             insert_events(Path(arg["sqlite"]), arg["events"])
         return written
+
+
+@attrs.define(eq=False)
+class BodyActivities:
+    """Message bodies in the deployment's body store, each under the SHA-256 of its canonical content."""
+
+    store: BodyStore
+
+    @activity.defn(name="foldline.put_bodies")
+    async def put_bodies(self, arg: dict[str, Any]) -> int:
+        """Store each body under its digest (refusing one that does not hash to it); return how many."""
+        bodies: dict[str, str] = arg["bodies"]
+        for digest, body in bodies.items():
+            data = body.encode("utf-8")
+            if hashlib.sha256(data).hexdigest() != digest:
+                raise ApplicationError(
+                    f"put_bodies: the body given for {digest} does not hash to it", non_retryable=True
+                )
+            self.store.put(digest, data)
+        return len(bodies)
+
+    @activity.defn(name="foldline.get_bodies")
+    async def get_bodies(self, arg: dict[str, Any]) -> dict[str, str]:
+        """The bodies of the given digests (the store checks each against its digest)."""
+        return {digest: self.store.get(digest).decode("utf-8") for digest in arg["digests"]}
 
 
 def _failure(error: ProviderError) -> dict[str, Any]:

@@ -12,9 +12,9 @@ stored once.
 Every worker and client of one deployment must reach the same store:
 
 - one host: :class:`DirectoryBodyStore` (a directory, ``file:PATH`` or a plain path);
-- across hosts: Postgres is the backend to add (``postgres://...``); it is not
-  built yet, and :func:`open_body_store` says so. Another backend is any
-  object with the two methods of :class:`BodyStore`.
+- across hosts: :class:`PostgresBodyStore` (``postgresql://...``, through
+  psycopg 3, in the ``temporal`` extra): one table, ``foldline_bodies``.
+  Another backend is any object with the two methods of :class:`BodyStore`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import os
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import attrs
 from temporalio.api.common.v1 import Payload
@@ -98,17 +98,83 @@ class DirectoryBodyStore:
         return sum(1 for p in self.root.glob("??/*") if not p.name.startswith("."))
 
 
-def open_body_store(location: str) -> BodyStore:
-    """The store a location names: a directory path (or ``file:PATH``); ``postgres://`` is not built yet."""
-    if not location:
-        raise ConfigError("--bodies: empty location (expected a directory, file:PATH or postgres://...)")
-    if location.startswith(("postgres://", "postgresql://")):
-        raise ConfigError(
-            "--bodies: the Postgres body store (the cross-host backend) is not built yet; "
-            "use a directory every worker reaches, or add a BodyStore (runtime/temporal/bodies.py)"
+def redacted(dsn: str) -> str:
+    """A connection URL with its password replaced by ``***`` (for messages)."""
+    scheme, sep, rest = dsn.partition("://")
+    userinfo, at, host = rest.rpartition("@")
+    if not sep or not at or ":" not in userinfo:
+        return dsn
+    return f"{scheme}://{userinfo.split(':', 1)[0]}:***@{host}"
+
+
+@attrs.define(eq=False)
+class PostgresBodyStore:
+    """Bodies in a Postgres table every host reaches: ``foldline_bodies(digest text primary key, body bytea)``.
+
+    One connection per process, opened on first use (autocommit: a put is one
+    ``INSERT ... ON CONFLICT DO NOTHING``, so concurrent workers storing the
+    same body agree); the table is created if missing.
+    """
+
+    dsn: str
+    _connection: Any = attrs.field(default=None, init=False)
+
+    def _connect(self) -> Any:
+        if self._connection is None or self._connection.closed:
+            try:
+                import psycopg
+            except ImportError:
+                raise ConfigError(
+                    "--bodies: the Postgres body store needs psycopg 3: pip install -e '.[temporal]'"
+                ) from None
+            try:
+                connection = psycopg.connect(self.dsn, autocommit=True, connect_timeout=10)
+                connection.execute(
+                    "CREATE TABLE IF NOT EXISTS foldline_bodies (digest text PRIMARY KEY, body bytea NOT NULL)"
+                )
+            except psycopg.Error as exc:
+                raise ConfigError(f"--bodies: cannot use the Postgres store {redacted(self.dsn)}: {exc}") from None
+            self._connection = connection
+        return self._connection
+
+    def put(self, digest: str, body: bytes) -> None:
+        self._connect().execute(
+            "INSERT INTO foldline_bodies (digest, body) VALUES (%s, %s) ON CONFLICT (digest) DO NOTHING",
+            (_check_digest(digest), body),
         )
+
+    def get(self, digest: str) -> bytes:
+        row = (
+            self._connect()
+            .execute("SELECT body FROM foldline_bodies WHERE digest = %s", (_check_digest(digest),))
+            .fetchone()
+        )
+        if row is None:
+            raise BodyMissing(f"body {digest} is not in the Postgres store {redacted(self.dsn)}")
+        body = bytes(row[0])
+        if hashlib.sha256(body).hexdigest() != digest:
+            raise BodyMissing(f"body {digest} in the Postgres store {redacted(self.dsn)} does not match its digest")
+        return body
+
+    def count(self) -> int:
+        """How many bodies the store holds."""
+        return int(self._connect().execute("SELECT count(*) FROM foldline_bodies").fetchone()[0])
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+
+
+def open_body_store(location: str) -> BodyStore:
+    """The store a location names: a directory path (or ``file:PATH``), or ``postgresql://...`` (``postgres://``)."""
+    if not location:
+        raise ConfigError("--bodies: empty location (expected a directory, file:PATH or postgresql://...)")
+    if location.startswith(("postgres://", "postgresql://")):
+        return PostgresBodyStore(location)
     if "://" in location:
-        raise ConfigError(f"--bodies: {location!r}: unknown store scheme (expected a directory or file:PATH)")
+        raise ConfigError(
+            f"--bodies: {redacted(location)!r}: unknown store scheme (expected a directory, file:PATH or postgresql://...)"
+        )
     return DirectoryBodyStore(Path(location.removeprefix("file:")))
 
 

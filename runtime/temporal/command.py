@@ -33,8 +33,10 @@ from typing import Any, TextIO
 import anyio
 import attrs
 
+from runtime.config.checks import check_int
 from runtime.errors import ConfigError, FoldlineError
-from runtime.temporal import DEFAULT_TASK_QUEUE, require_temporal
+from runtime.store.errors import StoreInUse, StorePathRefused
+from runtime.temporal import DEFAULT_HISTORY_LIMIT, DEFAULT_TASK_QUEUE, MAX_HISTORY_LIMIT, require_temporal
 
 
 class FlowFailed(FoldlineError):
@@ -56,6 +58,8 @@ class EngineOptions:
     bodies: str | None = None
     no_worker: bool = False
     store: str | None = None
+    history_limit: int | None = DEFAULT_HISTORY_LIMIT
+    """A branch workflow continues as new at its next fold commit once its history holds this many events."""
 
 
 @attrs.frozen
@@ -66,6 +70,18 @@ class WorkerOptions:
     bodies: str
     task_queue: str = DEFAULT_TASK_QUEUE
     sim_url: str | None = None
+    slots: str | None = None
+    """Comma-separated affinity slots (None: all)."""
+
+
+def parse_slots(text: str | None) -> list[int] | None:
+    """``--slots 0,2`` as slot numbers (None: all); refuse anything else, naming it."""
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",")]
+    if not all(p.isdigit() for p in parts):
+        raise ConfigError(f"--slots: {text!r} is not a comma-separated list of slot numbers (e.g. 0,2)")
+    return [int(p) for p in parts]
 
 
 def finish(code: int, out: TextIO, err: TextIO) -> int:
@@ -95,11 +111,11 @@ async def _client(args: EngineOptions) -> AsyncIterator[Any]:
             yield client
 
 
-async def history_size(client: Any, workflow_id: str) -> dict[str, int]:
-    """The workflow's history: its events, its bytes, its largest event's bytes (bodies are digests there)."""
+async def history_size(client: Any, workflow_id: str, run_id: str | None = None) -> dict[str, int]:
+    """A workflow run's history: its events, its bytes, its largest event's bytes (bodies are digests there)."""
     from temporalio.api.history.v1 import History
 
-    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
     events = list(history.events)
     return {
         "events": len(events),
@@ -108,8 +124,46 @@ async def history_size(client: Any, workflow_id: str) -> dict[str, int]:
     }
 
 
-async def submit(args: EngineOptions, scenario_text: str, label: str, providers: Any) -> dict[str, Any]:
-    """Run one flow on Temporal with a worker of this process on the queue; return the workflow's result."""
+async def run_histories(client: Any, workflow_id: str) -> list[dict[str, int]]:
+    """The history size of every run of a workflow, first run first (a run that continued as new, then its next)."""
+    sizes: list[dict[str, int]] = []
+    run_id: str | None = None
+    while True:
+        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+        sizes.append(await history_size(client, workflow_id, history.run_id))
+        started = history.events[0].workflow_execution_started_event_attributes
+        run_id = started.continued_execution_run_id or None
+        if run_id is None:
+            return sizes[::-1]
+
+
+async def branch_histories(client: Any, workflow_id: str, report: dict[str, Any]) -> dict[str, list[dict[str, int]]]:
+    """Each run node's branch workflow: the history sizes of its runs (more than one: it continued as new)."""
+    from runtime.temporal.node_host import node_workflow_id
+
+    ran = [node for node, value in report["nodes"].items() if value["status"] != "skipped"]
+    return {node: await run_histories(client, node_workflow_id(workflow_id, node)) for node in ran}
+
+
+def largest_branch_history(branches: dict[str, list[dict[str, int]]]) -> str:
+    """One line naming the largest history among the branches' runs."""
+    runs = [
+        (h["events"], h["bytes"], node, n, len(sizes)) for node, sizes in branches.items() for n, h in enumerate(sizes)
+    ]
+    if not runs:
+        return "temporal: no branch ran"
+    events, size, node, n, total = max(runs)
+    return f"temporal: largest branch history: {events} events, {size} bytes (node {node}, run {n + 1} of {total})"
+
+
+async def submit(
+    args: EngineOptions, scenario_text: str, label: str, providers: Any, *, run_id: str | None = None
+) -> dict[str, Any]:
+    """Run one flow on Temporal with a worker of this process on the queue; return the workflow's result.
+
+    With ``args.store`` (created already, for ``run_id``), the events go into the store and, once the flow
+    has finished, every node's final branch (:mod:`runtime.temporal.stored`).
+    """
     from temporalio.client import WorkflowFailureError
 
     from actors.tools import BUILTIN_TOOLS
@@ -117,14 +171,17 @@ async def submit(args: EngineOptions, scenario_text: str, label: str, providers:
     from runtime.temporal.worker import build_worker
     from runtime.temporal.workflows import FLOW_WORKFLOW
 
-    run_id = "run-" + secrets.token_hex(6)
+    run_id = run_id or "run-" + secrets.token_hex(6)
+    events_db = args.store or args.events_db
     arg = {
         "scenario_text": scenario_text,
         "scenario_label": label,
         "provider": args.provider,
         "run_id": run_id,
         "signals_path": str(Path(args.signals).resolve()) if args.signals else None,
-        "events_db": str(Path(args.events_db).resolve()) if args.events_db else None,
+        "events_db": str(Path(events_db).resolve()) if events_db else None,
+        "history_limit": args.history_limit,
+        "keep_branch": bool(args.store),
     }
     if args.signals:
         Path(args.signals).write_text("", encoding="utf-8")
@@ -145,6 +202,11 @@ async def submit(args: EngineOptions, scenario_text: str, label: str, providers:
                 f"the flow workflow {workflow_id} failed: {getattr(cause, 'message', None) or cause}"
             ) from None
         result["history"] = await history_size(client, workflow_id)
+        result["branches"] = await branch_histories(client, workflow_id, result["report"])
+        if args.store:
+            from runtime.temporal.stored import store_branches
+
+            await store_branches(args.store, result["final_branches"], client.data_converter.payload_codec.store)
     return result
 
 
@@ -163,37 +225,59 @@ def run_temporal(args: EngineOptions, out: TextIO, err: TextIO) -> int:
             )
         if args.no_worker and not args.temporal:
             raise ConfigError("--no-worker needs --temporal HOST:PORT (a server other workers serve)")
-        if args.store:
-            raise ConfigError("--store is not built for --engine temporal yet (the workflow history is the record)")
+        if args.history_limit is not None:
+            check_int(
+                args.history_limit,
+                "--history-limit",
+                minimum=1,
+                maximum=MAX_HISTORY_LIMIT,
+                expected=f"a number of history events from 1 to {MAX_HISTORY_LIMIT}",
+            )
+        if args.store and args.events_db:
+            raise ConfigError("--events-db: not with --store (the store holds the run's events)")
         spec = scenario.provider if args.provider is None else scenario.provider.with_kind(args.provider)
         if spec.kind == "scripted":
             raise ConfigError("provider.kind: 'scripted' runs in process only; use simulated or anthropic on Temporal")
         text = Path(args.scenario).read_text(encoding="utf-8")
-    except ConfigError as exc:
+        run_id = "run-" + secrets.token_hex(6)
+        if args.store:
+            from runtime.temporal.stored import create_store
+
+            stored = {
+                "run_id": run_id,
+                "scenario_text": text,
+                "scenario_path": args.scenario,
+                "provider_kind": spec.kind,
+            }
+            args = attrs.evolve(args, store=anyio.run(lambda: create_store(str(args.store), **stored)))
+    except (ConfigError, StorePathRefused, StoreInUse) as exc:
         print(f"foldline: {exc}", file=err)
         return finish(2, out, err)
-    report = anyio.run(_run_with_provider, args, scenario, spec, text, err)
+    report = anyio.run(_run_with_provider, args, scenario, spec, text, err, run_id)
     print(format_report(report), file=out)
     if args.report:
         Path(args.report).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return finish(0 if report["status"] == "ok" else 1, out, err)
 
 
-async def _run_with_provider(args: EngineOptions, scenario: Any, spec: Any, text: str, err: TextIO) -> dict[str, Any]:
+async def _run_with_provider(
+    args: EngineOptions, scenario: Any, spec: Any, text: str, err: TextIO, run_id: str
+) -> dict[str, Any]:
     from runtime.providers.factory import open_provider
     from runtime.scenario_run import build_policies
 
     if args.no_worker:
-        result = await submit(args, text, args.scenario, None)
+        result = await submit(args, text, args.scenario, None, run_id=run_id)
     else:
         async with open_provider(spec, build_policies(scenario), clock=time.time) as provider:
-            result = await submit(args, text, args.scenario, {spec.kind: provider})
+            result = await submit(args, text, args.scenario, {spec.kind: provider}, run_id=run_id)
     h = result["history"]
     print(
         f"temporal: history of the flow workflow: {h['events']} events, {h['bytes']} bytes, "
         f"largest event {h['largest_event_bytes']} bytes",
         file=err,
     )
+    print(largest_branch_history(result["branches"]), file=err)
     report: dict[str, Any] = result["report"]
     return report
 
@@ -228,7 +312,8 @@ async def _serve(args: WorkerOptions, err: TextIO) -> None:
 
     async with _worker_providers(args) as providers:
         client = await connect(args.temporal, open_body_store(args.bodies))
-        worker = build_worker(client, ActivityHost(providers, BUILTIN_TOOLS), task_queue=args.task_queue)
+        host = ActivityHost(providers, BUILTIN_TOOLS)
+        worker = build_worker(client, host, task_queue=args.task_queue, slots=parse_slots(args.slots))
         print(f"foldline worker: serving task queue {args.task_queue!r} at {args.temporal}", file=err, flush=True)
         await worker.run()
 

@@ -1,9 +1,8 @@
-"""The flow inside a workflow: foldline's own runtime, with its I/O edges made activities.
+"""A flow's I/O edges inside workflows, made activities.
 
-:func:`run_flow_workflow` runs a scenario's flow the way
-:func:`runtime.scenario_run.run_scenario` does in process (the same
-:class:`~runtime.runtime.Runtime`, scheduler, send pipeline and pure core),
-with the host's edges swapped for deterministic ones:
+The flow workflow (:mod:`runtime.temporal.scheduler`) and each node's
+workflow (:mod:`runtime.temporal.node_host`) run foldline's own send
+pipeline and pure core, with the host's edges swapped for deterministic ones:
 
 - the provider is :class:`ActivityProvider`: each attempt is a
   ``foldline.provider_attempt`` activity (retried by the pipeline under the
@@ -13,8 +12,8 @@ with the host's edges swapped for deterministic ones:
 - the clock, the monotonic clock and the retry jitter are the workflow's, and
   the ids come from a :class:`~runtime.ids.CountingIds` named after the
   workflow, so a replay rebuilds every id;
-- events are numbered by the in-workflow bus (``seq``) and reach the JSONL
-  sink through ``foldline.write_events`` batches, in seq order.
+- events are numbered by the flow workflow's bus (``seq``) and reach the
+  sinks through ``foldline.write_events`` batches (:class:`EventPump`), in seq order.
 
 Only called from inside a workflow (it reads ``temporalio.workflow``); runs on
 asyncio only, as every Temporal workflow does.
@@ -26,19 +25,15 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-import anyio
 import attrs
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType
 
-from actors.tools import BUILTIN_TOOLS, Tool, ToolContext, ToolFailed, ToolRegistry
+from actors.tools import Tool, ToolContext, ToolFailed, ToolRegistry
 from runtime.compiler import Request
-from runtime.config.loader import loads_scenario
-from runtime.ids import CountingIds
 from runtime.providers.base import AttemptFailed, ProviderError, ProviderReply
 from runtime.providers.retry import INITIAL_RETRY_DELAY, MAX_RETRY_DELAY
-from runtime.runtime import Runtime
-from runtime.scenario_run import build_flow
 from runtime.temporal.activities import reply_from_wire
 from signals.bus import Gap
 from signals.envelope import Event
@@ -49,6 +44,73 @@ EVENT_BATCH = 500
 ATTEMPT_TIMEOUT = timedelta(minutes=10)
 HEARTBEAT_TIMEOUT = timedelta(seconds=5)
 """A worker that stops heartbeating this long is taken as lost; its attempt moves to another worker."""
+AFFINITY_WAIT = timedelta(seconds=5)
+"""How long an activity waits for a worker on the flow's own task queue before it goes to the shared one."""
+AFFINITY_SLOTS = 4
+"""How many affinity task queues a deployment has (``QUEUE@0`` .. ``QUEUE@3``); a flow prefers one."""
+
+
+def jump_hash(key: int, buckets: int) -> int:
+    """Jump consistent hash (Lamping and Veach, 2014): a bucket in [0, buckets) that moves for 1/n of keys when n grows."""
+    b, j = -1, 0
+    while j < buckets:
+        b = j
+        key = (key * 2862933555777941757 + 1) % (1 << 64)
+        j = int((b + 1) * (float(1 << 31) / float((key >> 33) + 1)))
+    return b
+
+
+def affinity_queue(task_queue: str, flow_id: str, slots: int = AFFINITY_SLOTS) -> str:
+    """The task queue a flow's activities prefer: a consistent hash of the flow id over the deployment's slots."""
+    import hashlib
+
+    key = int.from_bytes(hashlib.sha256(flow_id.encode("utf-8")).digest()[:8], "big")
+    return f"{task_queue}@{jump_hash(key, slots)}"
+
+
+@attrs.define(eq=False)
+class ActivityRoute:
+    """Where a node's activities go: the flow's affinity queue first, the shared queue when no worker takes it.
+
+    An activity no worker starts on the affinity queue within ``wait`` (a
+    schedule-to-start timeout: it never ran) is sent again on the workflow's
+    own queue, and so is every later activity of this node workflow.
+    ``cache_key``: the flow's root branch, which the provider sees.
+    """
+
+    queue: str | None
+    cache_key: str
+    wait: timedelta = AFFINITY_WAIT
+    heartbeat: timedelta = HEARTBEAT_TIMEOUT
+    fell_back: bool = False
+
+    async def execute(
+        self, name: str, arg: dict[str, Any], retry_policy: RetryPolicy, *, heartbeats: bool = True
+    ) -> Any:
+        """Run activity ``name`` (one that heartbeats unless told) on the preferred queue, else the shared one."""
+        if self.queue is not None and not self.fell_back:
+            try:
+                return await self._execute(name, arg, retry_policy, self.queue, heartbeats)
+            except ActivityError as error:
+                cause = error.cause
+                if not (isinstance(cause, TimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_START):
+                    raise
+                self.fell_back = True
+                workflow.logger.warning("no worker on %s within %s: the shared queue takes over", self.queue, self.wait)
+        return await self._execute(name, arg, retry_policy, None, heartbeats)
+
+    async def _execute(
+        self, name: str, arg: dict[str, Any], retry_policy: RetryPolicy, queue: str | None, heartbeats: bool
+    ) -> Any:
+        return await workflow.execute_activity(
+            name,
+            arg,
+            task_queue=queue,
+            schedule_to_start_timeout=self.wait if queue is not None else None,
+            start_to_close_timeout=ATTEMPT_TIMEOUT,
+            heartbeat_timeout=self.heartbeat if heartbeats else None,
+            retry_policy=retry_policy,
+        )
 
 
 def sdk_retry_policy(max_retries: int) -> RetryPolicy:
@@ -68,16 +130,13 @@ class ActivityProvider:
     kind: str
     name: str
     max_retries: int
+    route: ActivityRoute
     caches_by_prefix: bool = True
 
     async def send(self, request: Request, *, node_id: str | None) -> ProviderReply:
-        result = await workflow.execute_activity(
-            "foldline.provider_attempt",
-            {"provider": self.kind, "payload": request.payload_text(), "node_id": node_id},
-            start_to_close_timeout=ATTEMPT_TIMEOUT,
-            heartbeat_timeout=HEARTBEAT_TIMEOUT,
-            retry_policy=sdk_retry_policy(self.max_retries),
-            result_type=dict,
+        arg = {"provider": self.kind, "payload": request.payload_text(), "node_id": node_id}
+        result = await self.route.execute(
+            "foldline.provider_attempt", arg | {"cache_key": self.route.cache_key}, sdk_retry_policy(self.max_retries)
         )
         if "ok" in result:
             return reply_from_wire(result["ok"])
@@ -95,18 +154,12 @@ class ActivityProvider:
         return None
 
 
-def _activity_tool(tool: Tool) -> Tool:
+def _activity_tool(tool: Tool, route: ActivityRoute) -> Tool:
     name = tool.name
 
     async def call(arguments: Mapping[str, Any], context: ToolContext) -> Any:
-        result = await workflow.execute_activity(
-            "foldline.tool_call",
-            {"name": name, "arguments": dict(arguments), "node_id": context.node_id, "branch_id": context.branch_id},
-            start_to_close_timeout=ATTEMPT_TIMEOUT,
-            heartbeat_timeout=HEARTBEAT_TIMEOUT,
-            retry_policy=sdk_retry_policy(2),
-            result_type=dict,
-        )
+        arg = {"name": name, "arguments": dict(arguments), "node_id": context.node_id, "branch_id": context.branch_id}
+        result = await route.execute("foldline.tool_call", arg, sdk_retry_policy(2))
         if "failed" in result:
             raise ToolFailed(result["failed"]["message"])
         return result["value"]
@@ -114,10 +167,13 @@ def _activity_tool(tool: Tool) -> Tool:
     return Tool(tool.spec, call)
 
 
-def activity_registry(registry: ToolRegistry) -> ToolRegistry:
+def activity_registry(registry: ToolRegistry, route: ActivityRoute) -> ToolRegistry:
     """The registry a workflow uses: the same specs; calls go to the workers (``spawn`` stays in the workflow)."""
     return ToolRegistry(
-        {name: tool if name in IN_WORKFLOW_TOOLS else _activity_tool(tool) for name, tool in registry.tools.items()}
+        {
+            name: tool if name in IN_WORKFLOW_TOOLS else _activity_tool(tool, route)
+            for name, tool in registry.tools.items()
+        }
     )
 
 
@@ -152,36 +208,3 @@ class EventPump:
                 ),
                 result_type=int,
             )
-
-
-async def run_flow_workflow(arg: Mapping[str, Any]) -> dict[str, Any]:
-    """Run the scenario ``arg`` describes inside the current workflow; return its report."""
-    scenario = loads_scenario(arg["scenario_text"], path_label=arg["scenario_label"], tool_names=BUILTIN_TOOLS.names())
-    spec = scenario.provider if not arg.get("provider") else scenario.provider.with_kind(arg["provider"])
-    flow = build_flow(scenario)
-    info = workflow.info()
-    provider = ActivityProvider(spec.kind, spec.kind, spec.max_retries)
-    sinks = (arg.get("signals_path"), arg.get("events_db"))
-    pump = EventPump(*sinks) if any(sinks) else None
-    rt = Runtime(
-        provider=provider,
-        model=spec.model_config,
-        registry=activity_registry(BUILTIN_TOOLS),
-        clock=lambda: workflow.now().timestamp(),
-        monotonic=workflow.time,
-        ids=CountingIds(prefix=info.workflow_id),
-        run_id=str(arg["run_id"]),
-        scenario=scenario.name,
-        jitter=workflow.random().random,
-    )
-    async with anyio.create_task_group() as tg:
-        if pump is not None:
-            tg.start_soon(pump.run)
-        async with rt:
-            if pump is not None:
-                rt.signals.add_handler(pump.take, policy="block", maxsize=4096, name="temporal-sink")
-            await rt.run(flow)
-            report = rt.report()
-        if pump is not None:
-            pump.closing = True
-    return {"report": report, "events_written": pump.written if pump is not None else 0}

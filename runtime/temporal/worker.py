@@ -12,10 +12,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import timedelta
 
+import anyio
+import attrs
 import temporalio.converter
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
@@ -24,9 +26,10 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from runtime.errors import ConfigError
 from runtime.temporal import DEFAULT_TASK_QUEUE
-from runtime.temporal.activities import ActivityHost
+from runtime.temporal.activities import ActivityHost, BodyActivities
 from runtime.temporal.bodies import BodyStore, ClaimCheckCodec
-from runtime.temporal.workflows import FlowWorkflow
+from runtime.temporal.flow_host import AFFINITY_SLOTS
+from runtime.temporal.workflows import FlowWorkflow, NodeWorkflow
 
 PASSTHROUGH = (
     "runtime", "actors", "signals", "anyio", "sniffio", "attr", "attrs", "structlog",
@@ -101,18 +104,74 @@ def sandbox_runner() -> SandboxedWorkflowRunner:
     return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH))
 
 
+@attrs.define(eq=False)
+class WorkerSet:
+    """One process's workers: the shared task queue (workflows and activities) and its affinity queues (activities).
+
+    ``async with`` runs them all in the background; :meth:`run` runs them until cancelled.
+    """
+
+    workers: list[Worker]
+    queues: list[str]
+    _stack: AsyncExitStack = attrs.field(factory=AsyncExitStack, init=False)
+
+    async def __aenter__(self) -> WorkerSet:
+        try:
+            for worker in self.workers:
+                await self._stack.enter_async_context(worker)
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stack.aclose()
+
+    async def run(self) -> None:
+        async with anyio.create_task_group() as tg:
+            for worker in self.workers:
+                tg.start_soon(worker.run)
+
+
 def build_worker(
-    client: Client, host: ActivityHost, *, task_queue: str = DEFAULT_TASK_QUEUE, max_activities: int = 100
-) -> Worker:
-    """A worker for the flow workflow and the activities (at most ``max_activities`` running at once)."""
+    client: Client,
+    host: ActivityHost,
+    *,
+    task_queue: str = DEFAULT_TASK_QUEUE,
+    max_activities: int = 100,
+    slots: Sequence[int] | None = None,
+) -> WorkerSet:
+    """Workers for the flow and node workflows and the activities (at most ``max_activities`` running at once each).
+
+    ``slots``: the affinity queues (``QUEUE@n``) this process serves besides the
+    shared one (None: all of them); a flow's activities prefer its own slot and
+    go to the shared queue when no worker serves it. The body activities use
+    the client's body store (the one its codec stores payloads in).
+    """
     warm()
-    return Worker(
+    codec = client.data_converter.payload_codec
+    if not isinstance(codec, ClaimCheckCodec):
+        raise ConfigError(
+            "build_worker: the client has no body store (connect it with runtime.temporal.worker.connect)"
+        )
+    bodies = BodyActivities(codec.store)
+    activities = [host.provider_attempt, host.tool_call, host.write_events, bodies.put_bodies, bodies.get_bodies]
+    shared = Worker(
         client,
         task_queue=task_queue,
         max_concurrent_activities=max_activities,
-        workflows=[FlowWorkflow],
-        activities=[host.provider_attempt, host.tool_call, host.write_events],
+        workflows=[FlowWorkflow, NodeWorkflow],
+        activities=activities,
         workflow_runner=sandbox_runner(),
         # A flow whose worker died moves to another worker after this long (the default is 10 s).
         sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,
     )
+    served = range(AFFINITY_SLOTS) if slots is None else slots
+    for slot in served:
+        if not 0 <= slot < AFFINITY_SLOTS:
+            raise ConfigError(f"--slots: {slot} is not an affinity slot (expected 0 to {AFFINITY_SLOTS - 1})")
+    queues = [f"{task_queue}@{slot}" for slot in served]
+    affinity = [
+        Worker(client, task_queue=q, max_concurrent_activities=max_activities, activities=activities) for q in queues
+    ]
+    return WorkerSet([shared, *affinity], [task_queue, *queues])

@@ -1,7 +1,9 @@
 """The workflow definitions (the sandbox re-imports this module: it only defines).
 
 Everything foldline is passed through the sandbox (it is imported once, by
-the worker, outside it); :mod:`runtime.temporal.flow_host` holds the logic.
+the worker, outside it); :mod:`runtime.temporal.scheduler` (the flow) and
+:mod:`runtime.temporal.node_host` (one node's branch) hold the logic.
+Workflows run on asyncio only.
 """
 
 from __future__ import annotations
@@ -13,14 +15,19 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from runtime.errors import FoldlineError
-    from runtime.temporal.flow_host import run_flow_workflow
+    from runtime.temporal.node_host import ANSWER_SIGNAL, ITEMS_SIGNAL, NODE_WORKFLOW, NodeHost, run_node_workflow
+    from runtime.temporal.scheduler import run_flow_workflow
 
 FLOW_WORKFLOW = "foldline.Flow"
 
 
+def _failed(exc: FoldlineError) -> ApplicationError:
+    return ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True)
+
+
 @workflow.defn(name=FLOW_WORKFLOW)
 class FlowWorkflow:
-    """One flow: foldline's scheduler, run deterministically; provider, tool and sink I/O as activities.
+    """One flow: foldline's scheduler, run deterministically; each node's branch a child workflow.
 
     A foldline error that escapes the flow (a scenario the workflow cannot
     load, a refused setting) fails the workflow with its message; any other
@@ -28,9 +35,37 @@ class FlowWorkflow:
     retries (a fixed worker then carries the flow on).
     """
 
+    def __init__(self) -> None:
+        self.inbox: list[dict[str, Any]] = []
+
+    @workflow.signal(name=ITEMS_SIGNAL)
+    def node_items(self, arg: dict[str, Any]) -> None:
+        """A node workflow's events and spawn requests, in its order."""
+        self.inbox.append(arg)
+
     @workflow.run
     async def run(self, arg: dict[str, Any]) -> dict[str, Any]:
         try:
-            return await run_flow_workflow(arg)
+            return await run_flow_workflow(arg, self.inbox)
         except FoldlineError as exc:
-            raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from exc
+            raise _failed(exc) from exc
+
+
+@workflow.defn(name=NODE_WORKFLOW)
+class NodeWorkflow:
+    """One node's branch: its single thread is the branch lock (a child workflow of its flow)."""
+
+    def __init__(self) -> None:
+        self.host = NodeHost()
+
+    @workflow.signal(name=ANSWER_SIGNAL)
+    def spawn_answer(self, arg: dict[str, Any]) -> None:
+        """The flow's answer to one of this node's spawn requests."""
+        self.host.answer(arg)
+
+    @workflow.run
+    async def run(self, arg: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return await run_node_workflow(self.host, arg)
+        except FoldlineError as exc:
+            raise _failed(exc) from exc

