@@ -387,6 +387,10 @@ class ContextDecision(_TypedEvent):
     folded_ids: tuple[str, ...] = attrs.field(converter=_strings)  # type: ignore[misc]
     sent: bool = attrs.field(validator=_flag)
     reason: str = attrs.field(validator=_any_text)
+    provider_count: int | None = attrs.field(default=None, validator=_optional_count)
+    """The provider's own count (count-tokens endpoint) the decision read; None: decided on our estimate."""
+    count_calls: int = attrs.field(default=0, validator=_count)
+    """Count-tokens calls made for this request since the branch's previous decision."""
 
     def __attrs_post_init__(self) -> None:
         if self.action == "refuse" and self.sent:

@@ -45,6 +45,7 @@ from actors.branch import (
 )
 from runtime.canonical import canonical_json
 from runtime.messages import Message, SystemMessage
+from runtime.model_calibration import CalibrationBook
 from runtime.store.codec import dumps_value, ledger_rows_of, message_content_json
 from runtime.store.errors import (
     NotAStore,
@@ -386,6 +387,21 @@ class RunStore:
                     f"branch {branch.id}: a change of type {type(change).__name__} has no stored form"
                 )
         self._pairing.batch(branch.id, statements, awaits)
+
+    # -- the run's calibration ---------------------------------------------------------------------
+
+    def calibration_changed(self, book: CalibrationBook) -> None:
+        """Keep the run's calibration book (every model's row), in order with the rest."""
+        statements: list[Statement] = [
+            (
+                "INSERT INTO calibration(model, scale, samples, low) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT(model) DO UPDATE SET scale = excluded.scale, samples = excluded.samples, "
+                "low = excluded.low",
+                (model, entry.scale, entry.samples, entry.low),
+            )
+            for model, entry in sorted(book.entries.items())
+        ]
+        self._pairing.event("calibration", None, None, statements)
 
     # -- the event sink's target ---------------------------------------------------------------------
 

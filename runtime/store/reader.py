@@ -24,6 +24,7 @@ import attrs
 from actors.branch import Branch, ContextState
 from actors.record import Record
 from runtime.messages import Message, SystemMessage
+from runtime.model_calibration import CalibrationBook, ModelCalibration
 from runtime.store.codec import (
     decode_message,
     ledger_from_rows,
@@ -119,6 +120,18 @@ class StoreReader:
         if value is None:
             raise StoreCorrupt(f"{self.label}: the store's meta table has no {key!r}")
         return value
+
+    def calibration(self) -> CalibrationBook:
+        """The run's calibration book as last kept (empty when nothing calibrated)."""
+        entries: dict[str, ModelCalibration] = {}
+        for model, scale, samples, low in self._rows("SELECT model, scale, samples, low FROM calibration"):
+            try:
+                if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
+                    raise ValueError(f"samples: {samples!r} is not a count")
+                entries[model] = ModelCalibration(scale=scale, samples=samples, low=low)
+            except ValueError as exc:
+                raise StoreCorrupt(f"{self.label}: calibration of {model!r}: {exc}") from None
+        return CalibrationBook(entries)
 
     # -- messages ---------------------------------------------------------------------------------------
 

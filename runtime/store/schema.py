@@ -16,6 +16,9 @@ One SQLite file per run (WAL mode). Tables:
 - ``requests``: every recorded send: what it was built from, its digest and
   recipe version, status and usage.
 - ``events``: the run's signals.
+- ``calibration``: the run's scale per model configuration
+  (:class:`runtime.model_calibration.CalibrationBook`), kept for a resumed or
+  later run.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from pathlib import Path
 
 from runtime.store.errors import NotAStore
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 STORE_FILE_NAME = "foldline-store.sqlite3"
 """The file a store gets inside a directory named as the store path."""
 
@@ -112,6 +115,12 @@ CREATE TABLE IF NOT EXISTS events (
     UNIQUE (run_id, seq)
 );
 CREATE INDEX IF NOT EXISTS events_by_type ON events(type);
+CREATE TABLE IF NOT EXISTS calibration (
+    model TEXT PRIMARY KEY,
+    scale REAL NOT NULL,
+    samples INTEGER NOT NULL,
+    low REAL
+);
 """
 
 

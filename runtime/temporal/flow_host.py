@@ -35,7 +35,7 @@ from actors.tools import BUILTIN_TOOLS, Tool, ToolContext, ToolFailed, ToolRegis
 from runtime.compiler import Request
 from runtime.config.loader import loads_scenario
 from runtime.ids import CountingIds
-from runtime.providers.base import AttemptFailed, ProviderError, ProviderReply
+from runtime.providers.base import AttemptFailed, CountUnavailable, ProviderError, ProviderReply
 from runtime.providers.retry import INITIAL_RETRY_DELAY, MAX_RETRY_DELAY
 from runtime.runtime import Runtime
 from runtime.scenario_run import build_flow
@@ -69,6 +69,11 @@ class ActivityProvider:
     name: str
     max_retries: int
     caches_by_prefix: bool = True
+    counts_tokens: bool = False
+    """No count-tokens activity is built: an uncalibrated model decides on its family's prior."""
+
+    async def count_tokens(self, request: Request) -> int:
+        raise CountUnavailable("the Temporal activity provider has no count-tokens activity (not built)")
 
     async def send(self, request: Request, *, node_id: str | None) -> ProviderReply:
         result = await workflow.execute_activity(
