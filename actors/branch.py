@@ -435,13 +435,10 @@ class Turn:
         self._set_state(scale=scale)
         return scale
 
-    def raise_scale(self, scale: float) -> float:
-        """Take a larger scale (the run's calibration of this branch's model); the scale never falls. Returns it."""
-        current = self._check()._state.scale
-        if scale > current:
+    def raise_scale(self, scale: float) -> None:
+        """Take the run's scale for this branch's model when it is larger (the scale never falls)."""
+        if scale > self._check()._state.scale:
             self._set_state(scale=Calibration(scale).scale)
-            return scale
-        return current
 
     def deliver(self, ids: Iterable[str]) -> None:
         """A main request carrying ``ids`` completed: they may fold from now on, and nothing is recovered any more."""

@@ -28,7 +28,7 @@ import structlog
 from actors.branch import Turn
 from actors.env import RunEnv
 from actors.shape import RequestShape
-from runtime.ceiling import ResolvedCeiling
+from runtime.ceiling import ResolvedCeiling, notice_line
 from runtime.compiler import Intent, Request
 from runtime.measure import Measurement
 from runtime.messages import Instruction, Message
@@ -50,6 +50,9 @@ METHOD_EXACT = "provider count_tokens"
 """The decision read the provider's own count."""
 METHOD_FALLBACK = "o200k_base x conservative scale"
 """The decision read the fallback figure (no endpoint, or the count failed)."""
+
+_NOTICE_RECOUNTS = 2
+"""Counts of a re-rendered notice until it states the provider's figure of the request carrying it."""
 
 
 @attrs.frozen
@@ -145,13 +148,20 @@ class ExactCounts:
         bare = compiled(None)
         settled = await self.settle(bare, self.shape.measure(bare))
         choice = choose_notice(lambda n: self.known(r := compiled(n), self.shape.measure(r)), self.ceiling)
-        if choice.action != "notice" or choice.notice is None:
+        ceiling = self.ceiling.ceiling
+        if choice.action != "notice" or choice.notice is None or ceiling is None:
             return choice
         noticed = await self.settle(compiled(choice.notice), choice.measurement)
-        ceiling = self.ceiling.ceiling
-        assert ceiling is not None
+        for _ in range(_NOTICE_RECOUNTS):
+            # Counted by the provider: the notice states that count (a figure of other digits is counted again).
+            if noticed.provider_count is None or noticed.measurement.estimate == choice.measurement.estimate:
+                break
+            line = notice_line(noticed.measurement, ceiling)
+            request = compiled(line)
+            choice = attrs.evolve(choice, notice=line, measurement=noticed.measurement)
+            noticed = await self.settle(request, self.shape.measure(request))
         if noticed.measurement.estimate <= ceiling:
-            return choice
+            return attrs.evolve(choice, measurement=noticed.measurement)
         return NoticeChoice(
             "omit",
             None,
