@@ -33,6 +33,11 @@ DEFAULT_COUNT_TIMEOUT_S = 30.0
 """How long a send waits for the provider's count-tokens answer before it decides on the fallback."""
 
 
+def _check_timeout(_instance: object, _attribute: attrs.Attribute, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 3600:
+        raise ValueError(f"count_timeout_s: {value!r} is not a number of seconds in (0, 3600]")
+
+
 class CalibrationKeeper(Protocol):
     """Where the run's calibration book is kept (a durable store), if anywhere."""
 
@@ -88,7 +93,7 @@ class RunEnv:
     """A uniform number in [0, 1) for each retry's wait (a deterministic host supplies its own)."""
     calibration: ModelScales = attrs.field(factory=ModelScales, eq=False)
     """The run's calibration book, shared by all its branches (the runtime passes the same one to every env)."""
-    count_timeout_s: float = DEFAULT_COUNT_TIMEOUT_S
+    count_timeout_s: float = attrs.field(default=DEFAULT_COUNT_TIMEOUT_S, validator=_check_timeout)
     """How long to wait for a count-tokens answer (then the fallback decides, and the decision says why)."""
 
     def model_name(self, profile: Profile) -> str:
