@@ -348,3 +348,28 @@ async def test_the_store_keeps_the_calibration_for_resume_and_for_a_new_run(tmp_
     assert fresh.report["count_tokens_calls"] == 1
     seeded = await run_scenario(scenario, calibration=ModelScales(book=stored_calibration(store)))
     assert seeded.report["count_tokens_calls"] == 0 and seeded.report["status"] == "ok"
+
+
+@pytest.mark.anyio
+async def test_a_tampered_stored_calibration_is_refused_naming_the_model(tmp_path: Path) -> None:
+    import sqlite3
+
+    from runtime.store.errors import StoreCorrupt
+    from runtime.store.journal import RunStore
+    from runtime.store.reader import StoreReader
+
+    path = tmp_path / "s.sqlite3"
+    async with await RunStore.create(
+        path, run_id="run-1", scenario_text="", scenario_path="x.toml", provider_kind="scripted"
+    ) as store:
+        scales = ModelScales(keeper=store)
+        scales.observe(MODEL, 5000, 6850)
+        scales.observe(MODEL, 5000, 5000)  # no change to the scale: the row keeps the largest and the lowest
+        await store.flush()
+    with StoreReader(path) as reader:
+        kept = reader.calibration().get(MODEL)
+    assert (kept.scale, kept.low, kept.samples) == (1.37, 1.0, 2)
+    with sqlite3.connect(path) as connection:
+        connection.execute("UPDATE calibration SET scale = 0.5")
+    with StoreReader(path) as reader, pytest.raises(StoreCorrupt, match=f"calibration of '{MODEL}'.*scale"):
+        reader.calibration()
