@@ -55,6 +55,7 @@ from runtime.store.errors import (
 )
 from runtime.store.lock import WriterLock
 from runtime.store.pairing import ResponsePairing, Statement
+from runtime.store.reader import CALIBRATION_QUERY, calibration_from_rows
 from runtime.store.schema import check_schema, create_schema, resolve_store_path
 from runtime.store.writer import SqliteWriter
 from signals.envelope import Event
@@ -163,6 +164,8 @@ class RunStore:
     _stored_messages: set[str] = attrs.field(factory=set, init=False)
     _pairing: ResponsePairing = attrs.field(init=False)
     _closed: bool = attrs.field(default=False, init=False)
+    calibration: CalibrationBook = attrs.field(factory=CalibrationBook, init=False)
+    """The calibration book the store held when it was opened (a resumed run starts from it)."""
 
     def __attrs_post_init__(self) -> None:
         self._pairing = ResponsePairing(self._writer.submit)
@@ -225,6 +228,9 @@ class RunStore:
             loaded["branches"] = {row[0] for row in connection.execute("SELECT id FROM branches")}
             loaded["messages"] = {row[0] for row in connection.execute("SELECT id FROM messages")}
             loaded["created"] = connection.execute("SELECT COALESCE(MAX(created) + 1, 0) FROM branches").fetchone()[0]
+            loaded["calibration"] = calibration_from_rows(
+                connection.execute(CALIBRATION_QUERY).fetchall(), os.fspath(path)
+            )
 
         try:
             writer = await SqliteWriter.open(file, setup)
@@ -233,6 +239,7 @@ class RunStore:
             raise
         store = cls(file, loaded["meta"], writer, lock, loaded["branches"], loaded["created"])
         store._stored_messages = loaded["messages"]
+        store.calibration = loaded["calibration"]
         return store
 
     async def __aenter__(self) -> RunStore:

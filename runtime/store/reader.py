@@ -86,6 +86,22 @@ def _json_list(text: str, where: str) -> list[Any]:
     return value
 
 
+CALIBRATION_QUERY = "SELECT model, scale, samples, low FROM calibration"
+
+
+def calibration_from_rows(rows: Collection[tuple[Any, ...]], label: str) -> CalibrationBook:
+    """The calibration book of a store's ``calibration`` rows; :class:`StoreCorrupt` naming a bad row's model."""
+    entries: dict[str, ModelCalibration] = {}
+    for model, scale, samples, low in rows:
+        try:
+            if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
+                raise ValueError(f"samples: {samples!r} is not a count")
+            entries[model] = ModelCalibration(scale=scale, samples=samples, low=low)
+        except ValueError as exc:
+            raise StoreCorrupt(f"{label}: calibration of {model!r}: {exc}") from None
+    return CalibrationBook(entries)
+
+
 class StoreReader:
     """Read-only access to one store (a context manager closing its connection)."""
 
@@ -123,15 +139,7 @@ class StoreReader:
 
     def calibration(self) -> CalibrationBook:
         """The run's calibration book as last kept (empty when nothing calibrated)."""
-        entries: dict[str, ModelCalibration] = {}
-        for model, scale, samples, low in self._rows("SELECT model, scale, samples, low FROM calibration"):
-            try:
-                if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
-                    raise ValueError(f"samples: {samples!r} is not a count")
-                entries[model] = ModelCalibration(scale=scale, samples=samples, low=low)
-            except ValueError as exc:
-                raise StoreCorrupt(f"{self.label}: calibration of {model!r}: {exc}") from None
-        return CalibrationBook(entries)
+        return calibration_from_rows(self._rows(CALIBRATION_QUERY), self.label)
 
     # -- messages ---------------------------------------------------------------------------------------
 

@@ -154,7 +154,6 @@ async def resume_stored_run(
 ) -> ScenarioRun:
     """Continue a stored run that stopped (see the module docstring)."""
     scenario, plan, meta = load_stored_plan(store_path, registry=registry)
-    book = stored_calibration(store_path)
     spec = scenario.provider.with_kind(provider_kind or meta["provider_kind"])
     policies = policies_resumed_at(build_policies(scenario), dict(plan.cursors))
     flow = build_flow(scenario)
@@ -174,7 +173,7 @@ async def resume_stored_run(
                 scenario=scenario.name,
                 journal=store,
                 first_seq=plan.first_seq,
-                calibration=ModelScales(book=book, keeper=store),
+                calibration=ModelScales(book=store.calibration, keeper=store),
             ) as rt:
                 SqliteSink(store).attach(rt.signals)
                 if progress is not None:
