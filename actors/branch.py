@@ -437,6 +437,11 @@ class Turn:
         self._set_state(scale=scale)
         return scale
 
+    def raise_scale(self, scale: float) -> None:
+        """Take the run's scale for this branch's model when it is larger (the scale never falls)."""
+        if scale > self._check()._state.scale:
+            self._set_state(scale=Calibration(scale).scale)
+
     def deliver(self, ids: Iterable[str]) -> None:
         """A main request carrying ``ids`` completed: they may fold from now on, and nothing is recovered any more."""
         state = self._check()._state

@@ -4,14 +4,15 @@ A :class:`RunEnv` is built once per run by :class:`runtime.runtime.Runtime`
 and handed to the engine; it holds the signal bus, the provider, the pricing
 table, the token counter, the tool registry, the injected clock and the ids
 that scope events and cache evidence. It is configuration, never mutated
-after construction.
+after construction, except for what it holds by identity: the run's
+:class:`ModelScales`, the one calibration book every branch of the run shares.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
@@ -19,12 +20,56 @@ from actors.tools import ToolRegistry
 from runtime.config import ModelConfig, Profile
 from runtime.ids import IdSource, current_ids
 from runtime.measure import TokenCounter
+from runtime.model_calibration import CalibrationBook, ModelCalibration
 from runtime.pricing import PricingTable
 from runtime.providers.base import Provider
 from signals.bus import SignalBus
 
 if TYPE_CHECKING:
     from actors.branch import BranchJournal
+
+
+DEFAULT_COUNT_TIMEOUT_S = 30.0
+"""How long a send waits for the provider's count-tokens answer before it decides on the fallback."""
+
+
+def _check_timeout(_instance: object, _attribute: attrs.Attribute, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 3600:
+        raise ValueError(f"count_timeout_s: {value!r} is not a number of seconds in (0, 3600]")
+
+
+class CalibrationKeeper(Protocol):
+    """Where the run's calibration book is kept (a durable store), if anywhere."""
+
+    def calibration_changed(self, book: CalibrationBook) -> None: ...
+
+
+@attrs.define(eq=False)
+class ModelScales:
+    """The run's calibration book: one per run, shared by every branch of the same model configuration.
+
+    Each observation (an exact count, or a completed response) goes into the
+    book; a scale never falls. ``keeper`` (a store) is told each change, so
+    a resumed or later run starts calibrated. ``count_calls`` counts the
+    count-tokens calls of this run, ``count_failures`` those that failed.
+    """
+
+    book: CalibrationBook = attrs.field(factory=CalibrationBook)
+    keeper: CalibrationKeeper | None = None
+    count_calls: int = 0
+    count_failures: int = 0
+
+    def get(self, model: str) -> ModelCalibration:
+        return self.book.get(model)
+
+    def observe(self, model: str, counted: int, provider_count: int) -> ModelCalibration:
+        """Take in that the provider counted ``provider_count`` for what we counted at ``counted``."""
+        book = self.book.observe(model, counted, provider_count)
+        if book != self.book:
+            self.book = book
+            if self.keeper is not None:
+                self.keeper.calibration_changed(book)
+        return book.get(model)
 
 
 @attrs.frozen
@@ -46,6 +91,10 @@ class RunEnv:
     """Where request ids (and, through the run's scope, message and branch ids) come from."""
     jitter: Callable[[], float] = attrs.field(default=random.random, eq=False)
     """A uniform number in [0, 1) for each retry's wait (a deterministic host supplies its own)."""
+    calibration: ModelScales = attrs.field(factory=ModelScales, eq=False)
+    """The run's calibration book, shared by all its branches (the runtime passes the same one to every env)."""
+    count_timeout_s: float = attrs.field(default=DEFAULT_COUNT_TIMEOUT_S, validator=_check_timeout)
+    """How long to wait for a count-tokens answer (then the fallback decides, and the decision says why)."""
 
     def model_name(self, profile: Profile) -> str:
         """The model a node's requests name: its profile's, else the run's."""

@@ -5,11 +5,13 @@ or ``final``) or a fold's ``side`` summary request, goes through the same
 steps, in this order:
 
 1. compile the messages it carries (:class:`actors.shape.RequestShape`) and
-   measure them (:mod:`runtime.measure`);
+   measure them (:mod:`runtime.measure`), at the run's scale for the model;
 2. for a main request, fold while due (:class:`actors.folding.Folding`, when
-   installed) and decide against the ceiling (:func:`runtime.ceiling.decide`):
-   over it, the branch is refused (sticky) and the refusal raised; a side
-   request over it is answered with a failure instead;
+   installed) and decide against the ceiling (:func:`runtime.ceiling.decide`),
+   on the provider's exact count when the calibration asks for one
+   (:mod:`actors.exact_count`; a folding branch of an uncalibrated model
+   counts before it folds): over it, the branch is refused (sticky) and the
+   refusal raised; a side request over it is answered with a failure instead;
 3. place cache marks when both gates are on (:mod:`actors.cache_step`) and,
    for a main request, check it against the previous one for a prefix
    rewrite (:mod:`runtime.cache.rewrites`);
@@ -17,7 +19,7 @@ steps, in this order:
    again and the decision and ``RequestSent`` published; the provider sends
    exactly that attempt; a failed attempt is retried here, by the SDK's rules
    (:mod:`runtime.providers.retry`);
-5. take the reply in, in one batch: calibration, delivery (main), the cache
+5. take the reply in, in one batch: calibration (the branch's and the run's), delivery (main), the cache
    ledger, the response appended to the view (main) or the prompt kept in the
    record (side), the request record; then ``ResponseReceived``.
 
@@ -36,11 +38,13 @@ import attrs
 from actors.branch import RequestRecord, Turn
 from actors.cache_step import CachePlan, cache_summary, mark_json, plan_cache, read_verdict, record_cache_outcome
 from actors.env import RunEnv
+from actors.exact_count import METHOD, ExactCounts, Settled
 from actors.folding import Folding, FoldRun
 from actors.publisher import Publisher
 from actors.shape import RequestShape
 from runtime.cache import Placement, ReadVerdict
 from runtime.cache.rewrites import find_rewrite, stable_digests
+from runtime.calibration import MIN_CALIBRATION_TOKENS
 from runtime.ceiling import Action, ResolvedCeiling, decide, refusal
 from runtime.compiler import Intent, Request
 from runtime.fold.planner import NeedSummary, SummaryResult
@@ -54,9 +58,6 @@ from runtime.usage import Usage
 from signals.events import CacheRewrite, ContextDecision, RequestSent, ResponseReceived
 
 log = get_logger("foldline.engine")
-
-METHOD = "o200k_base x scale"
-"""How an estimate is made (the decision event names it)."""
 
 SIDE_REASON = "fold summary request"
 
@@ -88,6 +89,9 @@ class Decided:
     before: int | None = None
     """The estimate before the folds (None: the measurement's own)."""
     folds: FoldRun = attrs.field(factory=FoldRun)
+    method: str = METHOD
+    provider_count: int | None = None
+    """The provider's exact count the decision read (None: our estimate)."""
 
 
 @attrs.frozen
@@ -124,6 +128,10 @@ class SendPipeline:
     node_id: str | None
     progress: TurnProgress = attrs.field(factory=TurnProgress)
     previous_placement: Placement | None = None
+    counts: ExactCounts = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.counts = ExactCounts(self.turn, self.env, self.ceiling, self.shape)
 
     # -- the two intents ------------------------------------------------------------------
 
@@ -172,18 +180,27 @@ class SendPipeline:
 
     async def _prepare_main(self, intent: Intent, request_id: str) -> Outgoing:
         view = self.turn.branch.view()
+        self.counts.adopt(self.shape.model)
         if self.folding is not None:
             self.folding.decide_first_round(view, intent, request_id)
         request = self.shape.compile(view, intent)
         m = self.shape.measure(request)
+        if self.folding is not None and not self.counts.calibration(self.shape.model).calibrated:
+            # Fold on the provider's figures: an uncalibrated model counts before the fold decides.
+            await self.counts.settle(request, m)
+            m = self.counts.known(request, self.shape.measure(request))
         before = m.estimate
         folds = FoldRun()
         if self.folding is not None:
             folded = await self.folding.before_send(view, request, m, intent, self)
             view, request, m, folds = folded.view, folded.request, folded.measurement, folded.run
+        settled = await self.counts.settle(request, m)
+        m = settled.measurement
         decision = decide(m, self.ceiling, can_fold=False)
         if decision.action == "refuse":
-            await self._refuse(m, decision.reason, request_id, before=before, folds=folds)
+            await self._refuse(
+                m, _noted(decision.reason, settled), request_id, before=before, folds=folds, settled=settled
+            )
         plan: CachePlan | None = None
         if self.caching:
             # A folding branch anchors its continuing requests and may skip their turn mark.
@@ -201,19 +218,25 @@ class SendPipeline:
             self.previous_placement = plan.placement
         await self._check_rewrite(request, request_id)
         action: Action = "fold" if folds.stages else decision.action
-        reason = folds.reason(decision.reason)
+        reason = _noted(folds.reason(decision.reason), settled)
         if self.progress.notice_note is not None:
             reason, self.progress.notice_note = f"{reason}; {self.progress.notice_note}", None
-        first = Decided(m, action, reason, before, folds)
+        first = Decided(m, action, reason, before, folds, settled.method, settled.provider_count)
         return Outgoing(request_id, request, view, m, first, plan, side=False)
 
     async def _prepare_side(self, prompt: Instruction, request_id: str) -> Outgoing:
+        self.counts.adopt(self.shape.model)
         request = self.shape.compile_side(prompt)
-        m = self.shape.measure(request)
+        settled = await self.counts.settle(request, self.shape.measure(request))
+        m = settled.measurement
         ceiling = self.ceiling.ceiling
         if ceiling is not None and m.estimate > ceiling:
-            reason = f"{SIDE_REASON}: estimate {m.estimate} is over the ceiling {ceiling}"
-            await self._decision(Decided(m, "refuse", reason), False, request_id)
+            reason = _noted(f"{SIDE_REASON}: estimate {m.estimate} is over the ceiling {ceiling}", settled)
+            await self._decision(
+                Decided(m, "refuse", reason, method=settled.method, provider_count=settled.provider_count),
+                False,
+                request_id,
+            )
             raise _SideRefused(f"the summary request ({m.estimate} tokens) would exceed the ceiling")
         plan: CachePlan | None = None
         if self.caching:
@@ -223,14 +246,29 @@ class SendPipeline:
         return attrs.evolve(outgoing, first=self._redecide(outgoing))
 
     def _redecide(self, outgoing: Outgoing) -> Decided:
-        """Measure and decide the request as it leaves (marks included), for an attempt."""
+        """Measure and decide the request as it leaves (marks included), for an attempt.
+
+        A first decision made on the provider's count (or the fallback) holds
+        for every attempt of the same request: marks are not counted by the provider.
+        """
         measured = self.shape.measure(outgoing.request)
+        first = outgoing.first
+        if first.method != METHOD:
+            measured = attrs.evolve(measured, estimate=first.measurement.estimate)
         verdict = decide(measured, self.ceiling, can_fold=False)
         if outgoing.side:
             # A side request was checked against the ceiling before its marks; it is sent.
             action: Action = "notice" if verdict.action == "notice" else "pass"
-            return Decided(measured, action, f"{SIDE_REASON}: {verdict.reason}")
-        return Decided(measured, verdict.action, verdict.reason)
+            return Decided(
+                measured,
+                action,
+                f"{SIDE_REASON}: {verdict.reason}",
+                method=first.method,
+                provider_count=first.provider_count,
+            )
+        return Decided(
+            measured, verdict.action, verdict.reason, method=first.method, provider_count=first.provider_count
+        )
 
     async def _check_rewrite(self, request: Request, request_id: str) -> None:
         """Report a rewrite of the previous request's prefix, with its cause; remember this request's digests."""
@@ -330,7 +368,10 @@ class SendPipeline:
         if plan is not None and not outgoing.side:
             verdict = read_verdict(plan, reply.usage, attempt_start=attempt_start, route=self.env.route)
         with self.turn.batch():
-            self.turn.calibrate(outgoing.measurement.counted, reply.usage)
+            counted = outgoing.measurement.counted
+            self.turn.calibrate(counted, reply.usage)
+            if counted >= MIN_CALIBRATION_TOKENS:
+                self.env.calibration.observe(outgoing.request.settings.model, counted, reply.usage.total_input)
             if not outgoing.side:
                 self.turn.deliver(m.id for m in outgoing.carried)
             if plan is not None:
@@ -393,7 +434,7 @@ class SendPipeline:
                 ceiling=c.ceiling,
                 ceiling_source=c.source,
                 tier=c.tier,
-                method=METHOD,
+                method=decided.method,
                 estimate_before=m.estimate if decided.before is None else decided.before,
                 estimate_after=m.estimate,
                 action=decided.action,
@@ -401,12 +442,21 @@ class SendPipeline:
                 folded_ids=decided.folds.folded_ids,
                 sent=sent,
                 reason=decided.reason,
+                provider_count=decided.provider_count,
+                count_calls=self.counts.take_calls(),
             ),
             request_id,
         )
 
     async def _refuse(
-        self, m: Measurement, reason: str, request_id: str, *, before: int | None = None, folds: FoldRun | None = None
+        self,
+        m: Measurement,
+        reason: str,
+        request_id: str,
+        *,
+        before: int | None = None,
+        folds: FoldRun | None = None,
+        settled: Settled | None = None,
     ) -> NoReturn:
         """Refuse the branch (sticky), publish the refusal and raise it."""
         ceiling = self.ceiling.ceiling
@@ -414,7 +464,9 @@ class SendPipeline:
         error = refusal(m, ceiling, branch_id=self.turn.branch.id, describe=self._describe_part)
         self.turn.refuse(error)
         folds = folds or FoldRun()
-        await self._decision(Decided(m, "refuse", folds.reason(reason), before, folds), False, request_id)
+        method, count = (settled.method, settled.provider_count) if settled is not None else (METHOD, None)
+        decided = Decided(m, "refuse", folds.reason(reason), before, folds, method, count)
+        await self._decision(decided, False, request_id)
         log.info("request refused", branch=self.turn.branch.id, node=self.node_id, estimate=m.estimate, ceiling=ceiling)
         raise error
 
@@ -430,3 +482,8 @@ class SendPipeline:
         if isinstance(message, AssistantResponse):
             return f"#{index} assistant response"
         return f"#{index} {message.kind}"
+
+
+def _noted(reason: str, settled: Settled) -> str:
+    """A decision's reason with how its figure was had, when it was not our plain estimate."""
+    return reason if settled.note is None else f"{reason} ({settled.note})"

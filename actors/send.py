@@ -44,7 +44,6 @@ from runtime.fold.cost import CostPrices, prices_or_default
 from runtime.fold.settings import FoldSettings, fold_settings
 from runtime.messages import AssistantResponse, Instruction, ToolCall
 from runtime.operation import Operation
-from runtime.send_bounds import choose_notice
 
 Spawn = Callable[[str], Awaitable[str]]
 
@@ -121,14 +120,9 @@ class TurnDriver:
         instruction = Instruction(text)
         self.progress.notice_note = None
         if self.ceiling.ceiling is not None:
-            # Decided on the request as sent, notice included (runtime.send_bounds).
-            view = self.branch.view()
-            choice = choose_notice(
-                lambda notice: self.shape.measure(
-                    self.shape.compile(view + (Instruction(text, notice=notice),), intent)
-                ),
-                self.ceiling,
-            )
+            # Decided on the request as sent, notice included (runtime.send_bounds), in the provider's
+            # tokens where the calibration asks for its count (actors.exact_count).
+            choice = await self.pipeline.counts.notice_choice(self.branch.view(), text, intent)
             instruction = Instruction(text, notice=choice.notice)
             self.progress.notice_note = choice.reason if choice.action == "omit" else None
         with self.turn.batch():

@@ -6,13 +6,20 @@ provider counts over the ceiling through until a branch has calibrated. The
 rules this module decides, for the send step to apply:
 
 - **When to ask the provider for the exact count.** While the model's scale
-  is uncalibrated, and whenever an estimate lies within the calibration's
-  uncertainty of the ceiling (:data:`UNCERTAINTY` of it), the decision waits
-  for the provider's free count-tokens endpoint (``messages/count_tokens``;
-  the simulator serves it) and decides on that count
-  (:func:`needs_exact_count`, :func:`exact_measurement`).
-- **Where there is no such endpoint**, a documented conservative prior for the
-  model family stands in until a response calibrates (:func:`prior_scale`).
+  is uncalibrated (unless the request is under the ceiling even at
+  :data:`UNCALIBRATED_MAX_SCALE`), and whenever the calibration's range
+  around an estimate holds the ceiling (:meth:`ModelCalibration.bounds`:
+  from the lowest ratio seen, less :data:`UNCERTAINTY`, to the scale, plus
+  :data:`UNCERTAINTY`), the decision waits for the provider's free
+  count-tokens endpoint (``messages/count_tokens``; the simulator serves it)
+  and decides on that count (:func:`needs_exact_count`,
+  :func:`exact_measurement`). A request is thus refused without a count only
+  when even its lowest bound is over the ceiling, and sent without one only
+  when its highest bound fits.
+- **Where there is no such endpoint, or the count failed**, a documented
+  conservative figure stands in (:func:`fallback_measurement`): the prior for
+  the model family while uncalibrated (:func:`prior_scale`), the estimate
+  plus :data:`UNCERTAINTY` once calibrated.
 - **The calibration belongs to the model configuration**, not to a branch:
   one :class:`CalibrationBook` per run is shared by every branch on the same
   model, is kept in the store for the next run (:meth:`CalibrationBook.to_json`,
@@ -31,13 +38,23 @@ from typing import Any
 
 import attrs
 
-from runtime.measure import Measurement, check_scale
+from runtime.calibration import MIN_CALIBRATION_TOKENS
+from runtime.measure import Measurement, check_scale, scaled_estimate
 
 UNCERTAINTY = 0.05
-"""A calibrated estimate this close to the ceiling (as a share of it) is checked with an exact count."""
+"""How far a calibrated ratio may still move, as a share: the margin of :meth:`ModelCalibration.bounds`."""
 
 MIN_SAMPLES = 1
-"""Exact counts (or calibrating responses) a model needs before its scale counts as calibrated."""
+"""Calibrating observations (of at least :data:`MIN_CALIBRATION_TOKENS` counted tokens) a model needs."""
+
+UNCALIBRATED_MAX_SCALE = 2.0
+"""The most provider tokens per o200k token assumed before a model is calibrated.
+
+An uncalibrated request whose count times this is under the ceiling is sent
+without asking for the exact count. No tokenizer on record comes near it: the
+largest ratio seen is 1.37 (seed 000), the simulator's are at most its token
+factor.
+"""
 
 FAMILY_PRIORS: Mapping[str, float] = MappingProxyType({"claude-": 1.37})
 """Conservative scales by model-name prefix, for a provider with no count endpoint.
@@ -56,12 +73,26 @@ def prior_scale(model: str) -> float:
     return 1.0
 
 
+def _check_low(_instance: object, _attribute: attrs.Attribute, value: object) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"low: {value!r} is not a finite ratio >= 0")
+
+
 @attrs.frozen
 class ModelCalibration:
-    """One model configuration's scale: provider tokens per o200k token, never falling."""
+    """One model configuration's scale: provider tokens per o200k token, never falling.
+
+    ``scale`` is the largest ratio seen (at least 1.0), ``low`` the smallest
+    (None: none seen), ``samples`` how many observations of at least
+    :data:`MIN_CALIBRATION_TOKENS` counted tokens there were (smaller ones,
+    where fixed overheads dominate, move the range but do not calibrate).
+    """
 
     scale: float = attrs.field(default=1.0, converter=check_scale)
     samples: int = 0
+    low: float | None = attrs.field(default=None, validator=_check_low)
 
     @property
     def calibrated(self) -> bool:
@@ -74,27 +105,57 @@ class ModelCalibration:
                 raise ValueError(f"{name}: {value!r} is not a non-negative integer")
         if counted == 0:
             return self
-        return ModelCalibration(scale=max(self.scale, provider_count / counted), samples=self.samples + 1)
+        ratio = provider_count / counted
+        return ModelCalibration(
+            scale=max(self.scale, ratio),
+            samples=self.samples + (1 if counted >= MIN_CALIBRATION_TOKENS else 0),
+            low=ratio if self.low is None else min(self.low, ratio),
+        )
+
+    def bounds(self, counted: int) -> tuple[int, int]:
+        """The least and the most the provider may count for what we counted at ``counted`` (calibrated only).
+
+        From the lowest ratio seen less :data:`UNCERTAINTY` to the scale plus it.
+        """
+        low = min(self.low if self.low is not None else self.scale, self.scale)
+        return math.floor(counted * low * (1 - UNCERTAINTY)), scaled_estimate(counted, self.scale * (1 + UNCERTAINTY))
 
 
-def needs_exact_count(estimate: int, ceiling: int | None, calibration: ModelCalibration) -> bool:
-    """Whether the send must ask the provider for the exact count before deciding.
+def needs_exact_count(counted: int, ceiling: int | None, calibration: ModelCalibration) -> bool:
+    """Whether the send must ask the provider for the exact count of a request we counted at ``counted``.
 
-    No ceiling: never. Uncalibrated: always. Calibrated: when the estimate lies
-    within :data:`UNCERTAINTY` of the ceiling, on either side.
+    No ceiling: never. Uncalibrated: unless ``counted`` x
+    :data:`UNCALIBRATED_MAX_SCALE` is under the ceiling. Calibrated: when the
+    ceiling lies within :meth:`ModelCalibration.bounds` (below the lower bound
+    the request is over whatever the count, at or above the upper it fits).
     """
     if ceiling is None:
         return False
     if not calibration.calibrated:
-        return True
-    return abs(estimate - ceiling) <= math.ceil(UNCERTAINTY * ceiling)
+        return scaled_estimate(counted, UNCALIBRATED_MAX_SCALE) > ceiling
+    low, high = calibration.bounds(counted)
+    return low <= ceiling < high
 
 
 def exact_measurement(measured: Measurement, provider_count: int) -> Measurement:
-    """``measured`` with its estimate replaced by the provider's exact count (never below our own)."""
+    """``measured`` with its estimate replaced by the provider's exact count, the figure decided on."""
     if isinstance(provider_count, bool) or not isinstance(provider_count, int) or provider_count < 0:
         raise ValueError(f"provider_count: {provider_count!r} is not a non-negative integer")
-    return attrs.evolve(measured, estimate=max(provider_count, measured.counted))
+    return attrs.evolve(measured, estimate=provider_count)
+
+
+def fallback_measurement(measured: Measurement, model: str, calibration: ModelCalibration) -> Measurement:
+    """The conservative figure decided on when no exact count is to be had (no endpoint, or it failed).
+
+    Uncalibrated: the count at the model family's prior (:func:`prior_scale`)
+    or the scale measured with, whichever is larger. Calibrated: the upper
+    bound of :meth:`ModelCalibration.bounds` (never below ``measured``).
+    """
+    if calibration.calibrated:
+        estimate = calibration.bounds(measured.counted)[1]
+    else:
+        estimate = scaled_estimate(measured.counted, max(prior_scale(model), calibration.scale, measured.scale))
+    return attrs.evolve(measured, estimate=max(estimate, measured.estimate))
 
 
 def _frozen_modelcalibration(entries: Mapping[str, ModelCalibration]) -> Mapping[str, ModelCalibration]:
@@ -115,7 +176,7 @@ class CalibrationBook:
 
     def to_json(self) -> str:
         """Canonical JSON for the store."""
-        data = {m: {"scale": c.scale, "samples": c.samples} for m, c in sorted(self.entries.items())}
+        data = {m: {"scale": c.scale, "samples": c.samples, "low": c.low} for m, c in sorted(self.entries.items())}
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     @classmethod
@@ -129,10 +190,13 @@ class CalibrationBook:
             raise ValueError("stored calibration: not an object of model calibrations")
         entries: dict[str, ModelCalibration] = {}
         for model, raw in data.items():
-            if not isinstance(raw, dict) or set(raw) != {"scale", "samples"}:
-                raise ValueError(f"stored calibration: {model!r}: expected scale and samples, got {raw!r}")
+            if not isinstance(raw, dict) or set(raw) != {"scale", "samples", "low"}:
+                raise ValueError(f"stored calibration: {model!r}: expected scale, samples and low, got {raw!r}")
             samples = raw["samples"]
             if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
                 raise ValueError(f"stored calibration: {model!r}.samples: {samples!r} is not a count")
-            entries[model] = ModelCalibration(scale=raw["scale"], samples=samples)
+            try:
+                entries[model] = ModelCalibration(scale=raw["scale"], samples=samples, low=raw["low"])
+            except ValueError as exc:
+                raise ValueError(f"stored calibration: {model!r}: {exc}") from None
         return cls(entries)

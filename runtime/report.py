@@ -46,6 +46,8 @@ class ReportBuilder:
     rewrites_explained: int = 0
     rewrites_unexplained: int = 0
     decisions: int = 0
+    count_tokens_calls: int = 0
+    """Calls to the provider's count-tokens endpoint (ContextDecision.count_calls summed)."""
     bytes_unrecoverable: int = 0
     summary_requests: int = 0
     summary_cost_bit: float = 0.0
@@ -97,6 +99,7 @@ class ReportBuilder:
 
     def _on_ContextDecision(self, event: Event, data: Mapping[str, Any]) -> None:
         self.decisions += 1
+        self.count_tokens_calls += int(data.get("count_calls") or 0)
         action = data.get("action")
         if action == "notice":
             self.notices += 1
@@ -185,6 +188,7 @@ class ReportBuilder:
             },
             "peak_request_tokens": self.peak_request_tokens,
             "decisions": self.decisions,
+            "count_tokens_calls": self.count_tokens_calls,
             "notices": self.notices,
             "refusals": self.refusals,
             "folds": self.folds,

@@ -29,7 +29,7 @@ import anyio
 import attrs
 
 from actors.branch import Branch, BranchJournal
-from actors.env import RunEnv
+from actors.env import DEFAULT_COUNT_TIMEOUT_S, ModelScales, RunEnv
 from actors.tools import BUILTIN_TOOLS, ToolRegistry
 from runtime.canonical import canonical_json, sha256_hex
 from runtime.config import ModelConfig
@@ -100,6 +100,10 @@ class Runtime:
     first_seq: int = 1
     """Event numbering for this run (a resumed run continues its predecessor's)."""
     jitter: Callable[[], float] = attrs.field(default=random.random, kw_only=True)
+    calibration: ModelScales = attrs.field(factory=ModelScales, kw_only=True)
+    """The run's calibration book (one per run; a stored run's comes from its store)."""
+    count_timeout_s: float = attrs.field(default=DEFAULT_COUNT_TIMEOUT_S, kw_only=True)
+    """How long a send waits for the provider's count-tokens answer before deciding on the fallback."""
     """A uniform number in [0, 1) for each retry's wait (a deterministic host, e.g. a workflow, passes its own)."""
     _stack: AsyncExitStack | None = attrs.field(default=None, init=False)
     _bus: SignalBus | None = attrs.field(default=None, init=False)
@@ -162,6 +166,8 @@ class Runtime:
             journal=self.journal,
             ids=self.ids,
             jitter=self.jitter,
+            calibration=self.calibration,
+            count_timeout_s=self.count_timeout_s,
         )
 
     def new_branch(self, node: Node) -> Branch:

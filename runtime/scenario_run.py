@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from actors.branch import BranchJournal
+from actors.env import ModelScales
 from actors.tools import BUILTIN_TOOLS, ToolRegistry
 from runtime.config import Scenario
 from runtime.flow import Flow, FlowResult, Node
@@ -81,6 +82,7 @@ async def run_scenario(
     run_id: str | None = None,
     journal: BranchJournal | None = None,
     attach: Sequence[Callable[[SignalBus], object]] = (),
+    calibration: ModelScales | None = None,
 ) -> ScenarioRun:
     """Run a whole scenario and return its report and per-node outcomes.
 
@@ -91,6 +93,8 @@ async def run_scenario(
     spec = scenario.provider if provider_kind is None else scenario.provider.with_kind(provider_kind)
     flow = build_flow(scenario)
     extra: dict[str, Any] = {"run_id": run_id} if run_id is not None else {}
+    if calibration is not None:
+        extra["calibration"] = calibration  # the run's calibration book (a stored run's is kept in its store)
     async with open_provider(spec, build_policies(scenario), clock=clock, run_id=run_id) as provider:
         async with Runtime(
             provider=provider,

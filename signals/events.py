@@ -217,6 +217,10 @@ class ContextDecision(_TypedEvent):
     folded_ids: tuple[str, ...] = attrs.field(converter=check.strings)  # type: ignore[misc]
     sent: bool = attrs.field(validator=check.flag)
     reason: str = attrs.field(validator=check.any_text)
+    provider_count: int | None = attrs.field(default=None, validator=check.optional_count)
+    """The provider's own count (count-tokens endpoint) the decision read; None: decided on our estimate."""
+    count_calls: int = attrs.field(default=0, validator=check.count)
+    """Count-tokens calls made for this request since the branch's previous decision."""
 
     def __attrs_post_init__(self) -> None:
         if self.action == "refuse" and self.sent:

@@ -82,6 +82,13 @@ class ProviderWrapper:
     def max_retries(self) -> int:
         return self.inner.max_retries
 
+    @property
+    def counts_tokens(self) -> bool:
+        return self.inner.counts_tokens
+
+    async def count_tokens(self, request: Any) -> int:
+        return await self.inner.count_tokens(request)
+
     async def aclose(self) -> None:
         await self.inner.aclose()
 

@@ -24,6 +24,7 @@ class SlowRecorder:
     name = "recorder"
     caches_by_prefix = True
     max_retries = 0
+    counts_tokens = False
 
     def __init__(self, seed: int) -> None:
         self.random = random.Random(seed)
@@ -70,7 +71,7 @@ async def test_the_order_is_the_same_whatever_the_timing() -> None:
 async def test_it_passes_through_name_caching_and_close() -> None:
     inner = SlowRecorder(0)
     provider = OrderedSends(inner)
-    assert provider.name == "recorder" and provider.caches_by_prefix
+    assert provider.name == "recorder" and provider.caches_by_prefix and provider.counts_tokens is False
     await provider.aclose()
 
 

@@ -207,6 +207,7 @@ def test_the_send_path_keeps_every_invariant_on_random_runs(
         name = "scripted"
         caches_by_prefix = True
         max_retries = 0
+        counts_tokens = True
 
         def __init__(self) -> None:
             self.inner = ScriptedProvider(registry, clock=ManualClock(1_000.0))
@@ -215,6 +216,9 @@ def test_the_send_path_keeps_every_invariant_on_random_runs(
             if node_id is not None:
                 payloads.append(request.payload())
             return await self.inner.send(request, node_id=node_id)
+
+        async def count_tokens(self, request):
+            return await self.inner.count_tokens(request)
 
         async def aclose(self) -> None:
             await self.inner.aclose()

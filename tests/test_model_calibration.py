@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import anthropic
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from runtime.calibration import MIN_CALIBRATION_TOKENS
 from runtime.compiler import RequestSettings, compile_request
 from runtime.measure import Measurement, TokenCounter, measure
 from runtime.messages import Instruction
@@ -15,6 +18,7 @@ from runtime.model_calibration import (
     CalibrationBook,
     ModelCalibration,
     exact_measurement,
+    fallback_measurement,
     needs_exact_count,
     prior_scale,
 )
@@ -26,15 +30,24 @@ from runtime.sim.server import serve_simulator
 TEXT = " ".join(f"line {i}: the fold keeps every original recoverable by its index." for i in range(600))
 
 
-def test_uncalibrated_always_counts_exactly_calibrated_only_near_the_ceiling() -> None:
+def test_uncalibrated_counts_unless_far_under_calibrated_only_when_the_range_holds_the_ceiling() -> None:
     fresh = ModelCalibration()
-    assert not fresh.calibrated and needs_exact_count(10, 100_000, fresh)
-    assert not needs_exact_count(10, None, fresh)
-    warm = fresh.observe(1000, 1150)
+    assert not fresh.calibrated
+    assert needs_exact_count(60_000, 100_000, fresh)  # x 2.0 could be over
+    assert not needs_exact_count(49_999, 100_000, fresh)  # under even at twice our count
+    assert not needs_exact_count(10**6, None, fresh)
+    small = fresh.observe(1000, 1150)
+    assert not small.calibrated and small.scale == 1.15 and small.low == 1.15  # too small to calibrate
+    warm = fresh.observe(MIN_CALIBRATION_TOKENS, int(MIN_CALIBRATION_TOKENS * 1.15))
     assert warm.calibrated and warm.scale == 1.15
-    assert not needs_exact_count(80_000, 100_000, warm)
-    assert needs_exact_count(100_000 - int(UNCERTAINTY * 100_000), 100_000, warm)
-    assert needs_exact_count(104_000, 100_000, warm)
+    low, high = warm.bounds(80_000)
+    assert low == int(80_000 * 1.15 * (1 - UNCERTAINTY)) and high == math.ceil(80_000 * 1.15 * (1 + UNCERTAINTY))
+    assert not needs_exact_count(80_000, high, warm)  # fits even at the top of the range
+    assert needs_exact_count(80_000, high - 1, warm)
+    assert needs_exact_count(80_000, low, warm)
+    assert not needs_exact_count(80_000, low - 1, warm)  # over even at the bottom of the range: refused uncounted
+    wide = warm.observe(MIN_CALIBRATION_TOKENS, int(MIN_CALIBRATION_TOKENS * 0.9))
+    assert wide.scale == 1.15 and wide.low == 0.9 and wide.bounds(80_000)[0] < low  # a lower ratio widens it
 
 
 @given(st.lists(st.tuples(st.integers(1, 10**6), st.integers(0, 2 * 10**6)), max_size=20))
@@ -52,10 +65,12 @@ def test_the_book_is_shared_by_model_and_survives_the_store() -> None:
     assert CalibrationBook.from_json(book.to_json()) == book
     with pytest.raises(ValueError, match="not JSON"):
         CalibrationBook.from_json("{")
-    with pytest.raises(ValueError, match="expected scale and samples"):
+    with pytest.raises(ValueError, match="expected scale, samples and low"):
         CalibrationBook.from_json('{"m": {"scale": 1.2}}')
     with pytest.raises(ValueError, match="scale"):
-        CalibrationBook.from_json('{"m": {"scale": 0.5, "samples": 1}}')  # a scale never below 1.0
+        CalibrationBook.from_json('{"m": {"scale": 0.5, "samples": 1, "low": null}}')  # a scale never below 1.0
+    with pytest.raises(ValueError, match="'m'.*low"):
+        CalibrationBook.from_json('{"m": {"scale": 1.2, "samples": 1, "low": -1}}')
 
 
 def test_priors_are_documented_and_conservative() -> None:
@@ -63,12 +78,20 @@ def test_priors_are_documented_and_conservative() -> None:
     assert prior_scale("some-other-model") == 1.0
 
 
-def test_the_exact_count_replaces_the_estimate_never_lowering_it_below_our_count() -> None:
+def test_the_exact_count_replaces_the_estimate_whichever_way() -> None:
     m = Measurement(counted=1000, scale=1.0, estimate=1000, parts=())
     assert exact_measurement(m, 1370).estimate == 1370
-    assert exact_measurement(m, 900).estimate == 1000
+    assert exact_measurement(m, 900).estimate == 900  # what the provider counts is what fits or not
     with pytest.raises(ValueError):
         exact_measurement(m, -1)
+
+
+def test_the_fallback_is_the_prior_until_calibrated_then_the_top_of_the_range() -> None:
+    m = Measurement(counted=10_000, scale=1.0, estimate=10_000, parts=())
+    assert fallback_measurement(m, "claude-haiku-5-5", ModelCalibration()).estimate == 13_700
+    assert fallback_measurement(m, "other-model", ModelCalibration()).estimate == 10_000  # no prior known
+    warm = ModelCalibration().observe(10_000, 11_500)
+    assert fallback_measurement(m, "claude-haiku-5-5", warm).estimate == warm.bounds(10_000)[1] == 12_075
 
 
 @pytest.mark.anyio
@@ -81,7 +104,7 @@ async def test_the_first_request_decided_on_the_servers_count_never_goes_over(fa
     ours = measure(request.pieces(), TokenCounter(), 1.0)
     ceiling = int(ours.estimate * 1.07)  # fits by our count, not by a server counting 15% or 37% more
     calibration = ModelCalibration()
-    assert needs_exact_count(ours.estimate, ceiling, calibration)
+    assert needs_exact_count(ours.counted, ceiling, calibration)
     policies = PolicyRegistry(default=ScriptPolicy("default", [ScriptStep(text="ok")]))
     clock = ManualClock()
     async with serve_simulator(SimConfig(token_factor=factor), policies, clock, sleep=clock.sleep) as sim:

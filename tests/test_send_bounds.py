@@ -100,14 +100,20 @@ async def run_one(profile, op, script, *, model: str = "claude-haiku-5-5"):
     return result, events
 
 
+async def bare_server_count() -> int:
+    """What the server counts for the task's request without a notice (near the ceiling, the figure decided on)."""
+    _, events = await run_one(READER.evolve(max_input_tokens=90_000), bounded(TASK), [text("ok")])
+    (received,) = [e.data["usage"] for e in events if e.type == "ResponseReceived"]
+    return sum(v for k, v in received.items() if k != "output_tokens")
+
+
 @pytest.mark.anyio
 async def test_a_request_that_fits_only_without_the_notice_is_sent_without_it() -> None:
-    _, events = await run_one(READER.evolve(max_input_tokens=90_000), bounded(TASK), [text("ok")])
-    bare = decisions(events)[0]["estimate_before"]
+    bare = await bare_server_count()
     result, events = await run_one(READER.evolve(max_input_tokens=bare), bounded(TASK), [text("ok")])
     assert result["n"].status == "ok", result["n"].reason  # main refused it: the notice pushed it over
     decision = decisions(events)[0]
-    assert decision["sent"] and decision["estimate_before"] == bare <= decision["ceiling"]
+    assert decision["sent"] and decision["estimate_after"] == decision["provider_count"] == bare
     assert "only without the notice" in decision["reason"]
     instruction = result.branches["n"].view()[0]
     assert isinstance(instruction, Instruction) and instruction.notice is None
@@ -115,14 +121,14 @@ async def test_a_request_that_fits_only_without_the_notice_is_sent_without_it() 
 
 @pytest.mark.anyio
 async def test_the_notice_states_the_figure_of_the_request_that_carries_it() -> None:
-    _, events = await run_one(READER.evolve(max_input_tokens=90_000), bounded(TASK), [text("ok")])
-    bare = decisions(events)[0]["estimate_before"]
+    bare = await bare_server_count()
     result, events = await run_one(READER.evolve(max_input_tokens=bare + 200), bounded(TASK), [text("ok")])
     assert result["n"].status == "ok"
     decision = decisions(events)[0]
     instruction = result.branches["n"].view()[0]
     assert instruction.notice is not None and decision["action"] == "notice"
-    assert stated(instruction.notice) == decision["estimate_before"] > bare  # main stated the bare figure
+    # the provider's count of the request that carries the notice (main stated the bare figure)
+    assert stated(instruction.notice) == decision["estimate_after"] == decision["provider_count"] > bare
 
 
 def test_the_window_bounds_a_ceiling_above_it_or_none() -> None:

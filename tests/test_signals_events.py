@@ -130,6 +130,8 @@ EXAMPLES: list[tuple[Any, str, dict[str, Any]]] = [
             "folded_ids": ["call_1", "call_2"],
             "sent": True,
             "reason": "estimate 104000 >= ceiling 100000",
+            "provider_count": None,
+            "count_calls": 0,
         },
     ),
     (

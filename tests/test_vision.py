@@ -168,7 +168,7 @@ async def test_the_vision_scenario_counts_folds_and_restores_images_byte_for_byt
     # the last request carries all three images: their estimates, not their base64 (about 8,000 tokens as text)
     assert sum(ESTIMATES.values()) < look[-1].data["estimate_before"] < sum(ESTIMATES.values()) + 700
     small = [d for d in decisions if d.node_id == "look-small"]
-    assert all(d.data["estimate_after"] <= 1600 for d in small)
+    assert all(d.data["estimate_after"] <= 2000 for d in small)  # decided on the server's count near the ceiling
     assert run.report["folds"] >= 1
 
     branch = run.result.branches["look-small"]

@@ -37,11 +37,17 @@ class OrderedSends:
     name: str = attrs.field(init=False)
     caches_by_prefix: bool = attrs.field(init=False)
     max_retries: int = attrs.field(init=False)
+    counts_tokens: bool = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         self.name = self.inner.name
         self.caches_by_prefix = self.inner.caches_by_prefix
         self.max_retries = self.inner.max_retries
+        self.counts_tokens = self.inner.counts_tokens
+
+    async def count_tokens(self, request: Request) -> int:
+        """Counting changes nothing the order protects: passed straight on."""
+        return await self.inner.count_tokens(request)
 
     async def send(self, request: Request, *, node_id: str | None) -> ProviderReply:
         node = node_id or ""

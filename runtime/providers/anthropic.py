@@ -28,7 +28,7 @@ import attrs
 import httpx2
 
 from runtime.compiler import Request
-from runtime.providers.base import AttemptFailed, ProviderError, ProviderReply
+from runtime.providers.base import AttemptFailed, ProviderError, ProviderReply, count_payload
 from runtime.providers.progress import current_progress
 from runtime.providers.retry import DEFAULT_MAX_RETRIES
 from runtime.scrub import scrub_secret
@@ -62,6 +62,8 @@ class AnthropicProvider:
     caches_by_prefix: bool = True
     max_retries: int = DEFAULT_MAX_RETRIES
     progress: TextProgress | None = attrs.field(default=None, kw_only=True)
+    counts_tokens: bool = True
+    """The Messages API's free ``messages/count_tokens`` endpoint (the simulator serves it too)."""
 
     @classmethod
     def create(
@@ -80,6 +82,28 @@ class AnthropicProvider:
 
     def _scrub(self, text: str) -> str:
         return scrub_secret(text, self._secret)  # masked and partial forms too (runtime.scrub)
+
+    async def count_tokens(self, request: Request) -> int:
+        """The provider's input-token count of ``request`` (``client.messages.count_tokens``), one attempt.
+
+        Any failure is a :class:`ProviderError` (scrubbed of the key); the
+        caller falls back to a conservative figure rather than retrying.
+        """
+        try:
+            counted = await self._client.messages.count_tokens(**count_payload(request))
+            tokens = counted.input_tokens
+        except anthropic.APIStatusError as exc:
+            error_type = _error_type(exc.body)
+            failure = f"count_tokens: HTTP {exc.status_code} {error_type or ''}: {_error_message(exc)}"
+            raise ProviderError(self._scrub(failure), status=exc.status_code, error_type=error_type) from None
+        except (anthropic.AnthropicError, httpx2.TransportError, ValueError, TypeError, AttributeError) as exc:
+            failure = f"count_tokens: {type(exc).__name__}: {exc}"
+            raise ProviderError(self._scrub(failure), error_type="connection_error") from None
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+            raise ProviderError(
+                f"count_tokens: input_tokens {tokens!r} is not a count", error_type="malformed_response"
+            )
+        return tokens
 
     async def send(self, request: Request, *, node_id: str | None) -> ProviderReply:
         """Send one attempt; a failed one raises :class:`AttemptFailed` for the pipeline's retry rules."""

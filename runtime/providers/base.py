@@ -59,6 +59,19 @@ class AttemptFailed(ProviderError):
         self.headers: Mapping[str, str] = dict(headers or {})
 
 
+class CountUnavailable(ProviderError):
+    """The provider has no count-tokens endpoint (its ``counts_tokens`` is False)."""
+
+
+COUNT_KEYS = ("messages", "model", "system", "thinking", "tool_choice", "tools")
+"""The payload keys a count-tokens request carries (the endpoint refuses create-only keys such as max_tokens)."""
+
+
+def count_payload(request: Request) -> dict[str, Any]:
+    """The count-tokens body of ``request``: its payload without the keys only a create takes."""
+    return {key: value for key, value in request.payload().items() if key in COUNT_KEYS}
+
+
 @attrs.frozen
 class ProviderReply:
     """A completed response: content blocks (Anthropic shape), why it stopped, usage."""
@@ -110,6 +123,17 @@ class Provider(Protocol):
 
     async def send(self, request: Request, *, node_id: str | None) -> ProviderReply:
         """Send exactly one attempt; raise :class:`AttemptFailed` (may be retried) or :class:`ProviderError`."""
+        ...
+
+    counts_tokens: bool
+    """True when :meth:`count_tokens` asks the provider's own count-tokens endpoint."""
+
+    async def count_tokens(self, request: Request) -> int:
+        """The provider's input-token count of ``request`` as it would be sent (marks do not count).
+
+        Raises :class:`CountUnavailable` when ``counts_tokens`` is False and
+        :class:`ProviderError` when the count fails; the caller bounds its wait.
+        """
         ...
 
     async def aclose(self) -> None: ...

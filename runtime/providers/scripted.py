@@ -15,14 +15,18 @@ from collections.abc import Callable
 
 import anyio
 import anyio.lowlevel
+import anyio.to_thread
 import attrs
 
 from runtime.compiler import Request
 from runtime.policies import PolicyRegistry
-from runtime.providers.base import ProviderError, ProviderReply
+from runtime.providers.base import ProviderError, ProviderReply, count_payload
 from runtime.sim.app import SimApp
 from runtime.sim.config import SimConfig
+from runtime.sim.errors import SimAPIError
 from runtime.sim.http import HttpRequest, HttpResponse
+from runtime.sim.models import model_facts
+from runtime.sim.prepare import prepare
 from runtime.usage import Usage
 
 _KEY = "scripted-in-process"
@@ -37,6 +41,8 @@ class ScriptedProvider:
     caches_by_prefix: bool
     max_retries: int
     """0: no retries, every failure here is final (it would fail the same way again)."""
+    counts_tokens: bool
+    """True: :meth:`count_tokens` is the simulator's own count-tokens code, called in process."""
 
     def __init__(
         self,
@@ -55,6 +61,7 @@ class ScriptedProvider:
         self.name = "scripted"
         self.caches_by_prefix = caches_by_prefix
         self.max_retries = 0
+        self.counts_tokens = True
 
     @property
     def app(self) -> SimApp:
@@ -90,6 +97,32 @@ class ScriptedProvider:
             attempts=1,
             response_id=body.get("id"),
         )
+
+    async def count_tokens(self, request: Request) -> int:
+        """The simulator's count of ``request``, exactly what ``POST /v1/messages/count_tokens`` answers.
+
+        The same validation and token layout the endpoint runs, in process (no
+        request is logged: counting touches no cache and no script).
+        """
+        app = self._app
+        body = count_payload(request)
+
+        def count() -> int:
+            prepared = prepare(
+                body, count_only=True, counter=app.counter, lookback_collapse=app.config.lookback_collapse
+            )
+            model_facts(prepared.payload["model"])
+            return prepared.layout.total_tokens
+
+        try:
+            if len(request.payload_bytes()) < app.config.thread_tokenize_bytes:
+                await anyio.lowlevel.checkpoint()
+                return count()
+            return await anyio.to_thread.run_sync(count)  # as the endpoint does for a large body
+        except SimAPIError as exc:
+            raise ProviderError(
+                f"HTTP {exc.status} {exc.error_type}: {exc.message}", status=exc.status, error_type=exc.error_type
+            ) from None
 
     async def aclose(self) -> None:
         """Nothing to release: no connection is held."""

@@ -46,6 +46,7 @@ from actors.branch import (
 from runtime.canonical import canonical_json
 from runtime.logs import get_logger
 from runtime.messages import AssistantResponse, Message, SystemMessage
+from runtime.model_calibration import CalibrationBook
 from runtime.store.codec import dumps_value, ledger_rows_of, stored_message_content, thinking_block_digests
 from runtime.store.errors import (
     NotAStore,
@@ -55,6 +56,7 @@ from runtime.store.errors import (
 )
 from runtime.store.lock import WriterLock
 from runtime.store.pairing import ResponsePairing, Statement
+from runtime.store.reader import CALIBRATION_QUERY, calibration_from_rows
 from runtime.store.schema import check_schema, create_schema, resolve_store_path
 from runtime.store.writer import SqliteWriter
 from signals.envelope import Event
@@ -178,6 +180,8 @@ class RunStore:
     _stored_images: set[str] = attrs.field(factory=set, init=False)
     _pairing: ResponsePairing = attrs.field(init=False)
     _closed: bool = attrs.field(default=False, init=False)
+    calibration: CalibrationBook = attrs.field(factory=CalibrationBook, init=False)
+    """The calibration book the store held when it was opened (a resumed run starts from it)."""
 
     def __attrs_post_init__(self) -> None:
         self._pairing = ResponsePairing(self._writer.submit)
@@ -244,6 +248,9 @@ class RunStore:
             loaded["messages"] = {row[0] for row in connection.execute("SELECT id FROM messages")}
             loaded["images"] = {row[0] for row in connection.execute("SELECT sha256 FROM images")}
             loaded["created"] = connection.execute("SELECT COALESCE(MAX(created) + 1, 0) FROM branches").fetchone()[0]
+            loaded["calibration"] = calibration_from_rows(
+                connection.execute(CALIBRATION_QUERY).fetchall(), os.fspath(path)
+            )
 
         try:
             writer = await SqliteWriter.open(file, setup)
@@ -253,6 +260,7 @@ class RunStore:
         store = cls(file, loaded["meta"], writer, lock, loaded["branches"], loaded["created"])
         store._stored_messages = loaded["messages"]
         store._stored_images = loaded["images"]
+        store.calibration = loaded["calibration"]
         return store
 
     async def __aenter__(self) -> RunStore:
@@ -407,6 +415,21 @@ class RunStore:
                     f"branch {branch.id}: a change of type {type(change).__name__} has no stored form"
                 )
         self._pairing.batch(branch.id, statements, awaits)
+
+    # -- the run's calibration ---------------------------------------------------------------------
+
+    def calibration_changed(self, book: CalibrationBook) -> None:
+        """Keep the run's calibration book (every model's row), in order with the rest."""
+        statements: list[Statement] = [
+            (
+                "INSERT INTO calibration(model, scale, samples, low) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT(model) DO UPDATE SET scale = excluded.scale, samples = excluded.samples, "
+                "low = excluded.low",
+                (model, entry.scale, entry.samples, entry.low),
+            )
+            for model, entry in sorted(book.entries.items())
+        ]
+        self._pairing.event("calibration", None, None, statements)
 
     # -- the event sink's target ---------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ import attrs
 from actors.branch import Branch, ContextState
 from actors.record import Record
 from runtime.messages import Message, SystemMessage
+from runtime.model_calibration import CalibrationBook, ModelCalibration
 from runtime.store.codec import (
     content_with_images,
     decode_message,
@@ -100,6 +101,22 @@ def _thinking_setting(text: Any, label: str) -> str | None:
     return text
 
 
+CALIBRATION_QUERY = "SELECT model, scale, samples, low FROM calibration"
+
+
+def calibration_from_rows(rows: Collection[tuple[Any, ...]], label: str) -> CalibrationBook:
+    """The calibration book of a store's ``calibration`` rows; :class:`StoreCorrupt` naming a bad row's model."""
+    entries: dict[str, ModelCalibration] = {}
+    for model, scale, samples, low in rows:
+        try:
+            if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
+                raise ValueError(f"samples: {samples!r} is not a count")
+            entries[model] = ModelCalibration(scale=scale, samples=samples, low=low)
+        except ValueError as exc:
+            raise StoreCorrupt(f"{label}: calibration of {model!r}: {exc}") from None
+    return CalibrationBook(entries)
+
+
 class StoreReader:
     """Read-only access to one store (a context manager closing its connection)."""
 
@@ -134,6 +151,10 @@ class StoreReader:
         if value is None:
             raise StoreCorrupt(f"{self.label}: the store's meta table has no {key!r}")
         return value
+
+    def calibration(self) -> CalibrationBook:
+        """The run's calibration book as last kept (empty when nothing calibrated)."""
+        return calibration_from_rows(self._rows(CALIBRATION_QUERY), self.label)
 
     # -- messages ---------------------------------------------------------------------------------------
 

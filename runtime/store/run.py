@@ -15,6 +15,12 @@ again; a node stopped mid-turn continues from its last stored state (calls a
 Ctrl-C answered with "not run: cancelled" leave its view and run). The
 report is rebuilt from all the run's stored events, the stopped run's and
 the resumed run's, so its totals are the whole run's.
+
+The run's calibration book (the provider/o200k scale per model
+configuration, :mod:`runtime.model_calibration`) is kept in the store as it
+changes; a resumed run starts from it, and :func:`stored_calibration` hands it
+to a new run (``Runtime(calibration=ModelScales(book=...))``), so neither
+calibrates anew.
 """
 
 from __future__ import annotations
@@ -28,9 +34,11 @@ from pathlib import Path
 import attrs
 
 from actors.branch import Branch
+from actors.env import ModelScales
 from actors.tools import BUILTIN_TOOLS, ToolRegistry
 from runtime.config import Scenario
 from runtime.config.loader import loads_scenario
+from runtime.model_calibration import CalibrationBook
 from runtime.policies import PolicyRegistry, ScriptPolicy
 from runtime.pricing import PricingTable
 from runtime.providers.factory import open_provider
@@ -55,6 +63,12 @@ def policies_resumed_at(registry: PolicyRegistry, cursors: dict[str, int]) -> Po
         if isinstance(policy, ScriptPolicy) and cursor:
             policies[node_id] = ScriptPolicy(policy.node_id, policy.steps, start=min(cursor, len(policy.steps)))
     return attrs.evolve(registry, policies=policies)
+
+
+def stored_calibration(path: str | os.PathLike[str]) -> CalibrationBook:
+    """The calibration book a stored run kept (for a new run to start from)."""
+    with StoreReader(path) as reader:
+        return reader.calibration()
 
 
 def report_from_store(path: str | os.PathLike[str], model: str) -> dict:
@@ -104,6 +118,7 @@ async def run_scenario_stored(
             run_id=run_id,
             journal=store,
             attach=(SqliteSink(store).attach,),
+            calibration=ModelScales(keeper=store),
         )
         await store.flush()
     return run
@@ -185,6 +200,7 @@ async def resume_stored_run(
                 scenario=scenario.name,
                 journal=store,
                 first_seq=plan.first_seq,
+                calibration=ModelScales(book=store.calibration, keeper=store),
             ) as rt:
                 SqliteSink(store).attach(rt.signals)
                 if progress is not None:

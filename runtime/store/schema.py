@@ -23,6 +23,9 @@ One SQLite file per run (WAL mode). Tables:
   block of a stored reply, by (message id, part index), so a block changed in
   the store is named by replay (a signed block goes back byte for byte).
 - ``events``: the run's signals.
+- ``calibration``: the run's scale per model configuration
+  (:class:`runtime.model_calibration.CalibrationBook`), kept for a resumed or
+  later run.
 """
 
 from __future__ import annotations
@@ -130,6 +133,12 @@ CREATE TABLE IF NOT EXISTS events (
     UNIQUE (run_id, seq)
 );
 CREATE INDEX IF NOT EXISTS events_by_type ON events(type);
+CREATE TABLE IF NOT EXISTS calibration (
+    model TEXT PRIMARY KEY,
+    scale REAL NOT NULL,
+    samples INTEGER NOT NULL,
+    low REAL
+);
 """
 
 

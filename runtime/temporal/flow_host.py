@@ -32,7 +32,7 @@ from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType
 
 from actors.tools import Tool, ToolContext, ToolFailed, ToolRegistry
 from runtime.compiler import Request
-from runtime.providers.base import AttemptFailed, ProviderError, ProviderReply
+from runtime.providers.base import AttemptFailed, CountUnavailable, ProviderError, ProviderReply
 from runtime.providers.retry import INITIAL_RETRY_DELAY, MAX_RETRY_DELAY
 from runtime.temporal.activities import reply_from_wire
 from signals.bus import Gap
@@ -132,6 +132,11 @@ class ActivityProvider:
     max_retries: int
     route: ActivityRoute
     caches_by_prefix: bool = True
+    counts_tokens: bool = False
+    """No count-tokens activity is built: an uncalibrated model decides on its family's prior."""
+
+    async def count_tokens(self, request: Request) -> int:
+        raise CountUnavailable("the Temporal activity provider has no count-tokens activity (not built)")
 
     async def send(self, request: Request, *, node_id: str | None) -> ProviderReply:
         arg = {"provider": self.kind, "payload": request.payload_text(), "node_id": node_id}
