@@ -214,7 +214,7 @@ PROVIDER_REFUSALS = [
     (
         {"kind": "simulate"},
         "ProviderSpec.kind",
-        '"simulate" is not one of "scripted", "simulated", "anthropic" (did you mean "simulated"?)',
+        '"simulate" is not one of "scripted", "simulated", "anthropic", "openai" (did you mean "simulated"?)',
     ),
     ({"kind": 1}, "ProviderSpec.kind", "1 is an integer"),
     ({"model": ""}, "ProviderSpec.model", "is not a model name"),
@@ -222,7 +222,7 @@ PROVIDER_REFUSALS = [
     (
         {"base_url": "http://127.0.0.1:9"},
         "ProviderSpec.base_url",
-        'set for provider kind "simulated"; base_url applies only to kind "anthropic"',
+        'set for provider kind "simulated"; base_url applies only to kinds "anthropic" and "openai"',
     ),
     (
         {"kind": "anthropic", "base_url": "ftp://x"},

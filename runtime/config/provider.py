@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -49,7 +49,12 @@ class ModelConfig:
         check_ceiling(self.max_input_tokens, "ModelConfig.max_input_tokens")
 
 
-PROVIDER_KINDS = ("scripted", "simulated", "anthropic")
+PROVIDER_KINDS = ("scripted", "simulated", "anthropic", "openai")
+REASONING_FIELDS = ("none", "reasoning_content", "reasoning", "reasoning_details")
+CACHE_KEY_MODES = ("session", "header", "off")
+CACHE_CONTROL_ASKS = ("ephemeral", "1h")
+OPENAI_KEY_ENV = "OPENAI_API_KEY"
+_OPENAI_ONLY = ("reasoning", "cache_key", "cache_control", "reasoning_effort")
 
 
 @attrs.frozen(kw_only=True)
@@ -67,9 +72,19 @@ class ProviderSpec:
       tool_use (or tool_result) blocks as one lookback position.
     - ``faults``: fault rules of the simulated server (simulated only).
     - ``max_retries``: retries of a failed call (0: none).
+
+    Kind ``"openai"`` (any chat-completions server through the ``openai``
+    SDK; without ``base_url``, the simulator's chat-completions face) reads
+    the model's dialect, set by the person, never guessed from the model's
+    name or the address (:class:`runtime.providers.openai_wire.ChatDialect`):
+    ``reasoning`` (the field reasoning comes back and goes back in, or
+    ``"none"``), ``cache_key`` (the session key as ``prompt_cache_key`` and
+    the ``X-Session-Id`` header, the header only, or ``"off"``),
+    ``cache_control`` (a top-level ``"ephemeral"`` or ``"1h"`` ask, or unset)
+    and ``reasoning_effort``. Its ``api_key_env`` defaults to ``OPENAI_API_KEY``.
     """
 
-    kind: Literal["scripted", "simulated", "anthropic"] = "simulated"
+    kind: Literal["scripted", "simulated", "anthropic", "openai"] = "simulated"
     model: str = "claude-haiku-5-5"
     max_input_tokens: CeilingValue = None
     base_url: str | None = None
@@ -79,6 +94,10 @@ class ProviderSpec:
     lookback_collapse: bool = True
     faults: tuple[FaultRule, ...] = attrs.field(default=(), converter=_tuple_if_array)
     max_retries: int = 2
+    reasoning: str = "none"
+    cache_key: str = "session"
+    cache_control: str | None = None
+    reasoning_effort: str | None = None
 
     def __attrs_post_init__(self) -> None:
         _check_provider(_values_of(self), "ProviderSpec")
@@ -87,6 +106,8 @@ class ProviderSpec:
     def from_obj(cls, obj: Mapping[str, Any], where: str) -> ProviderSpec:
         """Build from a plain dict (the ``[provider]`` table); ``where`` is its key path."""
         fields = _table_fields(obj, where, cls)
+        if fields.get("kind") == "openai" and "api_key_env" not in fields:
+            fields["api_key_env"] = OPENAI_KEY_ENV
         if "faults" in fields:
             faults_where = join_key(where, "faults")
             raw = check_array(fields["faults"], faults_where, expected="an array of fault rules")
@@ -116,14 +137,14 @@ class ProviderSpec:
         ``base_url`` unless it is ``"anthropic"``.
         """
         check_choice(kind, "provider kind", PROVIDER_KINDS)
-        return _evolve(
-            self,
-            {
-                "kind": kind,
-                "faults": self.faults if kind == "simulated" else (),
-                "base_url": self.base_url if kind == "anthropic" else None,
-            },
-        )
+        changes: dict[str, Any] = {
+            "kind": kind,
+            "faults": self.faults if kind == "simulated" else (),
+            "base_url": self.base_url if kind == self.kind and kind in ("anthropic", "openai") else None,
+        }
+        if kind == "openai" and self.kind != "openai" and self.api_key_env == "ANTHROPIC_API_KEY":
+            changes["api_key_env"] = OPENAI_KEY_ENV
+        return _evolve(self, changes)
 
 
 def _check_provider(v: Mapping[str, Any], where: str) -> None:
@@ -134,11 +155,12 @@ def _check_provider(v: Mapping[str, Any], where: str) -> None:
     check_text(v["model"], at("model"), expected="a model name")
     check_ceiling(v["max_input_tokens"], at("max_input_tokens"))
     if v["base_url"] is not None:
-        if kind != "anthropic":
+        if kind not in ("anthropic", "openai"):
             raise ConfigError(
-                f'{at("base_url")}: set for provider kind "{kind}"; base_url applies only to kind "anthropic"'
+                f'{at("base_url")}: set for provider kind "{kind}"; base_url applies only to kinds "anthropic" and "openai"'
             )
         _check_base_url(v["base_url"], at("base_url"))
+    _check_dialect(v, kind, at)
     env = v["api_key_env"]
     if not isinstance(env, str):
         raise wrong_type(at("api_key_env"), env, _ENV_NAME_EXPECTED)
@@ -159,6 +181,24 @@ def _check_provider(v: Mapping[str, Any], where: str) -> None:
             if not isinstance(rule, FaultRule):
                 raise wrong_type(join_index(at("faults"), i), rule, "a FaultRule")
     check_int(v["max_retries"], at("max_retries"), minimum=0, maximum=MAX_RETRIES, expected="an integer >= 0")
+
+
+def _check_dialect(v: Mapping[str, Any], kind: str, at: Callable[[str], str]) -> None:
+    """The openai kind's dialect settings; set for another kind, they are refused (they would do nothing)."""
+    defaults = {"reasoning": "none", "cache_key": "session", "cache_control": None, "reasoning_effort": None}
+    if kind != "openai":
+        for key in _OPENAI_ONLY:
+            if v[key] != defaults[key]:
+                raise ConfigError(f'{at(key)}: set for provider kind "{kind}"; {key} applies only to kind "openai"')
+        return
+    check_choice(v["reasoning"], at("reasoning"), REASONING_FIELDS)
+    check_choice(v["cache_key"], at("cache_key"), CACHE_KEY_MODES)
+    if v["cache_control"] is not None:
+        check_choice(v["cache_control"], at("cache_control"), CACHE_CONTROL_ASKS)
+    if v["reasoning_effort"] is not None:
+        check_text(
+            v["reasoning_effort"], at("reasoning_effort"), expected="a reasoning effort such as low, medium or high"
+        )
 
 
 def _check_at_most(value: float, limit: float, where: str) -> None:
