@@ -103,11 +103,11 @@ class ChatFace:
         return read_chat_request(body)
 
     def prompt_segments(self, request: ChatRequest, counter: SimTokenCounter) -> tuple[tuple[str, int], ...]:
-        """Each segment's prefix digest and its tokens (a message's framing included)."""
+        """Each segment's prefix digest and its tokens (a message's framing and its images included)."""
         digests = prefix_digests(request.segments)
         return tuple(
-            (digest, counter.block_tokens({"segment": text}) + MESSAGE_OVERHEAD_TOKENS)
-            for digest, text in zip(digests, request.segments, strict=True)
+            (digest, counter.block_tokens({"segment": text}) + images + MESSAGE_OVERHEAD_TOKENS)
+            for digest, (text, images) in zip(digests, request.counted, strict=True)
         )
 
     async def create(

@@ -32,6 +32,8 @@ from typing import Any
 import attrs
 
 from runtime.canonical import canonical_json
+from runtime.chat_images import chat_image_tokens
+from runtime.images import ImageError, decode_base64_image, inspect_image
 from runtime.sim.errors import SimAPIError
 
 MAX_MESSAGES = 100_000
@@ -87,6 +89,8 @@ class ChatRequest:
     model: str
     payload: dict[str, Any]
     segments: tuple[str, ...]
+    counted: tuple[tuple[str, int], ...]
+    """Per segment: the text its tokens are counted from (image data left out) and its images' tokens."""
     stream: bool
     include_usage: bool
     cache_key: str | None
@@ -278,6 +282,34 @@ def _segments(tools: Sequence[Any], raw_messages: Sequence[Any]) -> tuple[str, .
     return (head, *body) if head is not None else body
 
 
+def _counted(message: Any) -> tuple[str, int]:
+    """A message's text to count (each image's data URL left empty) and its images' tokens (the chat scaling)."""
+    content = message.get("content") if isinstance(message, Mapping) else None
+    if not isinstance(content, list) or not any(_is_image(part) for part in content):
+        return canonical_json(message), 0
+    parts, tokens = [], 0
+    for part in content:
+        if _is_image(part):
+            tokens += _image_tokens(part["image_url"]["url"])
+            part = {**part, "image_url": {**part["image_url"], "url": ""}}
+        parts.append(part)
+    return canonical_json({**message, "content": parts}), tokens
+
+
+def _is_image(part: Any) -> bool:
+    return isinstance(part, Mapping) and part.get("type") == "image_url"
+
+
+def _image_tokens(url: str) -> int:
+    """An image's tokens by the chat-completions rule; an image the API would not read is its 400."""
+    data = url.partition(",")[2]
+    try:
+        info = inspect_image(decode_base64_image(data, "image_url.url"), "image_url.url")
+    except ImageError as exc:
+        raise chat_error(f"Could not process image: {exc}", param="image_url.url") from None
+    return chat_image_tokens(info.width, info.height)
+
+
 def read_chat_request(body: Any) -> ChatRequest:
     """Check a decoded chat-completions body and read it (see the module docstring)."""
     body = _object(body, "request body")
@@ -327,6 +359,8 @@ def read_chat_request(body: Any) -> ChatRequest:
         model=model,
         payload=payload,
         segments=_segments(raw_tools, raw_messages),
+        counted=((canonical_json({"tools": raw_tools}), 0),) * bool(raw_tools)
+        + tuple(_counted(message) for message in raw_messages),
         stream=stream,
         include_usage=include_usage,
         cache_key=key,
