@@ -6,7 +6,8 @@ the injected ``clock`` and waits only through the injected ``sleep``, so a
 manual clock makes the whole server run on virtual time.
 
 Routes: ``POST /v1/messages`` (JSON, or server-sent events with
-``"stream": true``), ``POST /v1/messages/count_tokens``, ``GET /v1/models``,
+``"stream": true``), ``POST /v1/messages/count_tokens``,
+``POST /v1/chat/completions`` (the chat-completions face, :mod:`runtime.sim.chat`), ``GET /v1/models``,
 ``GET /v1/models/{id}``, and the admin routes under ``/_foldline/``. Every
 response carries a fresh ``request-id`` (``req_`` + 24 random characters).
 
