@@ -200,3 +200,14 @@ async def test_fold_toml_on_the_openai_provider_keeps_every_promise(tmp_path: Pa
     assert usage["cache_read_input_tokens"] > 0
     total = usage["input_tokens"] + usage["cache_read_input_tokens"]
     assert report["cached_share"] == pytest.approx(usage["cache_read_input_tokens"] / total, abs=1e-3)
+
+
+def test_the_openai_kind_on_temporal_is_refused_as_not_built() -> None:
+    import io
+
+    from runtime.cli.main import main
+
+    scenario = str(Path(__file__).parent.parent / "scenarios" / "quickstart.toml")
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["run", scenario, "--engine", "temporal", "--provider", "openai"], out=out, err=err) == 2
+    assert "'openai' is not built for the Temporal engine yet" in err.getvalue()
