@@ -205,6 +205,7 @@ async def test_fold_toml_on_the_openai_provider_keeps_every_promise(tmp_path: Pa
 def test_the_openai_kind_on_temporal_is_refused_as_not_built() -> None:
     import io
 
+    pytest.importorskip("temporalio", reason="the Temporal engine needs the temporal extra")
     from runtime.cli.main import main
 
     scenario = str(Path(__file__).parent.parent / "scenarios" / "quickstart.toml")
