@@ -51,9 +51,7 @@ async def chat_simulated(
     policies = PolicyRegistry({n: ScriptPolicy(n, steps) for n, steps in scripts.items()})
     async with serve_simulator(SimConfig(faults=tuple(faults), api_keys=frozenset({key})), policies, clock) as sim:
         sim.app.chat.dialect = dialect.reasoning
-        provider = OpenAIProvider.create(
-            api_key=key, base_url=sim.base_url + "/v1", model="gpt-sim", dialect=dialect, max_retries=2
-        )
+        provider = OpenAIProvider.create(api_key=key, base_url=sim.base_url + "/v1", dialect=dialect, max_retries=2)
         capture = ChatCapture(provider)
         try:
             yield sim, capture, clock

@@ -212,3 +212,17 @@ def test_the_openai_kind_on_temporal_is_refused_as_not_built() -> None:
     out, err = io.StringIO(), io.StringIO()
     assert main(["run", scenario, "--engine", "temporal", "--provider", "openai"], out=out, err=err) == 2
     assert "'openai' is not built for the Temporal engine yet" in err.getvalue()
+
+
+async def test_a_dropped_connection_is_retried_and_a_malformed_body_is_final() -> None:
+    drop = FaultRule.from_obj({"node": "n", "on_request": 1, "kind": "drop"}, "faults[0]")
+    async with chat_simulated({"n": [text("done")]}, faults=[drop]) as (sim, capture, clock):
+        result, report = await run_chat_node(capture, clock, LOOP, iterative("read", max_rounds=2))
+    assert result.status == "ok", result["n"].reason
+    assert len(capture.bodies) == 2 and report["attempts"] == 2
+    malformed = FaultRule.from_obj({"node": "n", "on_request": 1, "kind": "malformed"}, "faults[0]")
+    async with chat_simulated({"n": [text("done")]}, faults=[malformed]) as (sim, capture, clock):
+        result, report = await run_chat_node(capture, clock, LOOP, iterative("read", max_rounds=2))
+    assert result.status == "failed"
+    assert "malformed response" in result["n"].reason
+    assert len(capture.bodies) == 1

@@ -122,7 +122,7 @@ class OpenAIProvider:
 
     _client: openai.AsyncOpenAI
     _secret: str = attrs.field(repr=False)
-    model_origin: str
+    base_url: str
     dialect: ChatDialect = attrs.field(factory=ChatDialect)
     name: str = "openai"
     caches_by_prefix: bool = False
@@ -135,26 +135,28 @@ class OpenAIProvider:
         *,
         api_key: str,
         base_url: str,
-        model: str,
         dialect: ChatDialect | None = None,
         name: str = "openai",
         max_retries: int = DEFAULT_MAX_RETRIES,
         timeout: float = 600.0,
     ) -> OpenAIProvider:
-        """A provider for ``model`` at ``base_url`` (the API root, e.g. ending in ``/v1``)."""
+        """A provider for the server at ``base_url`` (the API root, e.g. ending in ``/v1``).
+
+        Each request names its model (a profile may name another than the
+        scenario's); a reply's reasoning names the server and the model that
+        made it, so it goes back only to that model there.
+        """
         if not api_key:
             raise ProviderError("no API key: set OPENAI_API_KEY (or the scenario's api_key_env)")
         client = openai.AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout)
-        return cls(
-            client, api_key, origin_of(base_url, model), dialect or ChatDialect(), name=name, max_retries=max_retries
-        )
+        return cls(client, api_key, base_url, dialect or ChatDialect(), name=name, max_retries=max_retries)
 
     def _scrub(self, text: str) -> str:
         return scrub_secret(text, self._secret)
 
     def wire(self, request: Request) -> tuple[dict[str, Any], dict[str, str]]:
         """The body and the headers one attempt of ``request`` sends (no node header)."""
-        body = chat_payload(request, self.dialect, self.model_origin)
+        body = chat_payload(request, self.dialect, origin_of(self.base_url, request.settings.model))
         headers: dict[str, str] = {}
         key = session_key(request) if self.dialect.cache_key != "off" else None
         if key is not None:
@@ -194,9 +196,9 @@ class OpenAIProvider:
                         self.progress(text)
         except openai.APIStatusError as exc:
             raise self._status_failure(exc) from None
-        except openai.APIError as exc:
-            if isinstance(exc, (openai.APIConnectionError,)):
-                raise self._connection_failure(exc, started) from None
+        except openai.APIConnectionError as exc:  # timeouts included
+            raise self._connection_failure(exc, started) from None
+        except openai.APIError as exc:  # an error event in the stream
             raise self._stream_failure(exc) from None
         except httpx2.TransportError as exc:
             raise self._connection_failure(exc, started) from None
@@ -206,7 +208,7 @@ class OpenAIProvider:
                 status=200,
                 error_type="malformed_response",
             ) from exc
-        return self._reply(assembly)
+        return self._reply(assembly, origin_of(self.base_url, model))
 
     def _status_failure(self, exc: openai.APIStatusError) -> AttemptFailed:
         error = exc.body if isinstance(exc.body, dict) else {}
@@ -229,7 +231,7 @@ class OpenAIProvider:
         failure = f"{where}: {type(exc).__name__}: {exc}"
         return AttemptFailed(self._scrub(failure), status=None, error_type="connection_error")
 
-    def _reply(self, assembly: _Assembly) -> ProviderReply:
+    def _reply(self, assembly: _Assembly, origin: str) -> ProviderReply:
         if assembly.chunks == 0:
             raise ProviderError(
                 "malformed response body from the provider: it carries no server-sent events",
@@ -244,21 +246,21 @@ class OpenAIProvider:
                 error_type="connection_error",
             )
         return ProviderReply(
-            content=tuple(self._content(assembly)),
+            content=tuple(self._content(assembly, origin)),
             stop_reason=STOP_REASONS.get(assembly.finish, "end_turn"),
             usage=chat_usage(assembly.usage),
             model=assembly.model,
             response_id=assembly.response_id,
         )
 
-    def _content(self, assembly: _Assembly) -> list[dict[str, Any]]:
+    def _content(self, assembly: _Assembly, origin: str) -> list[dict[str, Any]]:
         content: list[dict[str, Any]] = []
         field = self.dialect.reasoning
         if field == "reasoning_details" and assembly.details:
             text = "".join(str(d.get("text") or d.get("summary") or "") for d in assembly.details)
-            content.append(reasoning_block(field, self.model_origin, text, assembly.details))
+            content.append(reasoning_block(field, origin, text, assembly.details))
         elif field in ("reasoning_content", "reasoning") and "".join(assembly.reasoning):
-            content.append(reasoning_block(field, self.model_origin, "".join(assembly.reasoning), None))
+            content.append(reasoning_block(field, origin, "".join(assembly.reasoning), None))
         text = "".join(assembly.content)
         if text:
             content.append({"type": "text", "text": text})

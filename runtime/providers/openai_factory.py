@@ -67,7 +67,6 @@ async def open_openai(
             provider = cls.create(
                 api_key=key,
                 base_url=sim.base_url + "/v1",
-                model=spec.model,
                 dialect=dialect,
                 max_retries=spec.max_retries,
             )
@@ -82,9 +81,7 @@ async def open_openai(
             f"provider.api_key_env: the environment variable {spec.api_key_env} is not set "
             "(the openai provider needs an API key)"
         )
-    provider = cls.create(
-        api_key=key, base_url=spec.base_url, model=spec.model, dialect=dialect, max_retries=spec.max_retries
-    )
+    provider = cls.create(api_key=key, base_url=spec.base_url, dialect=dialect, max_retries=spec.max_retries)
     try:
         yield provider
     finally:
