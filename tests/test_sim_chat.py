@@ -7,6 +7,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 openai = pytest.importorskip("openai")
 
@@ -226,3 +228,26 @@ async def test_given_back_reasoning_details_are_checked_against_what_preceded_th
             await client.chat.completions.create(model="m", messages=changed, tools=TOOLS, reasoning_effort="low")
         assert "signature" in caught.value.body["message"]
         assert sim.app.thinking.verified == 1
+
+
+@given(
+    sizes=st.lists(st.integers(min_value=1, max_value=900), min_size=1, max_size=12),
+    keep=st.integers(min_value=0, max_value=12),
+    extra=st.lists(st.integers(min_value=1, max_value=900), max_size=4),
+)
+def test_a_read_is_a_multiple_of_128_from_1024_within_the_matched_prefix(
+    sizes: list[int], keep: int, extra: list[int]
+) -> None:
+    cache = ChatPrefixCache()
+    first = [(f"a{i}", n) for i, n in enumerate(sizes)]
+    cache.apply("s", "m", "k", first, now=0.0, readable_at=0.0)
+    second = first[:keep] + [(f"b{i}", n) for i, n in enumerate(extra)]
+    if not second:
+        return
+    outcome = cache.apply("s", "m", "k", second, now=1.0, readable_at=1.0)
+    shared = sum(n for _, n in first[:keep]) if sum(sizes) >= MIN_CACHED_TOKENS else 0
+    assert outcome.matched_tokens == shared
+    assert outcome.cached_tokens % INCREMENT == 0
+    assert outcome.cached_tokens <= outcome.matched_tokens <= outcome.prompt_tokens
+    expected = shared // INCREMENT * INCREMENT if outcome.prompt_tokens >= MIN_CACHED_TOKENS else 0
+    assert outcome.cached_tokens == (expected if expected >= MIN_CACHED_TOKENS else 0)
