@@ -168,3 +168,12 @@ def test_the_openai_kinds_settings_are_refused_with_their_key_path(table: dict, 
 def test_a_dialect_is_a_setting_never_a_guess() -> None:
     spec = ProviderSpec.from_obj({"kind": "openai", "model": "deepseek-reasoner"}, "provider")
     assert (spec.reasoning, spec.cache_key, spec.cache_control) == ("none", "session", None)
+
+
+def test_call_arguments_that_are_no_json_object_reach_the_tool_check_under_a_key_that_says_so() -> None:
+    from runtime.providers.openai import _arguments
+
+    assert _arguments({"arguments": '{"q": "a"}'}) == {"q": "a"}
+    assert _arguments({"arguments": ""}) == {}
+    assert _arguments({"arguments": '{"q": '}) == {"arguments_not_a_json_object": '{"q": '}
+    assert _arguments({"arguments": "[1, 2]"}) == {"arguments_not_a_json_object": "[1, 2]"}

@@ -279,5 +279,5 @@ def _arguments(call: dict[str, Any]) -> dict[str, Any]:
     try:
         value = json.loads(call["arguments"] or "{}")
     except ValueError:
-        return {"__invalid_arguments__": call["arguments"][:2_000]}
-    return value if isinstance(value, dict) else {"__invalid_arguments__": call["arguments"][:2_000]}
+        return {"arguments_not_a_json_object": call["arguments"][:2_000]}
+    return value if isinstance(value, dict) else {"arguments_not_a_json_object": call["arguments"][:2_000]}
