@@ -251,3 +251,17 @@ def test_a_read_is_a_multiple_of_128_from_1024_within_the_matched_prefix(
     assert outcome.cached_tokens <= outcome.matched_tokens <= outcome.prompt_tokens
     expected = shared // INCREMENT * INCREMENT if outcome.prompt_tokens >= MIN_CACHED_TOKENS else 0
     assert outcome.cached_tokens == (expected if expected >= MIN_CACHED_TOKENS else 0)
+
+
+async def test_stop_sequences_cut_the_reply() -> None:
+    async with chat_sim() as (sim, client):
+        reply = await client.chat.completions.create(
+            model="gpt-sim", messages=[{"role": "user", "content": "hello there"}], stop=["to:"]
+        )
+        with pytest.raises(openai.BadRequestError) as caught:
+            await client.chat.completions.create(
+                model="gpt-sim", messages=[{"role": "user", "content": "x"}], stop=["a", "b", "c", "d", "e"]
+            )
+    assert reply.choices[0].message.content == "Simulated answer "
+    assert reply.choices[0].finish_reason == "stop"
+    assert caught.value.body["param"] == "stop"

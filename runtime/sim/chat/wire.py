@@ -332,6 +332,12 @@ def read_chat_request(body: Any) -> ChatRequest:
         payload["system"] = system
     if tools:
         payload["tools"] = tools
+    stop = body.get("stop")
+    if stop is not None:
+        stops = [stop] if isinstance(stop, str) else _array(stop, "stop", 4)
+        payload["stop_sequences"] = [
+            _text(v, f"stop[{i}]", limit=MAX_NAME_CHARS, empty=False) for i, v in enumerate(stops)
+        ]
     choice = _tool_choice(body.get("tool_choice"))
     if choice is not None:
         payload["tool_choice"] = choice
