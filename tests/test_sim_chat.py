@@ -265,3 +265,20 @@ async def test_stop_sequences_cut_the_reply() -> None:
     assert reply.choices[0].message.content == "Simulated answer "
     assert reply.choices[0].finish_reason == "stop"
     assert caught.value.body["param"] == "stop"
+
+
+@pytest.mark.slow
+def test_foldline_sim_serves_the_chat_face_in_the_dialect_it_is_told() -> None:
+    from tests.sim_process import foldline_sim
+
+    with foldline_sim("--chat-reasoning", "reasoning_content") as sim:
+        client = openai.OpenAI(base_url=sim.url + "/v1", api_key="sk-sim", max_retries=0)
+        try:
+            reply = client.chat.completions.create(
+                model="gpt-sim", messages=[{"role": "user", "content": "hi"}], reasoning_effort="low"
+            )
+        finally:
+            client.close()
+    message = reply.choices[0].message.model_dump()
+    assert message["content"] == "Simulated answer to: hi"
+    assert message["reasoning_content"].startswith("Turn with 1 message(s)")
