@@ -12,7 +12,7 @@ from support import ProviderWrapper, node
 
 from runtime.flow import Flow
 from runtime.operation import Operation
-from runtime.policies import PolicyRegistry, ScriptPolicy, ScriptStep
+from runtime.policies import Policy, PolicyRegistry, ScriptPolicy, ScriptStep
 from runtime.providers.openai import OpenAIProvider
 from runtime.providers.openai_wire import ChatDialect
 from runtime.sim.clock import ManualClock
@@ -43,12 +43,13 @@ async def chat_simulated(
     dialect: ChatDialect | None = None,
     faults: Sequence[FaultRule] = (),
     key: str | None = None,
+    fallback: Policy | None = None,
 ) -> AsyncIterator[tuple[SimServer, ChatCapture, ManualClock]]:
     """The simulator answering ``scripts`` on its chat face (in ``dialect``'s reasoning field)."""
     clock = ManualClock(1_000.0)
     key = key or "sk-sim-" + secrets.token_hex(8)
     dialect = dialect or ChatDialect()
-    policies = PolicyRegistry({n: ScriptPolicy(n, steps) for n, steps in scripts.items()})
+    policies = PolicyRegistry({n: ScriptPolicy(n, steps) for n, steps in scripts.items()}, fallback=fallback)
     async with serve_simulator(SimConfig(faults=tuple(faults), api_keys=frozenset({key})), policies, clock) as sim:
         sim.app.chat.dialect = dialect.reasoning
         provider = OpenAIProvider.create(api_key=key, base_url=sim.base_url + "/v1", dialect=dialect, max_retries=2)

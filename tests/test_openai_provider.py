@@ -133,6 +133,7 @@ async def test_a_fold_drops_the_reasoning_of_replies_made_before_it(field: str) 
 
     folded = [k for k, b in enumerate(capture.bodies) if re.search(r"\[fold f-", json.dumps(b["messages"]))]
     assert folded, "the loop never folded"
+    assert len({b["prompt_cache_key"] for b in capture.bodies}) == 1  # a fold keeps the session
     first = folded[0]
     assert any(given_back(capture.bodies[first - 1]))
     assert given_back(capture.bodies[first]) and not any(given_back(capture.bodies[first]))
@@ -226,3 +227,21 @@ async def test_a_dropped_connection_is_retried_and_a_malformed_body_is_final() -
     assert result.status == "failed"
     assert "malformed response" in result["n"].reason
     assert len(capture.bodies) == 1
+
+
+async def test_a_fork_names_the_session_of_its_root_and_another_root_its_own() -> None:
+    from runtime.runtime import Runtime
+    from runtime.sim.default_model import DefaultModel
+
+    async with chat_simulated({}, fallback=DefaultModel()) as (sim, capture, clock):
+        async with Runtime(provider=capture, clock=clock, monotonic=clock, model="gpt-sim") as rt:  # type: ignore[arg-type]
+            lead = rt.branch(LOOP)
+            await lead.run("Read doc.md.")
+            child = lead.fork()
+            await child.run("Say it shorter.")
+            lead_requests = len(capture.bodies)
+            other = rt.branch(LOOP)
+            await other.run("Read doc.md.")
+    keys = [body["prompt_cache_key"] for body in capture.bodies]
+    assert len(set(keys[:lead_requests])) == 1
+    assert set(keys[lead_requests:]).isdisjoint(keys[:lead_requests])
