@@ -32,6 +32,7 @@ from runtime.config.checks import (
     render_value,
     wrong_type,
 )
+from runtime.config.ceilings import check_window
 from runtime.config.tables import fault_rule_from_obj
 from runtime.errors import ConfigError
 from runtime.sim.faults import FaultRule
@@ -154,6 +155,8 @@ def _check_provider(v: Mapping[str, Any], where: str) -> None:
     kind = check_choice(v["kind"], at("kind"), PROVIDER_KINDS)
     check_text(v["model"], at("model"), expected="a model name")
     check_ceiling(v["max_input_tokens"], at("max_input_tokens"))
+    # As the scenario loader does: a ceiling above the model's window refuses in code too.
+    check_window(v["max_input_tokens"], where=at("max_input_tokens"), model=v["model"])
     if v["base_url"] is not None:
         if kind not in ("anthropic", "openai"):
             raise ConfigError(
