@@ -145,7 +145,7 @@ def test_the_openai_kind_reads_its_dialect_with_key_paths() -> None:
         },
         "provider",
     )
-    assert spec.api_key_env == "OPENAI_API_KEY"
+    assert (spec.api_key_env, spec.key_env) == (None, "OPENAI_API_KEY")
     assert (spec.reasoning, spec.cache_key, spec.cache_control) == ("reasoning_details", "header", "1h")
 
 

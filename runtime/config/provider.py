@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 import attrs
 
 from runtime.config.bounds import MAX_LATENCY_S, MAX_RETRIES, MAX_TOKEN_FACTOR
+from runtime.config.ceilings import check_window
 from runtime.config.checks import (
     _ENV_NAME_EXPECTED,
     _ENV_NAME_RE,
@@ -32,7 +33,6 @@ from runtime.config.checks import (
     render_value,
     wrong_type,
 )
-from runtime.config.ceilings import check_window
 from runtime.config.tables import fault_rule_from_obj
 from runtime.errors import ConfigError
 from runtime.sim.faults import FaultRule
@@ -55,6 +55,7 @@ REASONING_FIELDS = ("none", "reasoning_content", "reasoning", "reasoning_details
 CACHE_KEY_MODES = ("session", "header", "off")
 CACHE_CONTROL_ASKS = ("ephemeral", "1h")
 OPENAI_KEY_ENV = "OPENAI_API_KEY"
+ANTHROPIC_KEY_ENV = "ANTHROPIC_API_KEY"
 _OPENAI_ONLY = ("reasoning", "cache_key", "cache_control", "reasoning_effort")
 
 
@@ -66,7 +67,8 @@ class ProviderSpec:
       Anthropic server) or ``"anthropic"`` (the real API).
     - ``model``, ``max_input_tokens``: the model and its model-level ceiling.
     - ``base_url``: the API's base URL (anthropic only; None: the SDK's).
-    - ``api_key_env``: the environment variable holding the API key.
+    - ``api_key_env``: the environment variable holding the API key (None:
+      the kind's, :attr:`key_env`).
     - ``token_factor``: how the simulated server's token counts relate to ours.
     - ``latency_s``: the simulated server's reply delay in (virtual) seconds.
     - ``lookback_collapse``: whether the simulated server counts a run of
@@ -82,14 +84,14 @@ class ProviderSpec:
     ``"none"``), ``cache_key`` (the session key as ``prompt_cache_key`` and
     the ``X-Session-Id`` header, the header only, or ``"off"``),
     ``cache_control`` (a top-level ``"ephemeral"`` or ``"1h"`` ask, or unset)
-    and ``reasoning_effort``. Its ``api_key_env`` defaults to ``OPENAI_API_KEY``.
+    and ``reasoning_effort``. Its key is read from ``OPENAI_API_KEY`` unless ``api_key_env`` names another.
     """
 
     kind: Literal["scripted", "simulated", "anthropic", "openai"] = "simulated"
     model: str = "claude-haiku-5-5"
     max_input_tokens: CeilingValue = None
     base_url: str | None = None
-    api_key_env: str = "ANTHROPIC_API_KEY"
+    api_key_env: str | None = None
     token_factor: float = attrs.field(default=1.15, converter=_float_if_int)
     latency_s: float = attrs.field(default=0.0, converter=_float_if_int)
     lookback_collapse: bool = True
@@ -107,8 +109,6 @@ class ProviderSpec:
     def from_obj(cls, obj: Mapping[str, Any], where: str) -> ProviderSpec:
         """Build from a plain dict (the ``[provider]`` table); ``where`` is its key path."""
         fields = _table_fields(obj, where, cls)
-        if fields.get("kind") == "openai" and "api_key_env" not in fields:
-            fields["api_key_env"] = OPENAI_KEY_ENV
         if "faults" in fields:
             faults_where = join_key(where, "faults")
             raw = check_array(fields["faults"], faults_where, expected="an array of fault rules")
@@ -120,6 +120,13 @@ class ProviderSpec:
             )
         _check_provider({**_defaults_of(cls), **fields}, where)
         return cls(**fields)
+
+    @property
+    def key_env(self) -> str:
+        """The environment variable the API key is read from: ``api_key_env``, else the kind's."""
+        if self.api_key_env is not None:
+            return self.api_key_env
+        return OPENAI_KEY_ENV if self.kind == "openai" else ANTHROPIC_KEY_ENV
 
     @property
     def model_config(self) -> ModelConfig:
@@ -143,8 +150,6 @@ class ProviderSpec:
             "faults": self.faults if kind == "simulated" else (),
             "base_url": self.base_url if kind == self.kind and kind in ("anthropic", "openai") else None,
         }
-        if kind == "openai" and self.kind != "openai" and self.api_key_env == "ANTHROPIC_API_KEY":
-            changes["api_key_env"] = OPENAI_KEY_ENV
         return _evolve(self, changes)
 
 
@@ -165,9 +170,9 @@ def _check_provider(v: Mapping[str, Any], where: str) -> None:
         _check_base_url(v["base_url"], at("base_url"))
     _check_dialect(v, kind, at)
     env = v["api_key_env"]
-    if not isinstance(env, str):
+    if env is not None and not isinstance(env, str):
         raise wrong_type(at("api_key_env"), env, _ENV_NAME_EXPECTED)
-    if not _ENV_NAME_RE.fullmatch(env):
+    if env is not None and not _ENV_NAME_RE.fullmatch(env):
         raise bad_value(at("api_key_env"), env, _ENV_NAME_EXPECTED)
     factor = check_number(v["token_factor"], at("token_factor"), within=lambda x: x > 0, expected="a finite number > 0")
     _check_at_most(factor, MAX_TOKEN_FACTOR, at("token_factor"))

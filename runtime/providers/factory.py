@@ -85,10 +85,10 @@ async def open_provider(
                 await provider.aclose()
         return
     if spec.kind == "anthropic":
-        key = os.environ.get(spec.api_key_env, "")
+        key = os.environ.get(spec.key_env, "")
         if not key:
             raise ConfigError(
-                f"provider.api_key_env: the environment variable {spec.api_key_env} is not set "
+                f"provider.api_key_env: the environment variable {spec.key_env} is not set "
                 "(the anthropic provider needs an API key)"
             )
         provider = _anthropic_provider().create(

@@ -75,10 +75,10 @@ async def open_openai(
             finally:
                 await provider.aclose()
         return
-    key = os.environ.get(spec.api_key_env, "")
+    key = os.environ.get(spec.key_env, "")
     if not key:
         raise ConfigError(
-            f"provider.api_key_env: the environment variable {spec.api_key_env} is not set "
+            f"provider.api_key_env: the environment variable {spec.key_env} is not set "
             "(the openai provider needs an API key)"
         )
     provider = cls.create(api_key=key, base_url=spec.base_url, dialect=dialect, max_retries=spec.max_retries)
