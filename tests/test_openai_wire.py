@@ -177,3 +177,14 @@ def test_call_arguments_that_are_no_json_object_reach_the_tool_check_under_a_key
     assert _arguments({"arguments": ""}) == {}
     assert _arguments({"arguments": '{"q": '}) == {"arguments_not_a_json_object": '{"q": '}
     assert _arguments({"arguments": "[1, 2]"}) == {"arguments_not_a_json_object": "[1, 2]"}
+
+
+def test_another_kind_on_the_command_line_drops_the_openai_settings() -> None:
+    spec = ProviderSpec.from_obj(
+        {"kind": "openai", "base_url": "https://api.example.test/v1", "reasoning": "reasoning", "cache_key": "off"},
+        "provider",
+    )
+    simulated = spec.with_kind("simulated")
+    assert (simulated.reasoning, simulated.cache_key, simulated.base_url) == ("none", "session", None)
+    assert spec.with_kind("openai") == spec
+    assert ProviderSpec(kind="anthropic", base_url="https://api.example.test").with_kind("openai").base_url is None

@@ -57,6 +57,12 @@ CACHE_CONTROL_ASKS = ("ephemeral", "1h")
 OPENAI_KEY_ENV = "OPENAI_API_KEY"
 ANTHROPIC_KEY_ENV = "ANTHROPIC_API_KEY"
 _OPENAI_ONLY = ("reasoning", "cache_key", "cache_control", "reasoning_effort")
+_OPENAI_DEFAULTS: dict[str, Any] = {
+    "reasoning": "none",
+    "cache_key": "session",
+    "cache_control": None,
+    "reasoning_effort": None,
+}
 
 
 @attrs.frozen(kw_only=True)
@@ -142,7 +148,9 @@ class ProviderSpec:
 
         Settings that apply only to another kind are dropped rather than
         refused: ``faults`` unless the new kind is ``"simulated"``,
-        ``base_url`` unless it is ``"anthropic"``.
+        ``base_url`` unless the kind stays ``"anthropic"`` or ``"openai"``
+        (one's address is no server of the other), the openai dialect unless
+        it is ``"openai"``.
         """
         check_choice(kind, "provider kind", PROVIDER_KINDS)
         changes: dict[str, Any] = {
@@ -150,6 +158,8 @@ class ProviderSpec:
             "faults": self.faults if kind == "simulated" else (),
             "base_url": self.base_url if kind == self.kind and kind in ("anthropic", "openai") else None,
         }
+        if kind != "openai":
+            changes.update(_OPENAI_DEFAULTS)
         return _evolve(self, changes)
 
 
@@ -193,10 +203,9 @@ def _check_provider(v: Mapping[str, Any], where: str) -> None:
 
 def _check_dialect(v: Mapping[str, Any], kind: str, at: Callable[[str], str]) -> None:
     """The openai kind's dialect settings; set for another kind, they are refused (they would do nothing)."""
-    defaults = {"reasoning": "none", "cache_key": "session", "cache_control": None, "reasoning_effort": None}
     if kind != "openai":
         for key in _OPENAI_ONLY:
-            if v[key] != defaults[key]:
+            if v[key] != _OPENAI_DEFAULTS[key]:
                 raise ConfigError(f'{at(key)}: set for provider kind "{kind}"; {key} applies only to kind "openai"')
         return
     check_choice(v["reasoning"], at("reasoning"), REASONING_FIELDS)
