@@ -48,6 +48,8 @@ _EXPORTS = {
     "ProviderSpec": "runtime.config",
     "open_provider": "runtime.providers.factory",
     "AnthropicProvider": "runtime.providers.anthropic",
+    "OpenAIProvider": "runtime.providers.openai",
+    "ChatDialect": "runtime.providers.openai_wire",
     "ScriptedProvider": "runtime.providers.scripted",
     "PolicyRegistry": "runtime.policies",
     "ScriptPolicy": "runtime.policies",

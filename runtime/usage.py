@@ -22,6 +22,8 @@ class Usage:
     cache_write_5m_tokens: int = 0
     cache_write_1h_tokens: int = 0
     output_tokens: int = 0
+    reasoning_tokens: int = 0
+    """Of ``output_tokens``, those the provider reported as reasoning (chat completions report them)."""
 
     @property
     def cache_write_tokens(self) -> int:
@@ -39,6 +41,7 @@ class Usage:
             self.cache_write_5m_tokens + other.cache_write_5m_tokens,
             self.cache_write_1h_tokens + other.cache_write_1h_tokens,
             self.output_tokens + other.output_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
         )
 
     @classmethod
@@ -65,10 +68,14 @@ class Usage:
         )
 
     def to_dict(self) -> dict[str, int]:
-        return {
+        """The counts by name; ``reasoning_tokens`` only when a provider reported some."""
+        out = {
             "input_tokens": self.input_tokens,
             "cache_read_input_tokens": self.cache_read_input_tokens,
             "cache_write_5m_tokens": self.cache_write_5m_tokens,
             "cache_write_1h_tokens": self.cache_write_1h_tokens,
             "output_tokens": self.output_tokens,
         }
+        if self.reasoning_tokens:
+            out["reasoning_tokens"] = self.reasoning_tokens
+        return out

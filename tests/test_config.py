@@ -199,7 +199,7 @@ def test_model_config_values_and_refusals() -> None:
 def test_provider_defaults() -> None:
     spec = ProviderSpec()
     assert (spec.kind, spec.model, spec.max_input_tokens) == ("simulated", "claude-haiku-5-5", None)
-    assert (spec.base_url, spec.api_key_env) == (None, "ANTHROPIC_API_KEY")
+    assert (spec.base_url, spec.api_key_env, spec.key_env) == (None, None, "ANTHROPIC_API_KEY")
     assert (spec.token_factor, spec.latency_s, spec.lookback_collapse) == (1.15, 0.0, True)
     assert (spec.faults, spec.max_retries) == ((), 2)
     assert spec.model_config == ModelConfig(name="claude-haiku-5-5")
@@ -214,7 +214,7 @@ PROVIDER_REFUSALS = [
     (
         {"kind": "simulate"},
         "ProviderSpec.kind",
-        '"simulate" is not one of "scripted", "simulated", "anthropic" (did you mean "simulated"?)',
+        '"simulate" is not one of "scripted", "simulated", "anthropic", "openai" (did you mean "simulated"?)',
     ),
     ({"kind": 1}, "ProviderSpec.kind", "1 is an integer"),
     ({"model": ""}, "ProviderSpec.model", "is not a model name"),
@@ -222,7 +222,7 @@ PROVIDER_REFUSALS = [
     (
         {"base_url": "http://127.0.0.1:9"},
         "ProviderSpec.base_url",
-        'set for provider kind "simulated"; base_url applies only to kind "anthropic"',
+        'set for provider kind "simulated"; base_url applies only to kinds "anthropic" and "openai"',
     ),
     (
         {"kind": "anthropic", "base_url": "ftp://x"},
@@ -234,7 +234,7 @@ PROVIDER_REFUSALS = [
     ({"kind": "anthropic", "base_url": 8080}, "ProviderSpec.base_url", "8080 is an integer"),
     ({"api_key_env": "1KEY"}, "ProviderSpec.api_key_env", '"1KEY" is not an environment variable name'),
     ({"api_key_env": ""}, "ProviderSpec.api_key_env", "is not an environment variable name"),
-    ({"api_key_env": None}, "ProviderSpec.api_key_env", "null is not an environment variable name"),
+    ({"api_key_env": 5}, "ProviderSpec.api_key_env", "5 is an integer, not an environment variable name"),
     ({"token_factor": 0}, "ProviderSpec.token_factor", "0.0 is not a finite number > 0"),
     ({"token_factor": True}, "ProviderSpec.token_factor", "true is a boolean"),
     ({"latency_s": -1}, "ProviderSpec.latency_s", "-1.0 is not a finite number of seconds >= 0"),

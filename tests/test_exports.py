@@ -22,6 +22,7 @@ PUBLIC = {
     "runtime": {
         "AnthropicProvider",
         "BUILTIN_TOOLS",
+        "ChatDialect",
         "ConfigError",
         "Conversation",
         "DefaultModel",
@@ -33,6 +34,7 @@ PUBLIC = {
         "Node",
         "Operation",
         "OperationResult",
+        "OpenAIProvider",
         "PolicyRegistry",
         "Profile",
         "ProviderSpec",

@@ -46,6 +46,7 @@ def test_packaged_table_has_the_four_models_each_with_source_and_date() -> None:
         "claude-sonnet-4-5",
         "claude-opus-4-6",
         "claude-opus-5",
+        "gpt-5-mini",
     }
     for entry in DEFAULT.models:
         assert entry.source and isinstance(entry.read_on, datetime.date)

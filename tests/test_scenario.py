@@ -428,8 +428,8 @@ def test_table_shapes(text: str, message: str) -> None:
             'profiles.reader.tools[0]: "serch" is not a known tool (did you mean "search"?); known tools: fail, read_file, search, spawn',
         ),
         (
-            '[provider]\nkind = "openai"\n' + ONE_NODE,
-            'provider.kind: "openai" is not one of "scripted", "simulated", "anthropic"',
+            '[provider]\nkind = "openia"\n' + ONE_NODE,
+            'provider.kind: "openia" is not one of "scripted", "simulated", "anthropic", "openai"',
         ),
         (
             '[provider]\nbase_url = "http://127.0.0.1:1"\n' + ONE_NODE,

@@ -104,13 +104,17 @@ PLAUSIBLE = {
     "spawn_limit": st.integers(min_value=-1, max_value=8),
     "workspace": st.sampled_from(["workspace", "", " ", "a/b"]),
     "tool_errors": st.sampled_from(["model", "fail", "fails"]),
-    "kind": st.sampled_from(["scripted", "simulated", "anthropic", "simulate"]),
+    "kind": st.sampled_from(["scripted", "simulated", "anthropic", "openai", "simulate"]),
     "base_url": st.sampled_from(["https://api.example.test", "http://127.0.0.1:8080/", "ftp://x", "https://"]),
     "api_key_env": st.sampled_from(["ANTHROPIC_API_KEY", "MY_KEY", "1BAD", ""]),
     "token_factor": st.floats(min_value=-0.5, max_value=3.0),
     "latency_s": st.floats(min_value=-0.5, max_value=3.0),
     "lookback_collapse": st.booleans(),
     "max_retries": st.integers(min_value=-1, max_value=5),
+    "reasoning": st.sampled_from(["none", "reasoning_content", "reasoning_details", "thinking"]),
+    "cache_key": st.sampled_from(["session", "header", "off", "on"]),
+    "cache_control": st.sampled_from(["ephemeral", "1h", "5m"]),
+    "reasoning_effort": st.sampled_from(["low", "high", ""]),
 }
 
 

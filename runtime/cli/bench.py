@@ -84,9 +84,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--provider",
-        choices=("simulated", "scripted"),
+        choices=("simulated", "scripted", "openai"),
         default="simulated",
-        help="the simulated server over HTTP through the SDK (default), or the same server in process",
+        help="the simulated server over HTTP through the SDK (default), the same server in process, or its "
+        "chat-completions face through the openai SDK (automatic prefix caching, no marks)",
     )
     parser.add_argument(
         "--small",

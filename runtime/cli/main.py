@@ -41,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a scenario file")
     run.add_argument("scenario", help="path to a scenario TOML file")
     run.add_argument(
-        "--provider", choices=("scripted", "simulated", "anthropic"), help="override the scenario's provider"
+        "--provider", choices=("scripted", "simulated", "anthropic", "openai"), help="override the scenario's provider"
     )
     run.add_argument("--signals", metavar="FILE.jsonl", help="write every event, one JSON object per line")
     run.add_argument("--report", metavar="FILE.json", help="write the report as JSON")

@@ -78,6 +78,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="on",
         help="a run of tool_use or tool_result blocks is one lookback position (default on)",
     )
+    parser.add_argument(
+        "--chat-reasoning",
+        choices=("none", "reasoning_content", "reasoning", "reasoning_details"),
+        default="none",
+        help="the field /v1/chat/completions replies carry reasoning in (default none, as OpenAI's)",
+    )
     parser.add_argument("--max-connections", type=int, default=1024)
     parser.add_argument("--header-timeout", type=float, default=30.0, metavar="S")
     parser.add_argument("--body-timeout", type=float, default=120.0, metavar="S")
@@ -207,7 +213,14 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                     task_status=task_status,
                 )
             )
+            server.app.chat.dialect = args.chat_reasoning
             print(f"foldline sim: serving the simulated Anthropic API on {server.base_url}", file=err, flush=True)
+            print(
+                f"foldline sim: and chat completions on {server.base_url}/v1/chat/completions "
+                f"(reasoning: {args.chat_reasoning})",
+                file=err,
+                flush=True,
+            )
             print(f"foldline sim: scripted nodes: {nodes}; other requests: the default model", file=err, flush=True)
             print(f"foldline sim: clock: {args.clock}", file=err, flush=True)
 

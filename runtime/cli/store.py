@@ -126,7 +126,7 @@ def add_resume_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", help="the store of a run that stopped (crash, kill, Ctrl-C)")
     parser.add_argument(
         "--provider",
-        choices=("scripted", "simulated", "anthropic"),
+        choices=("scripted", "simulated", "anthropic", "openai"),
         help="override the provider the run was stored with",
     )
     parser.add_argument("--report", metavar="FILE.json", help="write the report as JSON")
@@ -348,7 +348,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a scenario, storing it")
     run.add_argument("scenario")
-    run.add_argument("--provider", choices=("scripted", "simulated", "anthropic"))
+    run.add_argument("--provider", choices=("scripted", "simulated", "anthropic", "openai"))
     run.add_argument("--signals", metavar="FILE.jsonl")
     run.add_argument("--report", metavar="FILE.json")
     run.add_argument("--quiet", action="store_true")

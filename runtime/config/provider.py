@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import attrs
 
 from runtime.config.bounds import MAX_LATENCY_S, MAX_RETRIES, MAX_TOKEN_FACTOR
+from runtime.config.ceilings import check_window
 from runtime.config.checks import (
     _ENV_NAME_EXPECTED,
     _ENV_NAME_RE,
@@ -49,7 +50,19 @@ class ModelConfig:
         check_ceiling(self.max_input_tokens, "ModelConfig.max_input_tokens")
 
 
-PROVIDER_KINDS = ("scripted", "simulated", "anthropic")
+PROVIDER_KINDS = ("scripted", "simulated", "anthropic", "openai")
+REASONING_FIELDS = ("none", "reasoning_content", "reasoning", "reasoning_details")
+CACHE_KEY_MODES = ("session", "header", "off")
+CACHE_CONTROL_ASKS = ("ephemeral", "1h")
+OPENAI_KEY_ENV = "OPENAI_API_KEY"
+ANTHROPIC_KEY_ENV = "ANTHROPIC_API_KEY"
+_OPENAI_ONLY = ("reasoning", "cache_key", "cache_control", "reasoning_effort")
+_OPENAI_DEFAULTS: dict[str, Any] = {
+    "reasoning": "none",
+    "cache_key": "session",
+    "cache_control": None,
+    "reasoning_effort": None,
+}
 
 
 @attrs.frozen(kw_only=True)
@@ -60,25 +73,40 @@ class ProviderSpec:
       Anthropic server) or ``"anthropic"`` (the real API).
     - ``model``, ``max_input_tokens``: the model and its model-level ceiling.
     - ``base_url``: the API's base URL (anthropic only; None: the SDK's).
-    - ``api_key_env``: the environment variable holding the API key.
+    - ``api_key_env``: the environment variable holding the API key (None:
+      the kind's, :attr:`key_env`).
     - ``token_factor``: how the simulated server's token counts relate to ours.
     - ``latency_s``: the simulated server's reply delay in (virtual) seconds.
     - ``lookback_collapse``: whether the simulated server counts a run of
       tool_use (or tool_result) blocks as one lookback position.
     - ``faults``: fault rules of the simulated server (simulated only).
     - ``max_retries``: retries of a failed call (0: none).
+
+    Kind ``"openai"`` (any chat-completions server through the ``openai``
+    SDK; without ``base_url``, the simulator's chat-completions face) reads
+    the model's dialect, set by the person, never guessed from the model's
+    name or the address (:class:`runtime.providers.openai_wire.ChatDialect`):
+    ``reasoning`` (the field reasoning comes back and goes back in, or
+    ``"none"``), ``cache_key`` (the session key as ``prompt_cache_key`` and
+    the ``X-Session-Id`` header, the header only, or ``"off"``),
+    ``cache_control`` (a top-level ``"ephemeral"`` or ``"1h"`` ask, or unset)
+    and ``reasoning_effort``. Its key is read from ``OPENAI_API_KEY`` unless ``api_key_env`` names another.
     """
 
-    kind: Literal["scripted", "simulated", "anthropic"] = "simulated"
+    kind: Literal["scripted", "simulated", "anthropic", "openai"] = "simulated"
     model: str = "claude-haiku-5-5"
     max_input_tokens: CeilingValue = None
     base_url: str | None = None
-    api_key_env: str = "ANTHROPIC_API_KEY"
+    api_key_env: str | None = None
     token_factor: float = attrs.field(default=1.15, converter=_float_if_int)
     latency_s: float = attrs.field(default=0.0, converter=_float_if_int)
     lookback_collapse: bool = True
     faults: tuple[FaultRule, ...] = attrs.field(default=(), converter=_tuple_if_array)
     max_retries: int = 2
+    reasoning: str = "none"
+    cache_key: str = "session"
+    cache_control: str | None = None
+    reasoning_effort: str | None = None
 
     def __attrs_post_init__(self) -> None:
         _check_provider(_values_of(self), "ProviderSpec")
@@ -100,6 +128,13 @@ class ProviderSpec:
         return cls(**fields)
 
     @property
+    def key_env(self) -> str:
+        """The environment variable the API key is read from: ``api_key_env``, else the kind's."""
+        if self.api_key_env is not None:
+            return self.api_key_env
+        return OPENAI_KEY_ENV if self.kind == "openai" else ANTHROPIC_KEY_ENV
+
+    @property
     def model_config(self) -> ModelConfig:
         """The provider's model with its model-level ceiling value."""
         return ModelConfig(name=self.model, max_input_tokens=self.max_input_tokens)
@@ -113,17 +148,19 @@ class ProviderSpec:
 
         Settings that apply only to another kind are dropped rather than
         refused: ``faults`` unless the new kind is ``"simulated"``,
-        ``base_url`` unless it is ``"anthropic"``.
+        ``base_url`` unless the kind stays ``"anthropic"`` or ``"openai"``
+        (one's address is no server of the other), the openai dialect unless
+        it is ``"openai"``.
         """
         check_choice(kind, "provider kind", PROVIDER_KINDS)
-        return _evolve(
-            self,
-            {
-                "kind": kind,
-                "faults": self.faults if kind == "simulated" else (),
-                "base_url": self.base_url if kind == "anthropic" else None,
-            },
-        )
+        changes: dict[str, Any] = {
+            "kind": kind,
+            "faults": self.faults if kind == "simulated" else (),
+            "base_url": self.base_url if kind == self.kind and kind in ("anthropic", "openai") else None,
+        }
+        if kind != "openai":
+            changes.update(_OPENAI_DEFAULTS)
+        return _evolve(self, changes)
 
 
 def _check_provider(v: Mapping[str, Any], where: str) -> None:
@@ -133,16 +170,19 @@ def _check_provider(v: Mapping[str, Any], where: str) -> None:
     kind = check_choice(v["kind"], at("kind"), PROVIDER_KINDS)
     check_text(v["model"], at("model"), expected="a model name")
     check_ceiling(v["max_input_tokens"], at("max_input_tokens"))
+    # As the scenario loader does: a ceiling above the model's window refuses in code too.
+    check_window(v["max_input_tokens"], where=at("max_input_tokens"), model=v["model"])
     if v["base_url"] is not None:
-        if kind != "anthropic":
+        if kind not in ("anthropic", "openai"):
             raise ConfigError(
-                f'{at("base_url")}: set for provider kind "{kind}"; base_url applies only to kind "anthropic"'
+                f'{at("base_url")}: set for provider kind "{kind}"; base_url applies only to kinds "anthropic" and "openai"'
             )
         _check_base_url(v["base_url"], at("base_url"))
+    _check_dialect(v, kind, at)
     env = v["api_key_env"]
-    if not isinstance(env, str):
+    if env is not None and not isinstance(env, str):
         raise wrong_type(at("api_key_env"), env, _ENV_NAME_EXPECTED)
-    if not _ENV_NAME_RE.fullmatch(env):
+    if env is not None and not _ENV_NAME_RE.fullmatch(env):
         raise bad_value(at("api_key_env"), env, _ENV_NAME_EXPECTED)
     factor = check_number(v["token_factor"], at("token_factor"), within=lambda x: x > 0, expected="a finite number > 0")
     _check_at_most(factor, MAX_TOKEN_FACTOR, at("token_factor"))
@@ -159,6 +199,23 @@ def _check_provider(v: Mapping[str, Any], where: str) -> None:
             if not isinstance(rule, FaultRule):
                 raise wrong_type(join_index(at("faults"), i), rule, "a FaultRule")
     check_int(v["max_retries"], at("max_retries"), minimum=0, maximum=MAX_RETRIES, expected="an integer >= 0")
+
+
+def _check_dialect(v: Mapping[str, Any], kind: str, at: Callable[[str], str]) -> None:
+    """The openai kind's dialect settings; set for another kind, they are refused (they would do nothing)."""
+    if kind != "openai":
+        for key in _OPENAI_ONLY:
+            if v[key] != _OPENAI_DEFAULTS[key]:
+                raise ConfigError(f'{at(key)}: set for provider kind "{kind}"; {key} applies only to kind "openai"')
+        return
+    check_choice(v["reasoning"], at("reasoning"), REASONING_FIELDS)
+    check_choice(v["cache_key"], at("cache_key"), CACHE_KEY_MODES)
+    if v["cache_control"] is not None:
+        check_choice(v["cache_control"], at("cache_control"), CACHE_CONTROL_ASKS)
+    if v["reasoning_effort"] is not None:
+        check_text(
+            v["reasoning_effort"], at("reasoning_effort"), expected="a reasoning effort such as low, medium or high"
+        )
 
 
 def _check_at_most(value: float, limit: float, where: str) -> None:

@@ -2,7 +2,10 @@
 
 ``scripted`` answers in process; ``simulated`` starts the simulated Anthropic
 server on loopback and talks to it with the official SDK; ``anthropic`` talks
-to the real API with the key from the environment variable the scenario names.
+to the real API with the key from the environment variable the scenario names;
+``openai`` talks to a chat-completions server through the ``openai`` SDK (the
+scenario's ``base_url``, or, without one, the simulator's chat-completions
+face speaking the scenario's reasoning dialect, :mod:`runtime.providers.openai_factory`).
 Every provider is closed when the context exits.
 
 The anthropic SDK is imported when a provider that talks to it is opened,
@@ -90,10 +93,10 @@ async def open_provider(
                 await provider.aclose()
         return
     if spec.kind == "anthropic":
-        key = os.environ.get(spec.api_key_env, "")
+        key = os.environ.get(spec.key_env, "")
         if not key:
             raise ConfigError(
-                f"provider.api_key_env: the environment variable {spec.api_key_env} is not set "
+                f"provider.api_key_env: the environment variable {spec.key_env} is not set "
                 "(the anthropic provider needs an API key)"
             )
         provider = _anthropic_provider().create(
@@ -104,4 +107,10 @@ async def open_provider(
         finally:
             await provider.aclose()
         return
-    raise ConfigError(f"provider.kind: {spec.kind!r} is not one of scripted, simulated, anthropic")
+    if spec.kind == "openai":
+        from runtime.providers.openai_factory import open_openai
+
+        async with open_openai(spec, policies, clock=clock, sim_config=sim_config_for) as chat_provider:
+            yield chat_provider
+        return
+    raise ConfigError(f"provider.kind: {spec.kind!r} is not one of scripted, simulated, anthropic, openai")

@@ -6,7 +6,8 @@ the injected ``clock`` and waits only through the injected ``sleep``, so a
 manual clock makes the whole server run on virtual time.
 
 Routes: ``POST /v1/messages`` (JSON, or server-sent events with
-``"stream": true``), ``POST /v1/messages/count_tokens``, ``GET /v1/models``,
+``"stream": true``), ``POST /v1/messages/count_tokens``,
+``POST /v1/chat/completions`` (the chat-completions face, :mod:`runtime.sim.chat`), ``GET /v1/models``,
 ``GET /v1/models/{id}``, and the admin routes under ``/_foldline/``. Every
 response carries a fresh ``request-id`` (``req_`` + 24 random characters).
 
@@ -40,6 +41,8 @@ from runtime.logs import get_logger
 from runtime.policies import PolicyExhausted, PolicyRegistry, Reply, ScriptPolicy, UnknownPolicy
 from runtime.sim.admin import ADMIN_PREFIX, Admin
 from runtime.sim.cache_engine import CacheEngine, CacheEntry, CacheOutcome
+from runtime.sim.chat.cache import ChatCacheOutcome
+from runtime.sim.chat.face import CHAT_PATH, SESSION_HEADER, ChatFace, chat_error_response
 from runtime.sim.config import SimConfig
 from runtime.sim.conversations import ConversationScripts
 from runtime.sim.errors import SimAPIError, invalid_request
@@ -94,6 +97,8 @@ class RequestRecord:
     error_type: str | None = None
     error_message: str | None = None
     stream: bool = False
+    chat_cache: ChatCacheOutcome | None = None
+    """What a chat-completions request read (its machine, prompt and cached tokens)."""
 
 
 @attrs.define(eq=False)
@@ -124,6 +129,8 @@ class SimApp:
             takes_self=True,
         )
     )
+    chat: ChatFace = attrs.field(factory=ChatFace)
+    """The chat-completions face (``POST /v1/chat/completions``, :mod:`runtime.sim.chat`)."""
 
     @property
     def requests(self) -> tuple[RequestRecord, ...]:
@@ -175,6 +182,8 @@ class SimApp:
             if path == MODELS_PATH:
                 return _json_response(200, list_models(dict(parse_qsl(request.query))), request_id), record
             return _json_response(200, model_facts(path[len(MODELS_PATH) + 1 :]).info(), request_id), record
+        if method == "POST" and path == CHAT_PATH:
+            return await self._chat(request, record)
         if method != "POST" or path not in (MESSAGES_PATH, COUNT_TOKENS_PATH):
             raise SimAPIError(404, "not_found_error", f"Not found: {method} {path}")
         api_key = self._authenticate(request.headers)
@@ -196,6 +205,39 @@ class SimApp:
         broken = rule is not None and rule.kind == "stream_error"
         prepared = await self._prepare(decoded, len(request.body), count_only=False)
         return await self._create(prepared, api_key, record, extra_delay, broken)
+
+    async def _chat(self, request: HttpRequest, record: RequestRecord) -> tuple[Response | None, RequestRecord]:
+        """A chat-completions request, answered (errors too) in OpenAI's shapes (:mod:`runtime.sim.chat`)."""
+        try:
+            api_key = self._authenticate(request.headers)
+            decoded = await self._offload(len(request.body), decode_body, request.body)
+            record = attrs.evolve(record, payload_digest=decoded.payload_digest)
+            chat = await self._offload(len(request.body), self.chat.read, decoded.body)
+            count, rule = self._faults.next_request(record.node)
+            if rule is not None:
+                record = attrs.evolve(record, fault=rule.kind)
+                if rule.kind not in ("slow", "stream_error") or (rule.kind == "stream_error" and not chat.stream):
+                    return _chat_fault(rule, record, count)
+            served = await self.chat.create(
+                chat,
+                scope=key_scope(api_key),
+                session_header=request.headers.get(SESSION_HEADER) or None,
+                node=record.node,
+                request_id=record.request_id,
+                answer=self._reply,
+                signer=self.thinking,
+                counter=self.counter,
+                now=record.started_at,
+                delay=self.config.latency_s + (rule.delay_s if rule is not None and rule.delay_s else 0.0),
+                sleep=self.sleep,
+                broken=rule is not None and rule.kind == "stream_error",
+            )
+        except SimAPIError as err:
+            evolved = attrs.evolve(record, status=err.status, error_type=err.error_type, error_message=err.message)
+            return chat_error_response(err, record.request_id), evolved
+        outcome = served.cache
+        usage = Usage(outcome.prompt_tokens - outcome.cached_tokens, outcome.cached_tokens, 0, 0, served.output_tokens)
+        return served.response, attrs.evolve(record, usage=usage, chat_cache=outcome, stream=served.stream)
 
     async def _offload(self, size: int, func: Callable[..., T], *args: Any) -> T:
         """Run ``func`` here for small bodies, in a worker thread for large ones."""
@@ -314,6 +356,18 @@ def _fault_response(rule: FaultRule, record: RequestRecord, count: int) -> tuple
     if kind == "drop":
         return None, attrs.evolve(record, status=None)
     raise ValueError(f"_fault_response: fault kind {rule.kind!r} answers normally and has no fault response")
+
+
+def _chat_fault(rule: FaultRule, record: RequestRecord, count: int) -> tuple[Response | None, RequestRecord]:
+    """A faulted chat request: an error kind raises its error (answered in OpenAI's envelope), or as on /v1/messages."""
+    kind = "529" if rule.kind == "stream_error" else rule.kind
+    if kind in ERROR_KINDS:
+        where = f"request {count} of node {record.node!r}" if record.node else f"request {count}"
+        raise SimAPIError(int(kind), ERROR_TYPES[kind], f"{ERROR_MESSAGES[kind]} on {where}", rule.headers())
+    if kind == "malformed":
+        truncated = b'{"id":"chatcmpl-malformed","object":"chat.completion","choices":[{"message":{"content":"'
+        return HttpResponse(200, truncated, (("x-request-id", record.request_id),)), record
+    return _fault_response(rule, record, count)
 
 
 def _json_response(status: int, body: Mapping[str, Any], request_id: str) -> HttpResponse:
