@@ -25,7 +25,6 @@ still leaves what was done durable).
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -57,7 +56,7 @@ from runtime.store.errors import (
 from runtime.store.lock import WriterLock
 from runtime.store.pairing import ResponsePairing, Statement
 from runtime.store.reader import CALIBRATION_QUERY, calibration_from_rows
-from runtime.store.schema import check_schema, create_schema, resolve_store_path
+from runtime.store.schema import check_schema, create_store_file, resolve_store_path
 from runtime.store.writer import SqliteWriter
 from signals.envelope import Event
 
@@ -223,9 +222,9 @@ class RunStore:
                 **(extra_meta or {}),
             }
 
-            # Build the schema and meta in a sibling file and rename it into place, so
+            # Built whole (schema, meta, WAL mode) in a sibling file and renamed into place, so
             # a process killed during creation leaves either no store or a whole one.
-            await anyio.to_thread.run_sync(_create_store_file, file, meta)
+            await anyio.to_thread.run_sync(create_store_file, file, meta)
             writer = await SqliteWriter.open(file, _no_setup)
         except BaseException:
             lock.release()
@@ -456,17 +455,4 @@ class RunStore:
 
 
 def _no_setup(connection: Any) -> None:
-    """The schema is already in place (see :func:`_create_store_file`)."""
-
-
-def _create_store_file(file: Path, meta: dict[str, str]) -> None:
-    partial = file.with_name(file.name + ".creating")
-    partial.unlink(missing_ok=True)
-    connection = sqlite3.connect(partial)
-    try:
-        with connection:
-            create_schema(connection)
-            connection.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", list(meta.items()))
-    finally:
-        connection.close()
-    os.replace(partial, file)
+    """The schema is already in place (see :func:`runtime.store.schema.create_store_file`)."""

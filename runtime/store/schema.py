@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Mapping
 from pathlib import Path
 
 from runtime.store.errors import NotAStore
@@ -168,6 +169,47 @@ def create_schema(connection: sqlite3.Connection) -> None:
     connection.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
 
 
+CREATING_SUFFIX = ".creating"
+"""A new store is built in ``<store>.creating`` and renamed into place when whole."""
+
+SIDECAR_SUFFIXES = ("-wal", "-shm", "-journal")
+"""The files SQLite keeps beside a database: its WAL and WAL index, or its rollback journal."""
+
+
+def create_store_file(file: Path, meta: Mapping[str, str]) -> None:
+    """Write a new store (schema, meta, already in WAL mode) beside ``file``, then rename it to ``file``.
+
+    A process killed at any moment leaves either no store at ``file`` or a
+    whole one: the schema, the meta and the switch to WAL happen before the
+    file has its name. The switch matters: turning a rollback-journal database
+    into a WAL one rewrites its header under a rollback journal, and a process
+    killed in between leaves a *hot journal*, which SQLite must roll back before
+    anyone reads, and which a read-only connection refuses to roll back
+    (``SQLITE_READONLY_ROLLBACK``, "attempt to write a readonly database").
+    Closing the last connection checkpoints the WAL and removes it, so the file
+    renamed is the whole database; leftovers of an earlier killed creation are
+    removed first (a stale ``-wal`` would otherwise be replayed into the new file).
+    """
+    partial = file.with_name(file.name + CREATING_SUFFIX)
+    for leftover in (partial, *(partial.with_name(partial.name + suffix) for suffix in SIDECAR_SUFFIXES)):
+        leftover.unlink(missing_ok=True)
+    connection = sqlite3.connect(partial, isolation_level=None)
+    try:
+        mode = connection.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if mode != "wal":
+            raise NotAStore(f"{partial}: SQLite refused WAL mode for a new store (journal mode {mode!r})")
+        create_schema(connection)
+        connection.execute("BEGIN IMMEDIATE")
+        connection.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", list(meta.items()))
+        connection.execute("COMMIT")
+    finally:
+        connection.close()
+    left = [name for name in SIDECAR_SUFFIXES if partial.with_name(partial.name + name).exists()]
+    if left:
+        raise NotAStore(f"{partial}: SQLite left {', '.join(left)} beside the new store after closing it; not renamed")
+    os.replace(partial, file)
+
+
 def check_schema(connection: sqlite3.Connection, label: str) -> None:
     """Raise :class:`NotAStore` unless the connection holds a store of this schema version."""
     try:
@@ -180,15 +222,76 @@ def check_schema(connection: sqlite3.Connection, label: str) -> None:
         raise NotAStore(f"{label}: store schema version {row[0]} is not {SCHEMA_VERSION}, the one this build reads")
 
 
-def open_reader(path: str | os.PathLike[str]) -> sqlite3.Connection:
-    """A read-only connection to an existing store; :class:`NotAStore` when there is none."""
-    file = resolve_store_path(path)
-    if not file.is_file():
-        raise NotAStore(f"{os.fspath(path)}: no such store file")
+NEEDS_RECOVERY = frozenset({"SQLITE_READONLY_ROLLBACK", "SQLITE_READONLY_RECOVERY", "SQLITE_READONLY_CANTINIT"})
+"""SQLite's answers to a read-only connection that finds a crashed writer's state only a writer may repair:
+a hot rollback journal to roll back, or a WAL index to rebuild it cannot write."""
+
+
+def _connect_read_only(file: Path, label: str) -> sqlite3.Connection:
     try:
         connection = sqlite3.connect(file.resolve().as_uri() + "?mode=ro", uri=True, isolation_level=None)
         connection.execute("PRAGMA busy_timeout=10000")
     except sqlite3.Error as exc:
-        raise NotAStore(f"{os.fspath(path)}: cannot be opened as a store ({exc})") from exc
-    check_schema(connection, os.fspath(path))
+        raise NotAStore(f"{label}: cannot be opened as a store ({exc})") from exc
+    return connection
+
+
+def recover_after_crash(file: Path, label: str) -> None:
+    """Let SQLite repair what a killed writer left: open ``file`` read-write, read, close.
+
+    The first read of a read-write connection rolls back a hot journal and
+    rebuilds a WAL index, under SQLite's own locks (safe beside a live writer,
+    which never leaves either). Nothing is written that was not already
+    committed: an unfinished transaction is undone, as resume would undo it.
+    """
+    try:
+        connection = sqlite3.connect(file.resolve().as_uri() + "?mode=rw", uri=True, isolation_level=None)
+        try:
+            connection.execute("PRAGMA busy_timeout=10000")
+            connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        finally:
+            connection.close()
+    except sqlite3.Error as exc:
+        raise NotAStore(
+            f"{label}: a process writing this store stopped mid-write, and SQLite must undo that write before "
+            f"the store can be read, which needs write access to the store file and its directory ({exc})"
+        ) from exc
+
+
+def _needs_recovery(connection: sqlite3.Connection) -> bool:
+    """Read once; True when SQLite says only a read-write connection can make the store readable."""
+    try:
+        connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.Error as exc:
+        if getattr(exc, "sqlite_errorname", None) in NEEDS_RECOVERY:
+            return True
+    return False  # any other error is reported by check_schema, naming it
+
+
+def open_reader(path: str | os.PathLike[str]) -> sqlite3.Connection:
+    """A read-only connection to an existing store; :class:`NotAStore` when there is none.
+
+    A store whose writer was killed may hold a state a read-only connection
+    cannot read past (see :data:`NEEDS_RECOVERY`); it is recovered once by
+    :func:`recover_after_crash` and opened again.
+    """
+    file = resolve_store_path(path)
+    label = os.fspath(path)
+    if not file.is_file():
+        if file.with_name(file.name + CREATING_SUFFIX).exists():
+            raise NotAStore(
+                f"{label}: no such store file: a run stopped while creating it, before it recorded anything "
+                "(start the run again)"
+            )
+        raise NotAStore(f"{label}: no such store file")
+    connection = _connect_read_only(file, label)
+    if _needs_recovery(connection):
+        connection.close()
+        recover_after_crash(file, label)
+        connection = _connect_read_only(file, label)
+    try:
+        check_schema(connection, label)
+    except BaseException:
+        connection.close()
+        raise
     return connection
