@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import anyio
 import attrs
-import structlog
 
 from actors.branch import Turn
 from actors.env import RunEnv
 from actors.shape import RequestShape
 from runtime.ceiling import ResolvedCeiling, notice_line
 from runtime.compiler import Intent, Request
+from runtime.logs import get_logger
 from runtime.measure import Measurement
 from runtime.messages import Instruction, Message
 from runtime.model_calibration import (
@@ -42,7 +42,7 @@ from runtime.model_calibration import (
 from runtime.providers.base import ProviderError
 from runtime.send_bounds import NoticeChoice, choose_notice
 
-log = structlog.get_logger("foldline.engine")
+log = get_logger("foldline.engine")
 
 METHOD = "o200k_base x scale"
 """How an estimate is made (the decision event names it)."""
