@@ -33,6 +33,7 @@ from runtime.fold.marks import FoldMark
 from runtime.fold.protected import ProtectedRound
 from runtime.ids import current_ids
 from runtime.messages import Message, SystemMessage
+from runtime.model_calibration import CalibrationBook
 from runtime.usage import Usage
 
 
@@ -130,6 +131,8 @@ class ContextState:
     open_turn: tuple[int, int] | None = None
     """While an operation runs: (instructions appended, requests completed); None between turns."""
     recovered: frozenset[str] = frozenset()
+    calibrations: CalibrationBook = CalibrationBook()
+    """This branch's own evidence of the provider's counts, by model (exact counts and large responses)."""
 
 
 @attrs.define(eq=False)
@@ -201,6 +204,10 @@ class Branch:
         return self._state.scale
 
     @property
+    def calibrations(self) -> CalibrationBook:
+        return self._state.calibrations
+
+    @property
     def refusal(self) -> InputCeilingExceeded | None:
         return self._state.refusal
 
@@ -241,7 +248,7 @@ class Branch:
 
         ``upto`` keeps only the view's first ``upto`` messages (the flow uses it
         to leave out a round whose calls have no results yet). The clone keeps
-        the scale, the protected-round decision (pending again when the clone's
+        the scale and its calibration evidence, the protected-round decision (pending again when the clone's
         view lacks a member of the round) and the delivered marks of the
         messages it sees; it gets no refusal, no pending fold marks and an
         empty cache ledger (cache evidence does not transfer). Message ids are
@@ -255,6 +262,7 @@ class Branch:
             protected = None  # a clone missing a member of the round starts with its round pending
         state = ContextState(
             scale=self._state.scale,
+            calibrations=self._state.calibrations,
             delivered=frozenset(d for d in self._state.delivered if d in seen),
             protected_round=protected,
         )
@@ -405,6 +413,10 @@ class Turn:
         scale = Calibration(self._check()._state.scale).after_response(counted, usage).scale
         self._set_state(scale=scale)
         return scale
+
+    def observe_count(self, model: str, counted: int, provider_count: int) -> None:
+        """The provider counted ``provider_count`` for what this branch counted at ``counted`` (its own evidence)."""
+        self._set_state(calibrations=self._check()._state.calibrations.observe(model, counted, provider_count))
 
     def raise_scale(self, scale: float) -> None:
         """Take the run's scale for this branch's model when it is larger (the scale never falls)."""

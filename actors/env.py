@@ -46,21 +46,29 @@ class CalibrationKeeper(Protocol):
 
 @attrs.define(eq=False)
 class ModelScales:
-    """The run's calibration book: one per run, shared by every branch of the same model configuration.
+    """The run's calibration books: what it started from, and what it learned for the runs after it.
 
-    Each observation (an exact count, or a completed response) goes into the
-    book; a scale never falls. ``keeper`` (a store) is told each change, so
-    a resumed or later run starts calibrated. ``count_calls`` counts the
-    count-tokens calls of this run, ``count_failures`` those that failed.
+    ``start`` is what every branch of the run begins from (with its own
+    evidence added: ``Branch.calibrations``, kept in its state and passed to
+    its clones). It does not change during the run: were one branch to take
+    another's evidence as it arrived, its decisions would hang on the order
+    in which concurrent branches were answered, and a resumed run, or the
+    same flow on Temporal, would send other requests. Each observation (an
+    exact count, or a completed response) goes into ``book``; a scale never
+    falls. ``keeper`` (a store) is told each change of ``book``, so a later
+    run starts from it. ``count_calls`` counts the count-tokens calls of this
+    run, ``count_failures`` those that failed.
     """
 
     book: CalibrationBook = attrs.field(factory=CalibrationBook)
     keeper: CalibrationKeeper | None = None
     count_calls: int = 0
     count_failures: int = 0
+    start: CalibrationBook = attrs.field(default=attrs.Factory(lambda self: self.book, takes_self=True), kw_only=True)
 
     def get(self, model: str) -> ModelCalibration:
-        return self.book.get(model)
+        """What every branch of the run starts from for ``model``."""
+        return self.start.get(model)
 
     def observe(self, model: str, counted: int, provider_count: int) -> ModelCalibration:
         """Take in that the provider counted ``provider_count`` for what we counted at ``counted``."""
@@ -92,7 +100,7 @@ class RunEnv:
     jitter: Callable[[], float] = attrs.field(default=random.random, eq=False)
     """A uniform number in [0, 1) for each retry's wait (a deterministic host supplies its own)."""
     calibration: ModelScales = attrs.field(factory=ModelScales, eq=False)
-    """The run's calibration book, shared by all its branches (the runtime passes the same one to every env)."""
+    """The run's calibration books (the runtime passes the same one to every env): see :class:`ModelScales`."""
     count_timeout_s: float = attrs.field(default=DEFAULT_COUNT_TIMEOUT_S, validator=_check_timeout)
     """How long to wait for a count-tokens answer (then the fallback decides, and the decision says why)."""
 

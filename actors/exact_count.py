@@ -10,9 +10,10 @@ the provider's count-tokens endpoint, under the rules of
   or when the ceiling lies within the calibration's range around the
   request), and never twice for the same request (counts are kept by request
   digest for the turn);
-- each count feeds the run's calibration book (:class:`actors.env.ModelScales`,
-  shared by every branch of the model, kept in the store), and the branch
-  takes the book's scale (it never falls);
+- each count is the branch's own evidence (``Branch.calibrations``, added to
+  what the run started from: :class:`actors.env.ModelScales`) and goes into
+  the book the store keeps for later runs; the branch takes the scale (it
+  never falls);
 - a provider without the endpoint, a failed count or one that outlasts
   ``env.count_timeout_s`` never hangs the send and never lets it go over: the
   decision is made on :func:`~runtime.model_calibration.fallback_measurement`
@@ -79,7 +80,8 @@ class ExactCounts:
     _failed: str | None = attrs.field(default=None, init=False)
 
     def calibration(self, model: str) -> ModelCalibration:
-        return self.env.calibration.get(model)
+        """The branch's calibration of ``model``: what the run started from, with the branch's own evidence."""
+        return self.env.calibration.get(model).combined(self.turn.branch.calibrations.get(model))
 
     def adopt(self, model: str) -> None:
         """The branch takes the run's scale for ``model`` when it is larger than its own."""
@@ -130,6 +132,7 @@ class ExactCounts:
             return self._fallback(measured, model, calibration, f"count_tokens failed: {self._failed}")
         self._known[request.digest] = count
         self.env.calibration.observe(model, measured.counted, count)
+        self.turn.observe_count(model, measured.counted, count)
         self.adopt(model)
         return Settled(exact_measurement(measured, count), METHOD_EXACT, count, self._exact_note(count, measured))
 

@@ -371,7 +371,9 @@ class SendPipeline:
             counted = outgoing.measurement.counted
             self.turn.calibrate(counted, reply.usage)
             if counted >= MIN_CALIBRATION_TOKENS:
-                self.env.calibration.observe(outgoing.request.settings.model, counted, reply.usage.total_input)
+                model = outgoing.request.settings.model
+                self.env.calibration.observe(model, counted, reply.usage.total_input)
+                self.turn.observe_count(model, counted, reply.usage.total_input)
             if not outgoing.side:
                 self.turn.deliver(m.id for m in outgoing.carried)
             if plan is not None:

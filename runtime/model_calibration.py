@@ -112,6 +112,13 @@ class ModelCalibration:
             low=ratio if self.low is None else min(self.low, ratio),
         )
 
+    def combined(self, other: ModelCalibration) -> ModelCalibration:
+        """Both calibrations' evidence at once: the larger scale, the samples of both, the lower low."""
+        lows = [low for low in (self.low, other.low) if low is not None]
+        return ModelCalibration(
+            scale=max(self.scale, other.scale), samples=self.samples + other.samples, low=min(lows) if lows else None
+        )
+
     def bounds(self, counted: int) -> tuple[int, int]:
         """The least and the most the provider may count for what we counted at ``counted`` (calibrated only).
 

@@ -18,9 +18,11 @@ the resumed run's, so its totals are the whole run's.
 
 The run's calibration book (the provider/o200k scale per model
 configuration, :mod:`runtime.model_calibration`) is kept in the store as it
-changes; a resumed run starts from it, and :func:`stored_calibration` hands it
-to a new run (``Runtime(calibration=ModelScales(book=...))``), so neither
-calibrates anew.
+changes, and :func:`stored_calibration` hands it to a new run
+(``Runtime(calibration=ModelScales(book=...))``), which starts calibrated. A
+resumed run starts from what the stopped run started from (nothing: a stored
+run starts fresh), each branch with the evidence its stored state kept, so it
+decides exactly as the uninterrupted run would have.
 """
 
 from __future__ import annotations
@@ -200,7 +202,7 @@ async def resume_stored_run(
                 scenario=scenario.name,
                 journal=store,
                 first_seq=plan.first_seq,
-                calibration=ModelScales(book=store.calibration, keeper=store),
+                calibration=ModelScales(book=store.calibration, keeper=store, start=CalibrationBook()),
             ) as rt:
                 SqliteSink(store).attach(rt.signals)
                 if progress is not None:
