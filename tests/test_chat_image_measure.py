@@ -17,12 +17,13 @@ from typing import Any
 
 import attrs
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from support import ProviderWrapper, calls, iterative, node, text
 
 from actors.images import read_image_tool, scenario_registry
 from actors.tools import BUILTIN_TOOLS
+from runtime.bench.ordering import OrderedSends
 from runtime.chat_images import chat_image_tokens
 from runtime.compiler import RequestSettings, compile_request
 from runtime.config import Profile
@@ -95,6 +96,7 @@ def test_each_provider_names_its_wires_rule() -> None:
 def test_a_wrapper_passes_its_inner_providers_rule_on_and_a_wrong_one_is_refused() -> None:
     inner = OpenAIProvider.create(api_key="sk-x", base_url="http://127.0.0.1:1/v1")
     assert image_rule_of(ChatCapture(inner)) == CHAT_IMAGES
+    assert OrderedSends(inner).image_rule == CHAT_IMAGES  # the benchmark's ordering wrapper
 
     @attrs.define
     class Confused:
@@ -122,6 +124,9 @@ sizes = st.lists(st.tuples(sides, sides), max_size=4)
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(asked=sizes, returned=sizes)
+@example(asked=[(100, 100)], returned=[])  # one tile, never scaled up
+@example(asked=[(1536, 1536)], returned=[(513, 512)])  # the short side taken to 768; a pixel over one tile
+@example(asked=[], returned=[(8000, 3), (4096, 1024), (1024, 8000)])  # fitted within 2,048 first
 def test_the_measured_count_is_the_text_plus_the_chat_rule(
     asked: list[tuple[int, int]], returned: list[tuple[int, int]]
 ) -> None:
@@ -142,7 +147,7 @@ def test_the_measured_count_is_the_text_plus_the_chat_rule(
 
 @settings(max_examples=60, deadline=None)
 @given(size=st.tuples(sides, sides), scale=st.sampled_from([1.0, 1.15, 1.37]))
-def test_the_rule_changes_the_count_and_never_the_bytes(size: tuple[int, int], scale: float) -> None:
+def test_the_rule_changes_only_what_the_images_count(size: tuple[int, int], scale: float) -> None:
     request = request_with((image(*size, pixels=False),), ())
     counter = TokenCounter()
     chat = measure_request(request, counter, scale, CHAT_IMAGES)
