@@ -44,6 +44,7 @@ from runtime.fold.cost import CostPrices, prices_or_default
 from runtime.fold.settings import FoldSettings, fold_settings
 from runtime.messages import AssistantResponse, Instruction, ToolCall
 from runtime.operation import Operation
+from runtime.providers.base import image_rule_of
 
 Spawn = Callable[[str], Awaitable[str]]
 
@@ -102,6 +103,7 @@ class TurnDriver:
             result_bound=profile.tool_result_max_chars,
             counter=env.counter,
             thinking_json=profile.thinking,
+            images=image_rule_of(env.provider),
         )
         publish = Publisher(env.bus, branch.id, self.node_id)
         folding = None

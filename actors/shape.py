@@ -21,6 +21,7 @@ from runtime.fold.context_tool import CONTEXT_TOOL, CONTEXT_TOOL_NAME
 from runtime.fold.measurer import ViewMeasurer
 from runtime.fold.projection import BoundProjection, request_projection
 from runtime.image_count import measure_request
+from runtime.image_rules import MESSAGES_IMAGES, ImageRule
 from runtime.measure import Measurement, TokenCounter
 from runtime.messages import Instruction, Message
 
@@ -54,6 +55,8 @@ class RequestShape:
     counter: TokenCounter = attrs.field(eq=False)
     thinking_json: str | None = None
     """The profile's ``thinking`` field (canonical JSON), sent on main requests; None: not sent."""
+    images: ImageRule = MESSAGES_IMAGES
+    """The rule images are counted by: the provider's wire's (:func:`runtime.providers.base.image_rule_of`)."""
 
     @property
     def offers_context_tool(self) -> bool:
@@ -88,11 +91,17 @@ class RequestShape:
         return compile_request(system=None, tools=(), view=(prompt,), settings=settings)
 
     def measure(self, request: Request) -> Measurement:
-        return measure_request(request, self.counter, self.branch.scale)
+        return measure_request(request, self.counter, self.branch.scale, self.images)
 
     def measurer(self, intent: Intent) -> ViewMeasurer:
         """The fold planner's view measurer, under the same rule as :meth:`compile`."""
         branch = self.branch
         return ViewMeasurer(
-            branch.system, self.tools, self.settings(intent), self.counter, branch.scale, self.projection()
+            branch.system,
+            self.tools,
+            self.settings(intent),
+            self.counter,
+            branch.scale,
+            self.projection(),
+            images=self.images,
         )

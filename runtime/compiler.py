@@ -32,6 +32,7 @@ import attrs
 from runtime.cache.prepared import ABSENT, PreparedBlock, PreparedPayload, prepare_block
 from runtime.canonical import canonical_json, sha256_hex
 from runtime.compile_view import layout_view
+from runtime.image_rules import ImageRule
 from runtime.messages import Message, SystemMessage
 from runtime.pieces import SegmentedPieces
 from runtime.rendering import (
@@ -164,14 +165,14 @@ class Request:
     def _mark_map(self) -> dict[Location, str]:
         return {tuple(m.location): m.ttl for m in self.marks}
 
-    def image_tokens(self) -> dict[str, int]:
-        """The image estimate each message label carries (empty when the request has no images)."""
+    def image_tokens(self, rule: ImageRule) -> dict[str, int]:
+        """The tokens of the images each message label carries, by ``rule`` (empty when the request has none)."""
         out: dict[str, int] = {}
         for msg in self.messages:
             for block in msg.blocks:
-                if block.image_tokens:
+                if block.image_sizes:
                     label = block.source_id or "envelope"
-                    out[label] = out.get(label, 0) + block.image_tokens
+                    out[label] = out.get(label, 0) + rule.total(block.image_sizes)
         return out
 
     def pieces(self, *, counting: bool = False) -> SegmentedPieces:

@@ -17,6 +17,7 @@ import attrs
 from runtime.cache.prepared import PreparedBlock, PreparedMessage, prepare_block
 from runtime.canonical import canonical_json
 from runtime.errors import FoldlineError
+from runtime.image_rules import MESSAGES_IMAGES
 from runtime.messages import (
     AssistantResponse,
     ImagePart,
@@ -58,15 +59,21 @@ _ENVELOPES = {"user": b'{"role":"user"}', "assistant": b'{"role":"assistant"}'}
 class Block:
     """One rendered content block: its canonical JSON and the message it came from.
 
-    With images: ``count_json`` (their base64 left empty) and ``image_tokens`` (their estimate) are what is counted.
+    With images: ``count_json`` (their base64 left empty) is what is counted as text, and each
+    of ``image_sizes`` (width, height) by the wire's rule (:mod:`runtime.image_rules`).
     """
 
     json: str
     kind: str
     source_id: str | None
     count_json: str | None = None
-    image_tokens: int = 0
+    image_sizes: tuple[tuple[int, int], ...] = ()
     _prepared: PreparedBlock | None = attrs.field(default=None, init=False, eq=False, repr=False)
+
+    @property
+    def image_tokens(self) -> int:
+        """The block's images by the Messages API's rule (a request is measured by its wire's: :mod:`runtime.image_count`)."""
+        return MESSAGES_IMAGES.total(self.image_sizes)
 
     def prepared(self) -> PreparedBlock:
         """The block as certification reads it (built once per block)."""
@@ -137,7 +144,7 @@ def _image_block(image: ImagePart, source_id: str) -> Block:
         "image",
         source_id,
         count_json=canonical_json(_image_value(image, "")),
-        image_tokens=image.tokens,
+        image_sizes=((image.width, image.height),),
     )
 
 
@@ -150,8 +157,8 @@ def _tool_result_block(result: ToolResult, output: str) -> Block:
     text = [{"type": "text", "text": output}] if output else []
     counted = value | {"content": text + [_image_value(image, "") for image in result.images]}
     value["content"] = text + [_image_value(image, image.data) for image in result.images]
-    tokens = sum(image.tokens for image in result.images)
-    return Block(canonical_json(value), "tool_result", result.id, canonical_json(counted), tokens)
+    sizes = tuple((image.width, image.height) for image in result.images)
+    return Block(canonical_json(value), "tool_result", result.id, canonical_json(counted), sizes)
 
 
 def _thinking_block(part: ThinkingPart | RedactedThinkingPart, source_id: str) -> Block:

@@ -11,9 +11,10 @@ import attrs
 
 from runtime.config import Profile
 from runtime.flow import Flow, Node
+from runtime.image_rules import ImageRule
 from runtime.operation import Operation
 from runtime.policies import PolicyRegistry, ScriptCall, ScriptPolicy, ScriptStep
-from runtime.providers.base import Provider
+from runtime.providers.base import Provider, image_rule_of
 from runtime.providers.scripted import ScriptedProvider
 from runtime.runtime import Runtime
 from runtime.sim.clock import ManualClock
@@ -85,6 +86,10 @@ class ProviderWrapper:
     @property
     def counts_tokens(self) -> bool:
         return self.inner.counts_tokens
+
+    @property
+    def image_rule(self) -> ImageRule:
+        return image_rule_of(self.inner)
 
     async def count_tokens(self, request: Any) -> int:
         return await self.inner.count_tokens(request)

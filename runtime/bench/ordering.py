@@ -19,7 +19,8 @@ import anyio.lowlevel
 import attrs
 
 from runtime.compiler import Request
-from runtime.providers.base import Provider, ProviderReply
+from runtime.image_rules import ImageRule
+from runtime.providers.base import Provider, ProviderReply, image_rule_of
 
 _SETTLE_CHECKPOINTS = 64
 
@@ -38,12 +39,14 @@ class OrderedSends:
     caches_by_prefix: bool = attrs.field(init=False)
     max_retries: int = attrs.field(init=False)
     counts_tokens: bool = attrs.field(init=False)
+    image_rule: ImageRule = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         self.name = self.inner.name
         self.caches_by_prefix = self.inner.caches_by_prefix
         self.max_retries = self.inner.max_retries
         self.counts_tokens = self.inner.counts_tokens
+        self.image_rule = image_rule_of(self.inner)
 
     async def count_tokens(self, request: Request) -> int:
         """Counting changes nothing the order protects: passed straight on."""

@@ -16,6 +16,7 @@ import attrs
 
 from runtime.compiler import Request, RequestSettings, ResultProjection, ToolSpec, compile_request, render_blocks
 from runtime.image_count import measure_request
+from runtime.image_rules import MESSAGES_IMAGES, ImageRule
 from runtime.measure import Measurement, TokenCounter
 from runtime.messages import Message, SystemMessage
 
@@ -41,6 +42,8 @@ class ViewMeasurer:
     counter: TokenCounter
     scale: float
     projection: ResultProjection | None = None
+    images: ImageRule = MESSAGES_IMAGES
+    """The rule the images are counted by (the wire's, as for the request the view stands for)."""
 
     def compile(self, view: Sequence[Message]) -> Request:
         return compile_request(
@@ -48,7 +51,7 @@ class ViewMeasurer:
         )
 
     def measure(self, view: Sequence[Message]) -> Measurement:
-        return measure_request(self.compile(view), self.counter, self.scale)
+        return measure_request(self.compile(view), self.counter, self.scale, self.images)
 
     def estimate(self, view: Sequence[Message]) -> int:
         return self.measure(view).estimate
@@ -58,7 +61,7 @@ class ViewMeasurer:
         request = compile_request(
             system=None, tools=(), view=messages, settings=self.settings, projection=self.projection
         )
-        return measure_request(request, self.counter, self.scale).estimate
+        return measure_request(request, self.counter, self.scale, self.images).estimate
 
     def block_tokens(self, message: Message) -> tuple[int, int]:
         """Counted tokens and characters of the blocks ``message`` renders to (unscaled)."""

@@ -28,6 +28,7 @@ import attrs
 import httpx2
 
 from runtime.compiler import Request
+from runtime.image_rules import MESSAGES_IMAGES, ImageRule
 from runtime.providers.base import AttemptFailed, ProviderError, ProviderReply, count_payload
 from runtime.providers.progress import current_progress
 from runtime.providers.retry import DEFAULT_MAX_RETRIES
@@ -64,6 +65,8 @@ class AnthropicProvider:
     progress: TextProgress | None = attrs.field(default=None, kw_only=True)
     counts_tokens: bool = True
     """The Messages API's free ``messages/count_tokens`` endpoint (the simulator serves it too)."""
+    image_rule: ImageRule = MESSAGES_IMAGES
+    """Images cost what the Messages API says (pixels / 750 after its resize)."""
 
     @classmethod
     def create(

@@ -19,6 +19,7 @@ import attrs
 
 from runtime.compiler import Request
 from runtime.errors import FoldlineError
+from runtime.image_rules import MESSAGES_IMAGES, ImageRule
 from runtime.messages import (
     AssistantResponse,
     Part,
@@ -137,3 +138,22 @@ class Provider(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+def image_rule_of(provider: object) -> ImageRule:
+    """The rule ``provider``'s wire counts images by: its ``image_rule``, else the Messages API's.
+
+    A provider that speaks another wire than the Messages API's declares
+    ``image_rule`` (the OpenAI-compatible one: :data:`~runtime.image_rules.CHAT_IMAGES`);
+    one that does not speaks the Messages wire (the protocol's own shape, whose
+    replies and usage are Anthropic's), so its images cost what that wire says.
+    A wrapper passes its inner provider's on. The send path measures every
+    request by this rule (:class:`actors.shape.RequestShape`).
+    """
+    rule = getattr(provider, "image_rule", MESSAGES_IMAGES)
+    if not isinstance(rule, ImageRule):
+        raise TypeError(
+            f"provider {getattr(provider, 'name', type(provider).__name__)!r}: image_rule is {rule!r}, "
+            "expected a runtime.image_rules.ImageRule"
+        )
+    return rule

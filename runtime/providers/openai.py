@@ -36,6 +36,7 @@ import httpx2
 import openai
 
 from runtime.compiler import Request
+from runtime.image_rules import CHAT_IMAGES, ImageRule
 from runtime.providers.base import AttemptFailed, CountUnavailable, ProviderError, ProviderReply
 from runtime.providers.openai_wire import (
     SESSION_HEADER,
@@ -131,6 +132,8 @@ class OpenAIProvider:
     progress: TextProgress | None = attrs.field(default=None, kw_only=True)
     counts_tokens: bool = False
     """Chat completions has no count endpoint: an uncalibrated model decides on its family's prior."""
+    image_rule: ImageRule = CHAT_IMAGES
+    """Images cost what chat completions says (tiles), not what the Messages API says: the measure counts them so."""
 
     @classmethod
     def create(
