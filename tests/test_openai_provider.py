@@ -128,7 +128,9 @@ async def test_a_fold_drops_the_reasoning_of_replies_made_before_it(field: str) 
     async with chat_simulated({"n": script}, dialect=dialect) as (sim, capture, clock):
         result, report = await run_chat_node(capture, clock, profile, iterative("read the docs", max_rounds=rounds + 2))
         assert result.status == "ok", result["n"].reason
-        assert all(r.status == 200 for r in served(sim)), [(r.status, r.error_message) for r in served(sim) if r.status != 200]
+        assert all(r.status == 200 for r in served(sim)), [
+            (r.status, r.error_message) for r in served(sim) if r.status != 200
+        ]
 
     def given_back(body: dict[str, Any]) -> list[bool]:
         return [bool(m.get(field)) for m in body["messages"] if m["role"] == "assistant"]
