@@ -1,0 +1,67 @@
+"""The cache rules a mutation run found unpinned (scripts/mutation): each test names the rule it pins.
+
+Every test here was written against a mutant of ``runtime/cache`` that the
+module's other tests let through; the mutant is named in the comment above it
+so a later run that reports it again points here.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from runtime.cache.apply import apply_marks
+from runtime.cache.errors import CacheInputError
+from runtime.cache.marks import Mark
+from runtime.cache.tail_skip import TailSkip
+
+
+# apply.x_apply_marks__mutmut_12..14: the refusal names the block's type.
+@pytest.mark.parametrize(
+    ("block", "named"),
+    [
+        ({"type": "thinking", "thinking": "t", "signature": "s"}, "'thinking'"),
+        ({"type": "redacted_thinking", "data": "d"}, "'redacted_thinking'"),
+        ({"type": "text", "text": "  "}, "'text'"),
+    ],
+)
+def test_a_mark_on_an_unmarkable_block_is_refused_naming_its_type(block, named):
+    payload = {"messages": [{"role": "assistant", "content": [block]}]}
+    with pytest.raises(CacheInputError) as refused:
+        apply_marks(payload, [Mark(("messages", 0, 0), "5m", "turn")])
+    assert str(refused.value) == (
+        f"mark at ('messages', 0, 0): a {named} block that is thinking or blank takes no mark"
+    )
+
+
+def decide(**changes: object) -> TailSkip:
+    arguments: dict[str, object] = {"estimate": 88_000, "ceiling": 100_000, "context_fold_at": 0.9, "margin": 0.045}
+    arguments.update(changes)
+    return TailSkip.decide(**arguments)  # type: ignore[arg-type]
+
+
+# tail_skip decide__mutmut_17: a fold line at the ceiling itself (context_fold_at = 1) is allowed.
+def test_a_fold_line_at_the_ceiling_is_allowed():
+    skip = decide(context_fold_at=1, estimate=97_000)
+    assert skip.selected
+    assert skip.fold_line == 100_000.0
+
+
+# tail_skip decide__mutmut_16: context_fold_at 0 is refused by its own check, naming context_fold_at
+# (not by the margin's check that follows it).
+def test_a_fold_line_share_of_zero_is_refused_as_such():
+    with pytest.raises(CacheInputError) as refused:
+        decide(context_fold_at=0, margin=0)
+    assert str(refused.value) == "tail_skip context_fold_at: 0 is not in (0, 1]"
+
+
+# tail_skip decide__mutmut_12, 25, 37: a value that is not a number is refused naming its argument.
+@pytest.mark.parametrize("name", ["context_fold_at", "margin", "estimate"])
+def test_a_non_number_is_refused_naming_its_argument(name):
+    with pytest.raises(CacheInputError) as refused:
+        decide(**{name: "0.5"})
+    assert str(refused.value) == f"tail_skip {name}: '0.5' is not a number"
+
+
+# tail_skip decide__mutmut_55: the decision keeps the ceiling it was made against.
+def test_the_decision_keeps_its_ceiling():
+    assert decide(ceiling=123_457).ceiling == 123_457
