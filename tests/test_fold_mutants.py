@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import attrs
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from runtime.canonical import canonical_json
 from runtime.fold.audit import unrecoverable_bytes
 from runtime.fold.bodies import recovery_text
+from runtime.fold.clip import _level
 from runtime.messages import AssistantResponse, Message, TextPart, ToolCall, ToolResult
 
 
@@ -51,3 +54,31 @@ def test_recovery_text_refuses_what_is_not_a_message_naming_its_type():
     with pytest.raises(TypeError) as refused:
         recovery_text(TextPart("not a message"))  # type: ignore[arg-type]
     assert str(refused.value) == "recovery_text: TextPart is not a message kind"
+
+
+def _level_by_search(kept: list[int], remove: int, floor: int) -> int:
+    """The rule, by trying every level: the highest level in [floor, largest] that removes at least
+    ``remove`` characters; the floor when even the floor removes no more than that."""
+    removed_at = {level: sum(max(0, k - level) for k in kept) for level in range(floor, max(kept) + 1)}
+    if removed_at[floor] <= remove:
+        return floor
+    return max(level for level, removed in removed_at.items() if removed >= remove)
+
+
+# clip.x__level__mutmut_8, 9, 16, 23, 25, 29: one common level is the highest that removes enough, found exactly.
+@given(
+    kept=st.lists(st.integers(min_value=0, max_value=400), min_size=1, max_size=5),
+    floor=st.integers(min_value=0, max_value=200),
+    remove=st.integers(min_value=0, max_value=900),
+)
+def test_the_common_level_is_the_highest_that_removes_enough(kept, floor, remove):
+    kept = [*kept, floor + 1 + kept[0]]  # at least one body above the floor, as the stage guarantees
+    assert _level(kept, remove, floor) == _level_by_search(kept, remove, floor)
+
+
+def test_the_common_level_at_its_boundaries():
+    assert _level([3000, 2000], 2000, 1000) == 1500  # exactly enough at 1500: the highest such level
+    assert _level([3000, 2000], 2001, 1000) == 1499
+    assert _level([3000, 500], 1999, 1000) == 1001  # a body under the floor loses nothing
+    assert _level([3000, 2000], 3000, 1000) == 1000  # the floor removes exactly enough
+    assert _level([3000, 2000], 5000, 1000) == 1000  # nor can more be removed

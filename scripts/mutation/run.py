@@ -31,6 +31,7 @@ import time
 import tomllib
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -115,13 +116,13 @@ GROUPS: tuple[Group, ...] = (
                 _t("cache_reach", "thinking_rule", "incremental_measure") + _CACHE_CORE + _t("cache_properties"),
             ),
             Module("runtime/cache/ledger.py", _CACHE_CORE + _t("store_codec", "cache_properties")),
-            Module("runtime/cache/marks.py", _t("cache_apply") + _CACHE_CORE),
+            Module("runtime/cache/marks.py", _t("cache_apply") + _CACHE_CORE + _t("cache_properties")),
             Module("runtime/cache/placement.py", _CACHE_CORE + _t("cache_tail_skip", "cache_properties")),
             Module("runtime/cache/prepared.py", _t("thinking_rule", "incremental_measure", "vision", "caching_send")),
             Module("runtime/cache/reach.py", _t("cache_reach", "cache_placement", "cache_properties")),
-            Module("runtime/cache/record.py", _CACHE_CORE + _t("caching_send")),
+            Module("runtime/cache/record.py", _CACHE_CORE + _t("cache_properties", "caching_send")),
             Module("runtime/cache/rewrites.py", _t("cache_rewrites", "engine_fold", "caching_send")),
-            Module("runtime/cache/rows.py", _CACHE_CORE + _t("store_codec")),
+            Module("runtime/cache/rows.py", _CACHE_CORE + _t("store_codec", "cache_properties")),
             Module(
                 "runtime/cache/tail_skip.py",
                 _t("cache_tail_skip", "cache_placement", "cache_end_to_end", "cache_properties"),
@@ -138,12 +139,20 @@ GROUPS: tuple[Group, ...] = (
                 "runtime/fold/bodies.py",
                 _t("fold_clip", "projection_bound", "fold_summary_policy", "recovery", "context_tool"),
             ),
-            Module("runtime/fold/clip.py", _t("fold_clip", "fold_planner", "recovery", "fold_audit_bench")),
+            Module("runtime/fold/clip.py", _PLANNER),
             Module("runtime/fold/context_tool.py", _t("context_tool")),
             Module("runtime/fold/cost.py", _t("fold_cost", "bench_cost_strategy")),
             Module(
                 "runtime/fold/formats.py",
-                _t("fold_formats", "reader_policy", "fold_clip", "projection_bound", "fold_planner", "recovery"),
+                _t(
+                    "fold_formats",
+                    "reader_policy",
+                    "fold_clip",
+                    "projection_bound",
+                    "fold_planner",
+                    "recovery",
+                    "fold_properties",
+                ),
             ),
             Module("runtime/fold/marks.py", _t("fold_planner", "context_tool", "turn_invariants", "fold_properties")),
             Module("runtime/fold/measurer.py", _PLANNER),
@@ -234,7 +243,7 @@ def verdicts(work: Path) -> dict[str, str]:
 
     found: dict[str, str] = {}
     for meta in sorted((work / "mutants").rglob("*.py.meta")):
-        data = json.loads(meta.read_text(encoding="utf-8"))
+        data = _read_meta(meta)
         for name, exit_code in data.get("exit_code_by_key", {}).items():
             found[name] = status_by_exit_code[exit_code]
     earlier = work / "caught-earlier.json"
@@ -243,6 +252,17 @@ def verdicts(work: Path) -> dict[str, str]:
             if found.get(name) == NOT_RUN:
                 found[name] = status
     return found
+
+
+def _read_meta(meta: Path) -> dict[str, Any]:
+    """A .meta file of mutmut's, read again while a running mutmut has it half written."""
+    for _attempt in range(5):
+        try:
+            found: dict[str, Any] = json.loads(meta.read_text(encoding="utf-8"))
+            return found
+        except json.JSONDecodeError:
+            time.sleep(1.0)
+    raise SystemExit(f"{meta}: not readable JSON after five tries")
 
 
 def diffs(work: Path, names: list[str]) -> dict[str, str]:
@@ -259,9 +279,18 @@ def diffs(work: Path, names: list[str]) -> dict[str, str]:
         "    out[name] = '\\n'.join(l for l in diff.splitlines() if l[:1] in '+-' and l[:3] not in ('+++', '---'))\n"
         "print(json.dumps(out))\n"
     )
-    completed = subprocess.run(
-        [sys.executable, "-c", script], cwd=work, input=json.dumps(names), capture_output=True, text=True, check=False
-    )
+    for _attempt in range(5):  # a running mutmut rewrites its .meta files: a read may meet one half written
+        completed = subprocess.run(
+            [sys.executable, "-c", script],
+            cwd=work,
+            input=json.dumps(names),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if completed.returncode == 0 or "JSONDecodeError" not in completed.stderr:
+            break
+        time.sleep(1.0)
     if completed.returncode != 0:
         raise SystemExit(f"[{work.name}] reading mutant diffs failed: {completed.stderr[-2000:]}")
     found: dict[str, str] = json.loads(completed.stdout.strip().splitlines()[-1])
