@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from runtime.cache.apply import apply_marks
+from runtime.cache.blocks import block_at
 from runtime.cache.errors import CacheInputError
 from runtime.cache.marks import Mark
 from runtime.cache.tail_skip import TailSkip
@@ -65,3 +66,21 @@ def test_a_non_number_is_refused_naming_its_argument(name):
 # tail_skip decide__mutmut_55: the decision keeps the ceiling it was made against.
 def test_the_decision_keeps_its_ceiling():
     assert decide(ceiling=123_457).ceiling == 123_457
+
+
+# blocks.x_block_at__mutmut_35: the index one past the last block is refused like any other missing block.
+@pytest.mark.parametrize(
+    ("location", "count"), [(("tools", 2), 2), (("system", 1), 1), (("messages", 0, 2), 2), (("messages", 1, 1), 1)]
+)
+def test_the_location_one_past_the_last_block_is_refused(location, count):
+    payload = {
+        "tools": [{"name": "a", "input_schema": {}}, {"name": "b", "input_schema": {}}],
+        "system": "rules",
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "x"}, {"type": "text", "text": "y"}]},
+            {"role": "assistant", "content": "ok"},
+        ],
+    }
+    with pytest.raises(CacheInputError) as refused:
+        block_at(payload, location)
+    assert str(refused.value) == f"location {location!r}: there are only {count} blocks there"
