@@ -117,3 +117,14 @@ def test_between_equal_bodies_the_oldest_is_cut_first(rounds):
         results = [c.round([call])[1][0] for call in calls]
     outcome = _clip_to(c, deficit=500)
     assert [copy.clipped_from for copy in outcome.copies] == [results[0].id]
+
+
+# clip.x_clip_stage__mutmut_27: under a bound, "largest" is what a body keeps under it (k_N), so two bodies
+# both cut to the bound tie, and the older goes first, however long the newer one's source is.
+def test_under_a_bound_bodies_rank_by_what_they_keep_not_by_their_source_length():
+    c = Conversation()
+    c.task("Read.")
+    _, (older,) = c.round([("read_file", {"path": "a.md"}, synthetic_text("a", 12_000))])
+    c.round([("read_file", {"path": "b.md"}, synthetic_text("b", 30_000))])
+    outcome = _clip_to(c, deficit=60, bound=4000)
+    assert [copy.clipped_from for copy in outcome.copies] == [older.id]
