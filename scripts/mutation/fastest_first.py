@@ -1,13 +1,13 @@
-"""A pytest plugin for the mutation runs: run first the tests most likely to kill the mutant.
+"""A pytest plugin for the mutation runs: run first the tests that kill the mutant cheapest.
 
 mutmut runs each mutant's tests with ``-x`` (the first failure ends the run) but
 hands them to pytest in a set's order, so a mutant that a 5 ms unit test kills
-may first wait for a 10 s property test. This plugin orders the collected tests:
-
-1. tests that already killed mutants of this run, most kills first (a test that
-   pins a rule tends to pin its neighbouring mutants too);
-2. then the rest by the duration mutmut measured (``mutmut-stats.json``),
-   shortest first.
+may first wait for a 10 s property test. This plugin orders the collected tests
+by the duration mutmut measured (``mutmut-stats.json``) divided by one plus
+the mutants the test already killed in this run (a test that pins a rule tends
+to pin its neighbouring mutants too), lowest first: a cheap test goes first,
+and an expensive one moves forward as it proves itself, but a 7 s property
+test that killed 20 mutants still waits behind a 5 ms test that killed none.
 
 A failing test appends its node id to ``mutation-killers.txt`` (one line an
 append, which the forked workers share); the order is read at each collection.
@@ -19,7 +19,7 @@ is given ``--recheck-equivalents``) runs no test at all.
 
 ``run.py`` copies this file into each scratch directory and loads it with
 ``-p fastest_first``. Before mutmut has written its statistics (its first,
-collecting run) only the kills order the tests.
+collecting run) the order is left as it is.
 """
 
 from __future__ import annotations
@@ -68,7 +68,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     durations = _load_durations()
     kills = _kills()
     # Unknown durations (none, once the statistics exist) go last; the sort is stable.
-    items.sort(key=lambda item: (-kills[item.nodeid], durations.get(item.nodeid, float("inf"))))
+    # Expected cost of a kill: a test's duration over the kills it has made (plus one), lowest first.
+    items.sort(key=lambda item: durations.get(item.nodeid, float("inf")) / (1 + kills[item.nodeid]))
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
