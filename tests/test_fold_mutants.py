@@ -87,9 +87,9 @@ def test_the_common_level_at_its_boundaries():
     assert _level([3000, 2000], 5000, 1000) == 1000  # nor can more be removed
 
 
-def _clip_to(c: Conversation, deficit: int, bound: int | None = None):
+def _clip_to(c: Conversation, deficit: int, bound: int | None = None, scale: float | None = None):
     branch = c.branch()
-    measurer = measurer_for(branch, counter=TokenCounter(), bound=bound)
+    measurer = measurer_for(branch, counter=TokenCounter(), bound=bound, scale=scale)
     view = branch.view()
     estimate = measurer.estimate(view)
     return clip_stage(
@@ -128,3 +128,64 @@ def test_under_a_bound_bodies_rank_by_what_they_keep_not_by_their_source_length(
     c.round([("read_file", {"path": "b.md"}, synthetic_text("b", 30_000))])
     outcome = _clip_to(c, deficit=60, bound=4000)
     assert [copy.clipped_from for copy in outcome.copies] == [older.id]
+
+
+def _one_read(size: int = 20_000) -> tuple[Conversation, ToolResult]:
+    c = Conversation()
+    c.task("Read.")
+    _, (result,) = c.round([("read_file", {"path": "a.md"}, synthetic_text("a", size))])
+    return c, result
+
+
+# clip.x_clip_stage__mutmut_8: an estimate exactly at the target is not over it: nothing is cut.
+def test_an_estimate_exactly_at_the_target_cuts_nothing():
+    c, _ = _one_read()
+    outcome = _clip_to(c, deficit=0)
+    assert outcome.copies == () and outcome.cuts == () and outcome.replaced == ()
+
+
+# clip.x_clip_stage__mutmut_138: each kept cut lists the original's index, its body's length and what it keeps.
+def test_a_cut_lists_the_originals_index_its_body_length_and_what_it_keeps():
+    c, result = _one_read()
+    outcome = _clip_to(c, deficit=300)
+    (copy,) = outcome.copies
+    assert outcome.cuts == ((c.branch().index_of(result.id), 20_000, copy.clip.head + copy.clip.tail),)
+
+
+# clip.x_clip_stage__mutmut_74: the deficit is in scaled tokens; the characters to remove follow from the
+# raw tokens it stands for (deficit / scale), so twice the deficit at twice the scale cuts the same.
+def test_the_cut_follows_the_deficit_in_raw_tokens():
+    c, _ = _one_read()
+    at_one = _clip_to(c, deficit=300, scale=1.0)
+    at_two = _clip_to(c, deficit=600, scale=2.0)
+    assert [cut[2] for cut in at_two.cuts] == [cut[2] for cut in at_one.cuts]
+    assert len(at_one.cuts) == 1
+
+
+# clip.x__kept_per_body__mutmut_4, clip_stage__mutmut_26, 88, _allowance__mutmut_2: a copy already in the view is
+# cut again from what it keeps (its clip's head and tail), so a small further deficit cuts a little more.
+def test_a_copy_is_cut_again_from_what_it_keeps():
+    c, result = _one_read(60_000)
+    first = _clip_to(c, deficit=3000)
+    (copy1,) = first.copies
+    c.add(copy1, in_view=False)
+    c.view[c.view.index(result.id)] = copy1.id
+    second = _clip_to(c, deficit=300)
+    (copy2,) = second.copies
+    kept1, kept2 = copy1.clip.head + copy1.clip.tail, copy2.clip.head + copy2.clip.tail
+    assert copy2.clipped_from == result.id and second.replaced == (copy1.id,)
+    assert kept1 - 5000 < kept2 < kept1
+
+
+# clip.x_clip_stage__mutmut_26: bodies rank by what they keep now, so a deeply cut copy of a long original
+# ranks below a shorter whole body.
+def test_a_cut_copy_ranks_by_what_it_keeps_not_by_its_originals_length():
+    c, result = _one_read(60_000)
+    first = _clip_to(c, deficit=14_000)
+    (copy1,) = first.copies
+    assert copy1.clip.head + copy1.clip.tail < 10_000
+    c.add(copy1, in_view=False)
+    c.view[c.view.index(result.id)] = copy1.id
+    _, (whole,) = c.round([("read_file", {"path": "b.md"}, synthetic_text("b", 10_000))])
+    second = _clip_to(c, deficit=300)
+    assert [copy.clipped_from for copy in second.copies] == [whole.id]
