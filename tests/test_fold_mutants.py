@@ -18,6 +18,7 @@ from runtime.canonical import canonical_json
 from runtime.fold.audit import unrecoverable_bytes
 from runtime.fold.bodies import recovery_text
 from runtime.fold.clip import _level, clip_stage
+from runtime.fold.formats import parse_clip_marker
 from runtime.measure import TokenCounter
 from runtime.messages import AssistantResponse, Message, TextPart, ToolCall, ToolResult
 
@@ -189,3 +190,14 @@ def test_a_cut_copy_ranks_by_what_it_keeps_not_by_its_originals_length():
     _, (whole,) = c.round([("read_file", {"path": "b.md"}, synthetic_text("b", 10_000))])
     second = _clip_to(c, deficit=300)
     assert [copy.clipped_from for copy in second.copies] == [whole.id]
+
+
+# clip.x_clip_stage__mutmut_119: a copy cut under a bound says a read of at most the bound, so the page its
+# marker suggests fits under the same bound.
+def test_a_copy_cut_under_a_bound_suggests_reads_within_it():
+    c, result = _one_read(30_000)
+    outcome = _clip_to(c, deficit=60, bound=4000)
+    (copy,) = outcome.copies
+    (marker,) = parse_clip_marker(copy.output)
+    assert marker.index == c.branch().index_of(result.id)
+    assert marker.limit == 4000 < marker.end - marker.start
