@@ -7,6 +7,8 @@ so a later run that reports it again points here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import attrs
 import pytest
 from hypothesis import given
@@ -17,8 +19,9 @@ from runtime.bench.conversations import Conversation, measurer_for
 from runtime.canonical import canonical_json
 from runtime.fold.audit import unrecoverable_bytes
 from runtime.fold.bodies import recovery_text
-from runtime.fold.clip import _level, clip_stage
+from runtime.fold.clip import MAX_CUTS_PER_BODY, _level, clip_stage
 from runtime.fold.formats import parse_clip_marker
+from runtime.fold.measurer import ViewMeasurer
 from runtime.measure import TokenCounter
 from runtime.messages import AssistantResponse, Message, TextPart, ToolCall, ToolResult
 
@@ -201,3 +204,59 @@ def test_a_copy_cut_under_a_bound_suggests_reads_within_it():
     (marker,) = parse_clip_marker(copy.output)
     assert marker.index == c.branch().index_of(result.id)
     assert marker.limit == 4000 < marker.end - marker.start
+
+
+# clip.x_clip_stage__mutmut_131..133: a cut that does not lower the estimate is not kept, and the stage goes on to
+# the next body. 40,000 spaces are a few hundred tokens: the marker a cut adds costs more than the spaces it
+# removes, so the largest body cannot be cut and the smaller one is.
+def test_a_cut_that_does_not_lower_the_estimate_is_dropped_and_the_next_body_is_cut():
+    c = Conversation()
+    c.task("Read.")
+    c.round([("read_file", {"path": "blank.txt"}, " " * 40_000)])
+    _, (text,) = c.round([("read_file", {"path": "b.md"}, synthetic_text("b", 8_000))])
+    outcome = _clip_to(c, deficit=50)
+    assert [copy.clipped_from for copy in outcome.copies] == [text.id]
+
+
+@attrs.define(eq=False)
+class CountingMeasurer:
+    """A real view measurer that also counts the candidate views it is asked to measure (one a cut)."""
+
+    inner: ViewMeasurer
+    measured: int = 0
+
+    @property
+    def scale(self) -> float:
+        return self.inner.scale
+
+    def estimate(self, view: Sequence[Message]) -> int:
+        self.measured += 1
+        return self.inner.estimate(view)
+
+    def block_tokens(self, message: Message) -> tuple[int, int]:
+        return self.inner.block_tokens(message)
+
+
+# clip.x_clip_stage__mutmut_103, 104, 108..111: a body is cut at most four times in one stage, even when the
+# estimate is still over the target. Dense digits around 30,000 spaces: each cut, sized by the body's average
+# tokens per character, removes mostly cheap spaces and undershoots, so the stage would go on cutting.
+def test_a_body_is_cut_at_most_four_times_in_one_stage():
+    dense = "".join(f"{i * 7919 % 100_000:05d}" for i in range(2000))
+    c = Conversation()
+    c.task("Read.")
+    c.round([("read_file", {"path": "a.md"}, dense + " " * 30_000 + dense)])
+    branch = c.branch()
+    measurer = CountingMeasurer(measurer_for(branch, counter=TokenCounter()))
+    view = branch.view()
+    estimate = measurer.inner.estimate(view)
+    outcome = clip_stage(
+        view,
+        estimate=estimate,
+        target=estimate - 3000,
+        eligible=lambda result: True,
+        record=branch,
+        measurer=measurer,
+        bound=None,
+    )
+    assert measurer.measured == MAX_CUTS_PER_BODY == 4
+    assert len(outcome.copies) == 1 and outcome.estimate > estimate - 3000
