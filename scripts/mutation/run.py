@@ -349,6 +349,7 @@ def report(module: Module, work: Path, listed: dict[str, dict[str, str]], show: 
         "score": round(100.0 * killed / scored, 1) if scored else 100.0,
         "wall_seconds": timing.get("wall_seconds"),
         "cpu_seconds": timing.get("cpu_seconds"),
+        **{key: value for key, value in timing.items() if key.startswith("survivors_")},
         "statuses": dict(counts),
         "survivors": unexplained,
     }
@@ -410,8 +411,21 @@ def run_module(group: Group, module: Module, arguments: argparse.Namespace) -> P
         if not arguments.keep:
             (work / "caught-earlier.json").unlink(missing_ok=True)
         run_mutmut(work, arguments.max_children)
-    timing = {"wall_seconds": round(time.monotonic() - started, 1), "cpu_seconds": round(_children_cpu() - cpu, 1)}
-    (work / "timing.json").write_text(json.dumps(timing) + "\n", encoding="utf-8")
+    wall, cpu = round(time.monotonic() - started, 1), round(_children_cpu() - cpu, 1)
+    path = work / "timing.json"
+    timing = (
+        json.loads(path.read_text(encoding="utf-8"))
+        if path.exists() and (arguments.keep or arguments.survivors)
+        else {}
+    )
+    if arguments.survivors:  # the full run's times stay; a survivors run is timed beside them
+        timing.update(survivors_wall_seconds=wall, survivors_cpu_seconds=cpu)
+    else:  # a fresh run, or one continued with --keep (its times add up)
+        timing.update(
+            wall_seconds=round(timing.get("wall_seconds", 0.0) + wall, 1),
+            cpu_seconds=round(timing.get("cpu_seconds", 0.0) + cpu, 1),
+        )
+    path.write_text(json.dumps(timing) + "\n", encoding="utf-8")
     return work
 
 
