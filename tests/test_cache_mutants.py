@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from runtime.cache.apply import apply_marks
-from runtime.cache.blocks import block_at
+from runtime.cache.blocks import block_at, check_location
 from runtime.cache.errors import CacheInputError
 from runtime.cache.marks import Mark
 from runtime.cache.tail_skip import TailSkip
@@ -84,3 +84,17 @@ def test_the_location_one_past_the_last_block_is_refused(location, count):
     with pytest.raises(CacheInputError) as refused:
         block_at(payload, location)
     assert str(refused.value) == f"location {location!r}: there are only {count} blocks there"
+
+
+# blocks.x_check_location__mutmut_1, 2: a malformed location is refused as a "location" unless the caller names it.
+def test_a_malformed_location_is_refused_naming_it():
+    expected = (
+        "is not a block location; expected ('tools', i), ('system', i) or ('messages', m, b) "
+        "with non-negative integer indices"
+    )
+    with pytest.raises(CacheInputError) as refused:
+        check_location(("messages", 0))
+    assert str(refused.value) == f"location ('messages', 0) {expected}"
+    with pytest.raises(CacheInputError) as refused:
+        check_location(("tools", -1), what="mark")
+    assert str(refused.value) == f"mark ('tools', -1) {expected}"
