@@ -12,7 +12,7 @@ import pytest
 from runtime.cache.apply import apply_marks
 from runtime.cache.blocks import block_at, check_location
 from runtime.cache.errors import CacheInputError
-from runtime.cache.marks import Mark
+from runtime.cache.marks import Mark, breaks_ttl_order
 from runtime.cache.tail_skip import TailSkip
 
 
@@ -98,3 +98,19 @@ def test_a_malformed_location_is_refused_naming_it():
     with pytest.raises(CacheInputError) as refused:
         check_location(("tools", -1), what="mark")
     assert str(refused.value) == f"mark ('tools', -1) {expected}"
+
+
+# marks.x__mark_location__mutmut_2, 4: a mark's bad location is refused as a "mark location".
+def test_a_marks_bad_location_is_refused_as_a_mark_location():
+    with pytest.raises(CacheInputError, match=r"^mark location \('system',\) is not a block location"):
+        Mark(("system",), "5m", "turn")
+
+
+# marks.x_breaks_ttl_order__mutmut_7, 17: a mark on the same block as an existing one is not before or after it,
+# so it breaks no lifetime order (whatever the two lifetimes); one block before or after does.
+@pytest.mark.parametrize(("existing", "wanted"), [("5m", "1h"), ("1h", "5m")])
+def test_the_same_block_breaks_no_lifetime_order(existing, wanted):
+    here, before, after = ("messages", 1, 0), ("messages", 0, 0), ("messages", 2, 0)
+    assert not breaks_ttl_order([Mark(here, existing, "turn")], here, wanted)
+    assert breaks_ttl_order([Mark(before, "5m", "turn")], here, "1h")
+    assert breaks_ttl_order([Mark(after, "1h", "read")], here, "5m")
