@@ -114,3 +114,12 @@ def test_the_same_block_breaks_no_lifetime_order(existing, wanted):
     assert not breaks_ttl_order([Mark(here, existing, "turn")], here, wanted)
     assert breaks_ttl_order([Mark(before, "5m", "turn")], here, "1h")
     assert breaks_ttl_order([Mark(after, "1h", "read")], here, "5m")
+
+
+# blocks.x_check_location__mutmut_27, 28, 32: every index (the message's too) is a non-negative int, not a bool.
+@pytest.mark.parametrize(
+    "location", [("tools", -1), ("system", True), ("messages", -1, 0), ("messages", True, 0), ("messages", 0, -2)]
+)
+def test_a_location_with_a_negative_or_boolean_index_is_refused(location):
+    with pytest.raises(CacheInputError, match="is not a block location"):
+        check_location(location)
