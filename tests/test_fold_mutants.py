@@ -260,3 +260,14 @@ def test_a_body_is_cut_at_most_four_times_in_one_stage():
     )
     assert measurer.measured == MAX_CUTS_PER_BODY == 4
     assert len(outcome.copies) == 1 and outcome.estimate > estimate - 3000
+
+
+# clip.x_clip_stage__mutmut_34: a result with no body to cut (an empty mapping) is passed over, not the end of
+# the search.
+def test_a_result_with_no_body_is_passed_over():
+    c = Conversation()
+    c.task("Read.")
+    c.round([("list_tags", {}, {})])
+    _, (text,) = c.round([("read_file", {"path": "b.md"}, synthetic_text("b", 8_000))])
+    outcome = _clip_to(c, deficit=50)
+    assert [copy.clipped_from for copy in outcome.copies] == [text.id]
