@@ -141,7 +141,7 @@ GROUPS: tuple[Group, ...] = (
             ),
             Module("runtime/fold/clip.py", _PLANNER),
             Module("runtime/fold/context_tool.py", _t("context_tool")),
-            Module("runtime/fold/cost.py", _t("fold_cost", "bench_cost_strategy")),
+            Module("runtime/fold/cost.py", _t("fold_cost_mutants", "fold_cost", "bench_cost_strategy")),
             Module(
                 "runtime/fold/formats.py",
                 _t(
