@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 
 from runtime.cache.apply import apply_marks
-from runtime.cache.blocks import block_at, check_location
+from runtime.cache.blocks import api_order, block_at, check_location
 from runtime.cache.errors import CacheInputError
-from runtime.cache.marks import Mark, breaks_ttl_order
+from runtime.cache.marks import Mark, breaks_ttl_order, check_lifetime, check_marks
 from runtime.cache.tail_skip import TailSkip
 
 
@@ -123,3 +123,28 @@ def test_the_same_block_breaks_no_lifetime_order(existing, wanted):
 def test_a_location_with_a_negative_or_boolean_index_is_refused(location):
     with pytest.raises(CacheInputError, match="is not a block location"):
         check_location(location)
+
+
+# blocks.x_api_order__mutmut_3: a location api_order cannot rank is refused with its message.
+def test_api_order_refuses_what_is_not_a_location():
+    with pytest.raises(CacheInputError) as refused:
+        api_order(("nowhere", 0))
+    assert str(refused.value) == (
+        "location ('nowhere', 0) is not a block location; expected ('tools', i), ('system', i) or ('messages', m, b)"
+    )
+
+
+# marks.x_check_lifetime__mutmut_1, 2 and check_marks__mutmut_1, 2, 20: the refusals' exact words.
+def test_the_mark_refusals_name_what_they_refuse():
+    with pytest.raises(CacheInputError) as refused:
+        check_lifetime("2h")
+    assert str(refused.value) == "lifetime '2h' is not a cache lifetime; expected '5m' or '1h'"
+    with pytest.raises(CacheInputError) as refused:
+        check_marks(["not a mark"])  # type: ignore[list-item]
+    assert str(refused.value) == "marks: 'not a mark' is not a Mark"
+    with pytest.raises(CacheInputError) as refused:
+        check_marks([Mark(("messages", 0, 0), "5m", "turn"), Mark(("messages", 2, 0), "1h", "read")])
+    assert str(refused.value) == (
+        "marks: a 5m mark at ('messages', 0, 0) precedes a 1h mark at ('messages', 2, 0); "
+        "one-hour marks must come first"
+    )
