@@ -22,6 +22,7 @@ from runtime.fold.bodies import recovery_text
 from runtime.fold.clip import MAX_CUTS_PER_BODY, _level, clip_stage
 from runtime.fold.formats import parse_clip_marker
 from runtime.fold.measurer import ViewMeasurer
+from runtime.fold.projection import allowance_of, clipped_copy
 from runtime.measure import TokenCounter
 from runtime.messages import AssistantResponse, Message, TextPart, ToolCall, ToolResult
 
@@ -271,3 +272,13 @@ def test_a_result_with_no_body_is_passed_over():
     _, (text,) = c.round([("read_file", {"path": "b.md"}, synthetic_text("b", 8_000))])
     outcome = _clip_to(c, deficit=50)
     assert [copy.clipped_from for copy in outcome.copies] == [text.id]
+
+
+# projection.x__cut_text__mutmut_13, 16 and allowance_of__mutmut_2: a marker suggests reading the omitted span in one
+# page when it is shorter than a page, and a copy's allowance is its head plus its tail.
+def test_a_short_omission_is_suggested_as_one_read_and_a_copys_allowance_is_what_it_keeps():
+    _, result = _one_read(30_000)
+    copy = clipped_copy(result, index=3, allowance=28_000, bound=None)
+    (marker,) = parse_clip_marker(copy.output)
+    assert marker.end - marker.start == 2_000 == marker.limit
+    assert allowance_of(copy) == copy.clip.head + copy.clip.tail == 28_000
