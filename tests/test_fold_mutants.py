@@ -7,6 +7,7 @@ so a later run that reports it again points here.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 import attrs
@@ -20,7 +21,7 @@ from runtime.canonical import canonical_json
 from runtime.fold.audit import unrecoverable_bytes
 from runtime.fold.bodies import recovery_text
 from runtime.fold.clip import MAX_CUTS_PER_BODY, _level, clip_stage
-from runtime.fold.formats import parse_clip_marker
+from runtime.fold.formats import is_path_like, listed_arguments, listing_lines, parse_clip_marker
 from runtime.fold.measurer import ViewMeasurer
 from runtime.fold.projection import allowance_of, clipped_copy
 from runtime.measure import TokenCounter
@@ -282,3 +283,27 @@ def test_a_short_omission_is_suggested_as_one_read_and_a_copys_allowance_is_what
     (marker,) = parse_clip_marker(copy.output)
     assert marker.end - marker.start == 2_000 == marker.limit
     assert allowance_of(copy) == copy.clip.head + copy.clip.tail == 28_000
+
+
+# formats.x_is_path_like__mutmut_3, 6, 7: a path-like name is one of the listed names or any name ending in "path".
+def test_path_like_names():
+    assert is_path_like("file") and is_path_like("URL") and is_path_like("source_path") and is_path_like("SrcPath")
+    assert not is_path_like("pattern") and not is_path_like("paths")
+
+
+# formats.x__clip__mutmut_3, listed_arguments__mutmut_11: a value at its limit is shown whole; a longer string is
+# clipped on its own characters (not on its JSON text) to the limit, ending in "...".
+def test_listed_arguments_at_and_over_their_limits():
+    at_limit = {"path": "p" * 1000, "query": "q" * 160, "note": "n" * 159}
+    assert json.loads(listed_arguments(at_limit)) == at_limit
+    over = json.loads(listed_arguments({"path": "p" * 1001, "query": "q" * 200}))
+    assert over == {"path": "p" * 997 + "...", "query": "q" * 157 + "..."}
+
+
+# formats.x_listing_lines__mutmut_2, 3: a note's listing keeps its call lines, message lines and detail lines.
+def test_listing_lines_keeps_calls_messages_and_details():
+    call = '- #3 read_file {"path":"a.md"} -> 120 chars'
+    message = '- #4 assistant: "done"'
+    detail = "  (#4 thought for 12 characters)"
+    text = "\n".join(["Folded:", call, message, detail, "not a listing line"])
+    assert listing_lines(text) == (call, message, detail)
