@@ -291,10 +291,12 @@ def test_path_like_names():
     assert not is_path_like("pattern") and not is_path_like("paths")
 
 
-# formats.x__clip__mutmut_3, listed_arguments__mutmut_11: a value at its limit is shown whole; a longer string is
+# formats.x__clip__mutmut_3, listed_arguments__mutmut_11, 14: a value at its limit is shown whole; a longer string is
 # clipped on its own characters (not on its JSON text) to the limit, ending in "...".
 def test_listed_arguments_at_and_over_their_limits():
-    at_limit = {"path": "p" * 1000, "query": "q" * 160, "note": "n" * 159}
+    rows = list(range(10, 63))  # canonical JSON: 53 two-digit numbers, 52 commas, 2 brackets = 160 characters
+    assert len(json.dumps(rows, separators=(",", ":"))) == 160
+    at_limit = {"path": "p" * 1000, "query": "q" * 160, "note": "n" * 159, "rows": rows}
     assert json.loads(listed_arguments(at_limit)) == at_limit
     over = json.loads(listed_arguments({"path": "p" * 1001, "query": "q" * 200}))
     assert over == {"path": "p" * 997 + "...", "query": "q" * 157 + "..."}
