@@ -309,3 +309,35 @@ def test_listing_lines_keeps_calls_messages_and_details():
     detail = "  (#4 thought for 12 characters)"
     text = "\n".join(["Folded:", call, message, detail, "not a listing line"])
     assert listing_lines(text) == (call, message, detail)
+
+
+# projection.xǁBoundProjectionǁmemo_key__mutmut_1: a rendered result is remembered per bound, so one message
+# rendered under two bounds gives two outputs (not the first one twice).
+def test_one_result_rendered_under_two_bounds_renders_twice():
+    c, _ = _one_read(30_000)
+    branch = c.branch()
+    wide = measurer_for(branch, counter=TokenCounter(), bound=8000).estimate(branch.view())
+    narrow = measurer_for(branch, counter=TokenCounter(), bound=2000).estimate(branch.view())
+    wide_again = measurer_for(branch, counter=TokenCounter(), bound=8000).estimate(branch.view())
+    assert narrow < wide == wide_again
+
+
+# projection.x_clipped_copy__mutmut_11, 22, 24, 37: a copy keeps its original's call, arguments and error flag, and
+# records the original's whole length and what it keeps (k_N under a bound, below the allowance asked for).
+def test_a_clipped_copy_keeps_its_originals_call_and_records_what_it_keeps():
+    c = Conversation()
+    c.task("Read.")
+    call = ToolCall.create("call-9", "read_file", {"path": "a.md"})
+    c.round([("read_file", {"path": "a.md"}, "x")])  # an earlier round, so the original is not at index 0
+    original = ToolResult.for_call(call, synthetic_text("a", 30_000), is_error=True)
+    c.add(original)
+    index = c.branch().index_of(original.id)
+    copy = clipped_copy(original, index=index, allowance=10_000, bound=4000)
+    assert (copy.call_id, copy.name, copy.arguments_json, copy.is_error) == (
+        "call-9",
+        "read_file",
+        '{"path":"a.md"}',
+        True,
+    )
+    assert copy.clip.original_index == index and copy.clip.total == 30_000
+    assert copy.clip.head + copy.clip.tail < 4000
