@@ -21,7 +21,13 @@ from runtime.canonical import canonical_json
 from runtime.fold.audit import unrecoverable_bytes
 from runtime.fold.bodies import recovery_text
 from runtime.fold.clip import MAX_CUTS_PER_BODY, _level, clip_stage
-from runtime.fold.formats import is_path_like, listed_arguments, listing_lines, parse_clip_marker
+from runtime.fold.formats import (
+    is_path_like,
+    listed_arguments,
+    listing_lines,
+    parse_clip_marker,
+    parse_read_result,
+)
 from runtime.fold.measurer import ViewMeasurer
 from runtime.fold.projection import allowance_of, clipped_copy
 from runtime.measure import TokenCounter
@@ -341,3 +347,11 @@ def test_a_clipped_copy_keeps_its_originals_call_and_records_what_it_keeps():
     )
     assert copy.clip.original_index == index and copy.clip.total == 30_000
     assert copy.clip.head + copy.clip.tail < 4000
+
+
+# formats.x_parse_read_result__mutmut_11: a text that is not a read_result answer is refused showing 120 characters
+# of its first line.
+def test_a_text_that_is_no_read_result_answer_is_refused_showing_its_first_line():
+    with pytest.raises(ValueError) as refused:
+        parse_read_result("y" * 300 + "\nmore")
+    assert str(refused.value) == f"not a read_result answer: the first line is {'y' * 120!r}"
