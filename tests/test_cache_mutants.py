@@ -13,6 +13,7 @@ from runtime.cache.apply import apply_marks
 from runtime.cache.blocks import api_order, block_at, check_location
 from runtime.cache.errors import CacheInputError
 from runtime.cache.marks import Mark, breaks_ttl_order, check_lifetime, check_marks
+from runtime.cache.prepared import PreparedMessage, PreparedPayload, prepare_block
 from runtime.cache.tail_skip import TailSkip
 
 
@@ -148,3 +149,27 @@ def test_the_mark_refusals_name_what_they_refuse():
         "marks: a 5m mark at ('messages', 0, 0) precedes a 1h mark at ('messages', 2, 0); "
         "one-hour marks must come first"
     )
+
+
+# prepared.x_prepare_block__mutmut_3, 7: a block not canonical by construction (a tool_use's arguments as given)
+# is re-encoded canonically; a text block's JSON is kept as the compiler wrote it.
+def test_a_prepared_block_is_canonical():
+    given = '{"type": "tool_use", "id": "t1", "name": "f", "input": {"b": 1, "a": 2}}'
+    block = prepare_block(given, "tool_use")
+    assert block.data == b'{"id":"t1","input":{"a":2,"b":1},"name":"f","type":"tool_use"}'
+    assert prepare_block('{"text":"hi","type":"text"}', "text").data == b'{"text":"hi","type":"text"}'
+
+
+# prepared.x_prepare_block__mutmut_16, 17, 24, 26: a blank text block takes no mark; a text block with text does.
+def test_a_blank_prepared_text_block_takes_no_mark():
+    assert not prepare_block('{"text":" \\n ","type":"text"}', "text").markable
+    assert prepare_block('{"text":"x","type":"text"}', "text").markable
+    assert not prepare_block('{"thinking":"t","type":"thinking"}', "thinking").markable
+
+
+# prepared.xǁPreparedPayloadǁmessages__mutmut_1, 2: every message, rendered by its key, in order.
+def test_a_prepared_payload_renders_every_message_by_its_key():
+    rendered = {key: PreparedMessage(f'{{"role":"{key}"}}'.encode(), ()) for key in ("user", "assistant")}
+    payload = PreparedPayload("m", (), (), ("user", "assistant"), rendered.__getitem__)
+    assert payload.messages() == (rendered["user"], rendered["assistant"])
+    assert payload.message_count == 2
