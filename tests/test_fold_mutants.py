@@ -29,7 +29,7 @@ from runtime.fold.formats import (
     parse_read_result,
 )
 from runtime.fold.measurer import ViewMeasurer
-from runtime.fold.projection import allowance_of, clipped_copy
+from runtime.fold.projection import ProjectionError, allowance_of, clipped_copy, record_projection
 from runtime.measure import TokenCounter
 from runtime.messages import AssistantResponse, Message, TextPart, ToolCall, ToolResult
 
@@ -355,3 +355,19 @@ def test_a_text_that_is_no_read_result_answer_is_refused_showing_its_first_line(
     with pytest.raises(ValueError) as refused:
         parse_read_result("y" * 300 + "\nmore")
     assert str(refused.value) == f"not a read_result answer: the first line is {'y' * 120!r}"
+
+
+# projection.xǁBoundProjectionǁ_original__mutmut_5, 7: a result the record lacks, or a copy whose original it
+# lacks, is refused naming the result (and the original).
+def test_a_bounded_result_outside_the_record_is_refused_naming_it():
+    c, _ = _one_read(3000)
+    projection = record_projection(c.branch(), 4000)
+    assert projection is not None
+    stray = ToolResult("call-x", "read_file", "{}", "text")
+    with pytest.raises(ProjectionError) as refused:
+        projection.output_of(stray)
+    assert str(refused.value) == f"result {stray.id} (read_file) is not in the branch's record"
+    orphan = ToolResult("call-y", "read_file", "{}", "text", clipped_from="gone")
+    with pytest.raises(ProjectionError) as refused:
+        projection.output_of(orphan)
+    assert str(refused.value) == f"clipped copy {orphan.id} names original gone, which is not in the record"
