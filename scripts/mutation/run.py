@@ -1,21 +1,25 @@
 """Mutation testing of foldline's pure core, module by module, with mutmut.
 
-Each group below names the source files it mutates and the test files that cover
-them. For each group the script builds a scratch copy of the repository under
-``build/mutation/<group>/`` whose pyproject.toml carries a ``[tool.mutmut]`` table
-for that group only, runs ``mutmut run`` there at low priority, and reads the
-verdicts back. mutmut then narrows further: each mutant runs only the tests of
-the group that call the mutated function.
+Each group below lists its modules, and each module the test files that cover
+it (its unit and property tests, not the end-to-end suite). For each module the
+script builds a scratch copy of the repository under
+``build/mutation/<group>/<module>/`` whose pyproject.toml carries a
+``[tool.mutmut]`` table for that module only, runs ``mutmut run`` there at the
+lowest priority, and reads the verdicts back. mutmut then narrows further: each
+mutant runs only the module's tests that call the mutated function, ordered by
+the plugin ``fastest_first.py`` so that the cheapest killing test runs first.
 
 Mutants listed in ``scripts/mutation/equivalent.toml`` (with the reason they
-are equivalent or harmless) are left out of the score; a listed mutant whose
-diff no longer contains the recorded line is reported as stale.
+are equivalent or harmless) are left out of the score and run no test; a
+listed entry is stale when its line is no longer in its mutant's diff, its
+mutant no longer exists or is now caught, or its module is no longer mutated.
 
 Usage (from the repository root, with the ``mutation`` extra installed):
 
-    python scripts/mutation/run.py                 # every group, niceness 15
-    python scripts/mutation/run.py fold ceiling    # some groups
-    python scripts/mutation/run.py --report-only   # re-read the last verdicts
+    python scripts/mutation/run.py                             # every group, niceness 19
+    python scripts/mutation/run.py fold cache                  # some groups
+    python scripts/mutation/run.py --module runtime/fold/cost.py   # one module (repeatable)
+    python scripts/mutation/run.py --report-only --show fold   # re-read the last verdicts
 """
 
 from __future__ import annotations
