@@ -498,9 +498,13 @@ def main(argv: list[str] | None = None) -> int:
         started = time.monotonic()
         summaries = []
         for module in modules:
+            if arguments.report_only and not (WORK / group.name / module.stem / "mutants").exists():
+                print(json.dumps({"module": module.path, "mutants": None, "note": "never run"}), flush=True)
+                clean = False
+                continue
             work = run_module(group, module, arguments)
             summaries.append(report(module, work, listed, arguments.show))
-        if len(modules) == len(group.modules):
+        if len(summaries) == len(group.modules):
             seconds = sum(float(str(summary["wall_seconds"] or 0.0)) for summary in summaries)
             total = group_total(group, summaries, seconds if arguments.report_only else time.monotonic() - started)
             clean = clean and total["unexplained"] == 0 and total["stale"] == 0
