@@ -11,9 +11,10 @@ import pytest
 
 from runtime.cache.apply import apply_marks
 from runtime.cache.blocks import api_order, block_at, check_location
+from runtime.cache.certificates import certify_payload
 from runtime.cache.errors import CacheInputError
 from runtime.cache.marks import Mark, breaks_ttl_order, check_lifetime, check_marks
-from runtime.cache.prepared import PreparedMessage, PreparedPayload, prepare_block
+from runtime.cache.prepared import PreparedBlock, PreparedMessage, PreparedPayload, prepare_block
 from runtime.cache.tail_skip import TailSkip
 
 
@@ -173,3 +174,23 @@ def test_a_prepared_payload_renders_every_message_by_its_key():
     payload = PreparedPayload("m", (), (), ("user", "assistant"), rendered.__getitem__)
     assert payload.messages() == (rendered["user"], rendered["assistant"])
     assert payload.message_count == 2
+
+
+def _prepared(*, model: str = "m1", effort: object = None, system_markable: bool = True) -> PreparedPayload:
+    text = prepare_block('{"text":"rules","type":"text"}', "text")
+    system = PreparedBlock(text.data, text.kind, system_markable)
+    messages = {"u1": PreparedMessage(b'{"role":"user"}', (prepare_block('{"text":"hi","type":"text"}', "text"),))}
+    return PreparedPayload(model, (), (system,), ("u1",), messages.__getitem__, effort=effort)
+
+
+# certificates.x__prepared_source__mutmut_4, 17, 21: a prepared payload's certificates depend on its seeds (model,
+# effort) and its stable blocks' kinds and marks, so reuse across a change of any of them equals a fresh certification.
+@pytest.mark.parametrize(
+    "changed", [{"model": "m2"}, {"effort": "high"}, {"system_markable": False}], ids=["model", "effort", "markable"]
+)
+def test_reusing_a_prepared_certification_across_a_stable_change_equals_a_fresh_one(changed):
+    before, after = _prepared(), _prepared(**changed)
+    fresh = certify_payload(after)
+    assert certify_payload(after, previous=certify_payload(before)).refs == fresh.refs
+    if "system_markable" not in changed:
+        assert fresh.refs != certify_payload(before).refs
