@@ -152,3 +152,8 @@ def test_with_no_candidate_that_leaves_room_the_decision_waits_until_the_hard_li
         True,
         "over the hard limit and no candidate leaves room to run: the deepest fold",
     )
+
+
+def test_prices_for_gives_each_price_relative_to_fresh_input() -> None:
+    tier = PriceTier(None, input=2.0, output=8.0, cache_read=1.0, cache_write_5m=3.0)
+    assert prices_for(tier) == CostPrices(read=0.5, write=1.5, output=4.0)

@@ -406,7 +406,7 @@ def run_module(group: Group, module: Module, arguments: argparse.Namespace) -> P
         previous = verdicts(work)
         caught = {name: status for name, status in previous.items() if status in CAUGHT}
         (work / "caught-earlier.json").write_text(json.dumps(caught, indent=1), encoding="utf-8")
-        again = [name for name, status in previous.items() if status not in (*CAUGHT, NOT_RUN) and name not in skip]
+        again = [name for name, status in previous.items() if status not in (*CAUGHT, NOT_RUN)]
         prepare(group, module, arguments.source.resolve(), fresh=False, skip=skip)
         if again:
             run_mutmut(work, arguments.max_children, again)
