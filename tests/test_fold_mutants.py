@@ -28,10 +28,12 @@ from runtime.fold.formats import (
     parse_clip_marker,
     parse_read_result,
 )
+from runtime.fold.marks import FoldMark, resolve_marks
 from runtime.fold.measurer import ViewMeasurer
 from runtime.fold.projection import ProjectionError, allowance_of, clipped_copy, record_projection
+from runtime.fold.units import Unit
 from runtime.measure import TokenCounter
-from runtime.messages import AssistantResponse, Message, TextPart, ToolCall, ToolResult
+from runtime.messages import AssistantResponse, ClipInfo, Message, Note, TextPart, ToolCall, ToolResult
 
 
 @attrs.frozen
@@ -371,3 +373,57 @@ def test_a_bounded_result_outside_the_record_is_refused_naming_it():
     with pytest.raises(ProjectionError) as refused:
         projection.output_of(orphan)
     assert str(refused.value) == f"clipped copy {orphan.id} names original gone, which is not in the record"
+
+
+# fold.marks.xǁFoldMarkǁ__attrs_post_init____mutmut_12, 13, 17, 19: a mark's bounds are non-negative integers, end
+# not before start; a refusal names the field and the value.
+@pytest.mark.parametrize(
+    ("start", "end", "message"),
+    [
+        (-1, 2, "FoldMark.start: -1 is not a non-negative integer"),
+        (True, 2, "FoldMark.start: True is not a non-negative integer"),
+        (1, 2.5, "FoldMark.end: 2.5 is not a non-negative integer"),
+        (3, 2, "FoldMark: end 2 is before start 3"),
+    ],
+)
+def test_a_fold_mark_refuses_bad_bounds_naming_them(start, end, message):
+    with pytest.raises(ValueError) as refused:
+        FoldMark(start, end)
+    assert str(refused.value) == message
+
+
+@attrs.frozen
+class NoIndexes:
+    """A record that holds none of the members asked about: covers() must go by what they stand for."""
+
+    def message_at(self, index: int) -> Message:
+        raise IndexError(index)
+
+    def index_of(self, message_id: str) -> int | None:
+        return None
+
+    def record_length(self) -> int:
+        return 0
+
+
+# fold.marks.xǁFoldMarkǁcovers__mutmut_10..16: a mark covers a copy whose original, or a note whose first replaced
+# message, is at either end of its span (inclusive), and nothing just outside it.
+@pytest.mark.parametrize(("index", "covered"), [(3, False), (4, True), (6, True), (7, False)])
+def test_a_mark_covers_what_stands_for_either_end_of_its_span(index, covered):
+    mark = FoldMark(4, 6)
+    copy = ToolResult("c", "read_file", "{}", "kept", clipped_from="o", clip=ClipInfo(index, 100, 2, 2))
+    note = Note("folded", ("x",), index, "tool_io")
+    for member in (copy, note):
+        unit = Unit("message", (member,), 0, (0,))
+        assert mark.covers(unit, NoIndexes()) is covered
+
+
+# fold.marks.x_resolve_marks__mutmut_5, 22: a mark that takes a unit lands (itself), one that only waits is held.
+def test_a_mark_lands_when_it_takes_a_unit_and_is_held_when_it_waits():
+    note = Note("folded", ("x",), 5, "tool_io")
+    units = [Unit("note", (note,), 0, (0,))]
+    mark = FoldMark(4, 6)
+    taken = resolve_marks([mark], units, NoIndexes(), never={}, not_now=set())
+    assert (taken.units, taken.landing, taken.held) == ((0,), (mark,), ())
+    waiting = resolve_marks([mark], units, NoIndexes(), never={}, not_now={0})
+    assert (waiting.units, waiting.landing, waiting.held) == ((), (), (mark,))
