@@ -15,6 +15,7 @@ from runtime.cache.certificates import certify_payload
 from runtime.cache.errors import CacheInputError
 from runtime.cache.marks import Mark, breaks_ttl_order, check_lifetime, check_marks
 from runtime.cache.prepared import PreparedBlock, PreparedMessage, PreparedPayload, prepare_block
+from runtime.cache.record import G1, G1_EXCLUSIONS
 from runtime.cache.tail_skip import TailSkip
 
 
@@ -194,3 +195,11 @@ def test_reusing_a_prepared_certification_across_a_stable_change_equals_a_fresh_
     assert certify_payload(after, previous=certify_payload(before)).refs == fresh.refs
     if "system_markable" not in changed:
         assert fresh.refs != certify_payload(before).refs
+
+
+# record.xǁG1ǁ__attrs_post_init____mutmut_7: an unknown exclusion reason is refused listing the known ones.
+def test_an_unknown_g1_exclusion_reason_is_refused_listing_the_known_ones():
+    with pytest.raises(CacheInputError) as refused:
+        G1("excluded", "because")
+    assert str(refused.value) == f"g1 exclusion reason 'because' is not one of {', '.join(G1_EXCLUSIONS)}"
+    assert ", " in str(refused.value).split("not one of ", 1)[1]
