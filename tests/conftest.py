@@ -8,7 +8,7 @@ pytest-trio directly with ``@pytest.mark.trio``.
 from __future__ import annotations
 
 import pytest
-from hypothesis import settings
+from hypothesis import Phase, settings
 
 from runtime.logs import configure_logging
 
@@ -22,6 +22,13 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
 
 
 # The mutation runs (scripts/mutation/run.py) use this profile: no deadline, so a
-# slow mutant under load is not counted as killed, and derandomized, so a verdict
-# is the same on every run.
-settings.register_profile("mutation", deadline=None, derandomize=True, database=None)
+# slow mutant under load is not counted as killed; derandomized, so a verdict is
+# the same on every run; and no shrinking, since a mutant is killed by the first
+# failing example (shrinking it would only cost time).
+settings.register_profile(
+    "mutation",
+    deadline=None,
+    derandomize=True,
+    database=None,
+    phases=(Phase.explicit, Phase.reuse, Phase.generate),
+)
