@@ -27,7 +27,6 @@ import binascii
 import gzip
 import hashlib
 import os
-import tempfile
 import threading
 from importlib import resources
 from pathlib import Path
@@ -137,19 +136,13 @@ def _read_cached_ranks(path: Path) -> dict[bytes, int] | None:
 
 def _write_cached_ranks(path: Path, ranks: dict[bytes, int]) -> bool:
     """Write the rank cache atomically; False (nothing written) when it cannot be or is not the pinned file."""
+    from runtime.atomic_write import write_atomically  # only on a cache miss: tempfile stays out of the import
+
     blob = RANKS_SEPARATOR.join(ranks)
     if len(blob) != RANKS_CACHE_SIZE or hashlib.sha256(blob).hexdigest() != RANKS_CACHE_SHA256:
         return False
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(handle, "wb") as out:
-                out.write(blob)
-            os.replace(temporary, path)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        write_atomically(path, blob)
     except OSError:
         return False
     return True

@@ -20,8 +20,6 @@ Every worker and client of one deployment must reach the same store:
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -30,6 +28,7 @@ import attrs
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
+from runtime.atomic_write import write_atomically
 from runtime.errors import ConfigError, FoldlineError
 
 CLAIM_ENCODING = b"binary/foldline-claim"
@@ -73,15 +72,7 @@ class DirectoryBodyStore:
         path = self._path(digest)
         if path.exists():
             return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".part-")
-        try:
-            with os.fdopen(fd, "wb") as file:
-                file.write(body)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomically(path, body)
 
     def get(self, digest: str) -> bytes:
         path = self._path(digest)
