@@ -398,3 +398,26 @@ def test_a_cancelled_round_resumes_by_running_its_calls() -> None:
     kept = view_without_cancelled_results(branch)
     assert kept == branch.view_ids()[:-1]
     assert view_without_cancelled_results(Branch.create()) is None
+
+
+def test_a_run_stored_by_another_engine_is_refused_by_resume(scenario_file: Path, tmp_path: Path) -> None:
+    from runtime.store.run import ENGINE_META_KEY
+
+    async def create() -> None:
+        text = scenario_file.read_text(encoding="utf-8")
+        async with await RunStore.create(
+            tmp_path / "t.db",
+            run_id="run-on-temporal",
+            scenario_text=text,
+            scenario_path=str(scenario_file),
+            provider_kind="scripted",
+            extra_meta={ENGINE_META_KEY: "temporal"},
+        ):
+            pass
+
+    anyio.run(create)
+    out, err = io.StringIO(), io.StringIO()
+    # Resumed here, its nodes would run a second time beside the engine's own continuation.
+    assert main(["resume", str(tmp_path / "t.db"), "--quiet"], out=out, err=err) == 1  # cannot resume
+    assert "ran on the temporal engine" in err.getvalue() and "foldline worker" in err.getvalue()
+    assert len(err.getvalue().strip().splitlines()) == 1 and out.getvalue() == ""

@@ -126,6 +126,10 @@ async def run_scenario_stored(
     return run
 
 
+ENGINE_META_KEY = "engine"
+"""The meta key naming the engine a stored run ran on (absent: this process, ``local``)."""
+
+
 def load_stored_plan(
     path: str | os.PathLike[str], *, registry: ToolRegistry | None = None
 ) -> tuple[Scenario, ResumePlan, dict[str, str], ToolRegistry]:
@@ -141,6 +145,11 @@ def load_stored_plan(
         for key in ("run_id", "scenario_text", "scenario_path", "provider_kind"):
             if key not in meta:
                 raise StoreError(f"{reader.label}: holds no run to resume (its meta has no {key!r})")
+        if meta.get(ENGINE_META_KEY, "local") != "local":
+            raise StoreError(
+                f"{reader.label}: run {meta['run_id']} ran on the {meta[ENGINE_META_KEY]} engine, which continues it "
+                "itself (start a worker: `foldline worker`); `foldline resume` continues local runs only"
+            )
         events = reader.events()
         if any(event.type == "RunFinished" for event in events):
             raise NothingToResume(f"{reader.label}: run {meta['run_id']} already finished; there is nothing to resume")

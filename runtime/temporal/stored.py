@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from runtime.store.journal import RunStore
+from runtime.store.run import ENGINE_META_KEY
 from runtime.temporal.bodies import BodyStore
 from runtime.temporal.seed import branch_from_seed, seed_digests
 
@@ -29,7 +30,12 @@ from runtime.temporal.seed import branch_from_seed, seed_digests
 async def create_store(path: str, *, run_id: str, scenario_text: str, scenario_path: str, provider_kind: str) -> str:
     """Create the run's store at ``path`` (refusing one that holds a run); return the store file's path."""
     async with await RunStore.create(
-        path, run_id=run_id, scenario_text=scenario_text, scenario_path=scenario_path, provider_kind=provider_kind
+        path,
+        run_id=run_id,
+        scenario_text=scenario_text,
+        scenario_path=scenario_path,
+        provider_kind=provider_kind,
+        extra_meta={ENGINE_META_KEY: "temporal"},
     ) as store:
         return os.fspath(store.path)
 
