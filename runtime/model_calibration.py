@@ -20,10 +20,13 @@ rules this module decides, for the send step to apply:
   conservative figure stands in (:func:`fallback_measurement`): the prior for
   the model family while uncalibrated (:func:`prior_scale`), the estimate
   plus :data:`UNCERTAINTY` once calibrated.
-- **The calibration belongs to the model configuration**, not to a branch:
-  one :class:`CalibrationBook` per run is shared by every branch on the same
-  model, is kept in the store for the next run (:meth:`CalibrationBook.to_json`,
-  :meth:`CalibrationBook.from_json`) and never falls.
+- **The calibration belongs to the model configuration**: a
+  :class:`CalibrationBook` holds one per model. A run starts every branch from
+  one book; each branch adds its own evidence
+  (:meth:`ModelCalibration.combined`), so what it decides never hangs on the
+  order in which other branches are answered; every observation goes into the
+  book the store keeps for the next run (:meth:`CalibrationBook.to_json`,
+  :meth:`CalibrationBook.from_json`). A scale never falls.
 
 No I/O, no clock: the caller sends the count request and stores the book.
 """
@@ -171,7 +174,7 @@ def _frozen_modelcalibration(entries: Mapping[str, ModelCalibration]) -> Mapping
 
 @attrs.frozen
 class CalibrationBook:
-    """The run's calibrations by model configuration, shared by all its branches."""
+    """Calibrations by model configuration: what a run starts its branches from, or what it learned."""
 
     entries: Mapping[str, ModelCalibration] = attrs.field(factory=dict, converter=_frozen_modelcalibration)
 
