@@ -118,3 +118,12 @@ async def test_the_first_request_decided_on_the_servers_count_never_goes_over(fa
     exact = exact_measurement(ours, counted.input_tokens)
     assert ours.estimate <= ceiling < exact.estimate  # scale 1.0 would have sent it; the exact count refuses it
     assert calibration.observe(ours.counted, counted.input_tokens).scale >= factor * 0.95
+
+
+def test_combined_evidence_takes_the_larger_scale_both_samples_and_the_lower_low() -> None:
+    start = ModelCalibration(scale=1.2, samples=2, low=1.1)
+    own = ModelCalibration(scale=1.3, samples=1, low=1.15)
+    assert start.combined(own) == ModelCalibration(scale=1.3, samples=3, low=1.1)
+    assert own.combined(ModelCalibration()) == own  # nothing to add
+    assert ModelCalibration().combined(ModelCalibration()) == ModelCalibration()  # no low on either side
+    assert ModelCalibration(samples=1).combined(ModelCalibration()).calibrated  # one sample calibrates (MIN_SAMPLES)
