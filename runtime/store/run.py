@@ -145,14 +145,14 @@ def load_stored_plan(
         for key in ("run_id", "scenario_text", "scenario_path", "provider_kind"):
             if key not in meta:
                 raise StoreError(f"{reader.label}: holds no run to resume (its meta has no {key!r})")
+        events = reader.events()
+        if any(event.type == "RunFinished" for event in events):
+            raise NothingToResume(f"{reader.label}: run {meta['run_id']} already finished; there is nothing to resume")
         if meta.get(ENGINE_META_KEY, "local") != "local":
             raise StoreError(
                 f"{reader.label}: run {meta['run_id']} ran on the {meta[ENGINE_META_KEY]} engine, which continues it "
                 "itself (start a worker: `foldline worker`); `foldline resume` continues local runs only"
             )
-        events = reader.events()
-        if any(event.type == "RunFinished" for event in events):
-            raise NothingToResume(f"{reader.label}: run {meta['run_id']} already finished; there is nothing to resume")
         if registry is None:
             tools = stored_run_tools(meta)
             scenario = _stored_scenario(meta, tools.names())
