@@ -133,7 +133,7 @@ GROUPS: tuple[Group, ...] = (
             ),
             Module("runtime/cache/verdict.py", _CACHE_CORE),
         ),
-        _t("cache_mutants"),
+        _t("cache_mutants", "cache_mutants_2"),
     ),
     Group(
         "fold",
