@@ -1,0 +1,106 @@
+"""More fold rules a mutation run found unpinned (scripts/mutation): each test names the rule it pins.
+
+Like ``test_fold_mutants.py``: every test here was written against a mutant of
+``runtime/fold`` that the module's other tests let through, named in the
+comment above it.
+"""
+
+from __future__ import annotations
+
+from actors.tools import synthetic_text
+from runtime.bench.conversations import Conversation, fold_input, measurer_for, run_planner
+from runtime.fold.marks import FoldMark
+from runtime.fold.planner import FoldPlanner, SummaryResult
+from runtime.fold.protected import protected_ids
+from runtime.fold.settings import FoldSettings
+from runtime.messages import Note
+from tests.test_fold_planner import COUNTER, plan_for, read
+
+
+# plan_run PlanRun.never mutmut_6, _16.._24: a mark on the current task or the protected first round is skipped,
+# and the skip says which.
+def test_marks_on_the_task_or_the_protected_round_are_skipped_naming_why() -> None:
+    c = Conversation()
+    c.task("Start.")
+    first = c.round([read("first.md", 3000)])
+    rounds = [c.round([read(f"d/{i}.md", 3000)]) for i in range(4)]
+    task = c.task("Now read the rest.")
+    for i in range(4):
+        c.round([read(f"e/{i}.md", 3000)])
+    c.deliver()
+    c.round([read("newest.md", 3000)])
+    branch = c.branch()
+    index = branch.index_of
+    marks = (
+        FoldMark(index(task.id), index(task.id)),
+        FoldMark(index(first[0].id), index(first[1][0].id)),
+        FoldMark(index(rounds[1][0].id), index(rounds[1][1][0].id)),
+    )
+    protected = protected_ids(None, branch.view())
+    _, _, plan, _ = plan_for(c, FoldSettings(ceiling=1_000_000), marks=marks, mode="light", protected=protected)
+    assert set(plan.skipped_marks) == {(task.id, "the task instruction"), (first[0].id, "the protected first round")}
+    assert plan.agent_marks == 1
+    # plan_run attempt mutmut_2: a pass given no detail records none.
+    assert [(p.stage, p.outcome, p.detail) for p in plan.passes if p.stage == "marks"] == [("marks", "landed", "")]
+
+
+# plan_run PlanRun.before_newest_note mutmut_1, _2, _8.._10, _14, _15: with caching, a round before the newest
+# note keeps its place even when nothing protects it, and the first round after the note is foldable.
+def test_with_caching_an_unprotected_round_before_the_newest_note_stays() -> None:
+    c = Conversation()
+    c.task("Read.")
+    early = c.round([read("first.md", 4000)])[1][0]
+    before = [c.round([read(f"old/{i}.md", 4000)])[1][0] for i in range(4)]
+    for i in range(3):
+        c.round([read(f"filler/{i}.md", 300)])
+    c.deliver()
+    branch = c.branch()
+    earlier, _ = run_planner(
+        FoldPlanner(
+            fold_input(
+                branch,
+                FoldSettings(ceiling=100_000, caching=True),
+                mode="light",
+                protected=protected_ids(None, branch.view()),
+            ),
+            measurer_for(branch, counter=COUNTER),
+        )
+    )
+    c.land(earlier)  # an earlier fold's note stands after the first round
+    assert {r.id for r in before} <= set(earlier.folded_ids)
+    note_position = next(i for i, m in enumerate(c.messages()) if isinstance(m, Note))
+    after = [c.round([read(f"new/{i}.md", 4000)])[1][0] for i in range(6)]
+    c.deliver()
+    c.round([read("newest.md", 4000)])
+    branch = c.branch()
+    estimate = measurer_for(branch, counter=COUNTER).estimate(branch.view())
+    tight = FoldSettings(ceiling=int(estimate / 0.85), caching=True)
+    _, _, plan, _ = plan_for(c, tight, lambda need: SummaryResult(text="s"))  # nothing protected
+    assert plan.landed and plan.stages[0] == "tool_io"
+    assert plan.view_ids[: note_position + 1] == tuple(c.view[: note_position + 1])
+    assert early.id not in plan.folded_ids
+    assert after[0].id in plan.folded_ids
+    # Without caching the same round is the first a fold takes.
+    _, _, free, _ = plan_for(c, FoldSettings(ceiling=tight.ceiling), lambda need: SummaryResult(text="s"))
+    assert early.id in free.folded_ids
+
+
+# plan_run PlanRun.plan mutmut_4.._12, _29: a deferred plan carries the view as it was and no fold.
+def test_a_deferred_plan_is_the_view_unchanged_with_its_estimate() -> None:
+    c = Conversation()
+    c.task("Read. " + synthetic_text("brief", 60_000))
+    c.round([("stat", {"path": "first"}, "ok")])
+    c.round([read("small.md", 500)])
+    c.deliver()
+    for i in range(3):
+        c.round([("stat", {"path": f"n{i}"}, "ok")])
+    branch = c.branch()
+    estimate = measurer_for(branch, counter=COUNTER).estimate(branch.view())
+    settings = FoldSettings(ceiling=int(estimate / 0.85), caching=True)
+    protected = protected_ids(None, branch.view())
+    _, _, plan, _ = plan_for(c, settings, protected=protected)
+    assert plan.deferred
+    assert (plan.stages, plan.folded_ids, plan.added) == ((), (), ())
+    assert plan.estimate_before == plan.estimate_after == estimate
+    assert plan.target_reached is settings.reached(estimate)
+    assert (plan.agent_marks, plan.held_marks, plan.summaries) == (0, (), 0)
