@@ -7,6 +7,8 @@ comment above it.
 
 from __future__ import annotations
 
+import pytest
+
 from actors.tools import synthetic_text
 from runtime.bench.conversations import Conversation, fold_input, measurer_for, run_planner
 from runtime.fold.marks import FoldMark
@@ -104,3 +106,11 @@ def test_a_deferred_plan_is_the_view_unchanged_with_its_estimate() -> None:
     assert plan.estimate_before == plan.estimate_after == estimate
     assert plan.target_reached is settings.reached(estimate)
     assert (plan.agent_marks, plan.held_marks, plan.summaries) == (0, (), 0)
+
+
+# plan_values SummaryResult.__attrs_post_init__ mutmut_4.._7: a result with both or neither is refused, saying so.
+@pytest.mark.parametrize("fields", [{}, {"text": "s", "failure": "timeout"}])
+def test_a_summary_result_takes_exactly_one_of_text_and_failure(fields) -> None:
+    with pytest.raises(ValueError) as refused:
+        SummaryResult(**fields)
+    assert str(refused.value) == "SummaryResult: give exactly one of text and failure"
