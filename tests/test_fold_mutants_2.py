@@ -16,7 +16,8 @@ from runtime.fold.planner import FoldPlanner, SummaryResult
 from runtime.fold.protected import protected_ids
 from runtime.fold.settings import FoldSettings
 from runtime.messages import Note
-from tests.test_fold_planner import COUNTER, plan_for, read
+from runtime.usage import Usage
+from tests.test_fold_planner import COUNTER, _history_over_the_target, plan_for, read
 
 
 # plan_run PlanRun.never mutmut_6, _16.._24: a mark on the current task or the protected first round is skipped,
@@ -114,3 +115,18 @@ def test_a_summary_result_takes_exactly_one_of_text_and_failure(fields) -> None:
     with pytest.raises(ValueError) as refused:
         SummaryResult(**fields)
     assert str(refused.value) == "SummaryResult: give exactly one of text and failure"
+
+
+# plan_run PlanRun.attempt mutmut_38: a rolled-back summary pass still records the usage its request cost.
+def test_a_rolled_back_summary_pass_keeps_its_usage() -> None:
+    c = Conversation()
+    _history_over_the_target(c)
+    branch = c.branch()
+    estimate = measurer_for(branch, counter=COUNTER).estimate(branch.view())
+    settings = FoldSettings(ceiling=int(estimate / 0.85), target=0.5)
+    spent = Usage(input_tokens=1_200, output_tokens=900)
+    long_summary = SummaryResult(text="A long summary of the span. " * 400, usage=spent)
+    _, _, plan, _ = plan_for(c, settings, lambda need: long_summary)
+    (rolled,) = [p for p in plan.passes if p.stage == "all"]
+    assert rolled.outcome == "rolled_back"
+    assert rolled.summary_usage == spent
