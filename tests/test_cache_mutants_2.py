@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import pytest
 
+from runtime.cache.certificates import certify_payload
 from runtime.cache.errors import CacheInputError
 from runtime.cache.ledger import CacheLedger
 from runtime.cache.marks import Mark
 from runtime.cache.placement import place_marks
+from runtime.cache.prepared import PreparedMessage, PreparedPayload, prepare_block
 from runtime.cache.record import G1, INTENTS, Skipped
 from runtime.cache.rows import LedgerRow
 
@@ -206,3 +208,23 @@ def test_a_ledger_row_refuses_a_bad_lifetime_or_tier_naming_the_row():
     with pytest.raises(CacheInputError) as tier:
         _row(tier="history")
     assert str(tier.value) == "ledger row tier 'history' is not one of tools, system, messages"
+
+
+# placement place_marks mutmut_23: the request's collapse_runs reaches the certificates.
+@pytest.mark.parametrize("collapse", [True, False])
+def test_place_marks_certifies_with_the_collapse_rule_given(collapse):
+    conversation, _ledger_of, place, _row_for = _placement_fixture()
+    payload = conversation(2)
+    placed = place(payload, collapse_runs=collapse)
+    assert placed.certified.collapse_runs is collapse
+    assert placed.certified.refs == certify_payload(payload, collapse_runs=collapse).refs
+
+
+# placement place_marks mutmut_171: a prepared payload says itself whether it carries a server tool.
+@pytest.mark.parametrize("server_tool", [True, False])
+def test_a_prepared_payloads_server_tool_flag_reaches_the_placement(server_tool):
+    text = prepare_block('{"text":"rules","type":"text"}', "text")
+    messages = {"u1": PreparedMessage(b'{"role":"user"}', (prepare_block('{"text":"hi","type":"text"}', "text"),))}
+    payload = PreparedPayload("m", (), (text,), ("u1",), messages.__getitem__, server_tool=server_tool)
+    placed = place_marks(payload, ledger=CacheLedger.empty(), now=1_000.0, route="direct", process_id="proc-1")
+    assert placed.server_tool is server_tool
