@@ -228,3 +228,11 @@ def test_a_prepared_payloads_server_tool_flag_reaches_the_placement(server_tool)
     payload = PreparedPayload("m", (), (text,), ("u1",), messages.__getitem__, server_tool=server_tool)
     placed = place_marks(payload, ledger=CacheLedger.empty(), now=1_000.0, route="direct", process_id="proc-1")
     assert placed.server_tool is server_tool
+
+
+# placement _check_arguments mutmut_26, _27: a lookback of one block is allowed (and 0 is not).
+def test_a_lookback_of_one_block_is_allowed():
+    conversation, _ledger_of, place, _row_for = _placement_fixture()
+    assert place(conversation(1), lookback=1).g1 == G1("excluded", "no_established_candidate")
+    with pytest.raises(CacheInputError, match=r"^lookback 0 is not a positive integer$"):
+        place(conversation(1), lookback=0)
