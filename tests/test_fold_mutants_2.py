@@ -12,7 +12,7 @@ import pytest
 from actors.tools import synthetic_text
 from runtime.bench.conversations import Conversation, fold_input, measurer_for, run_planner
 from runtime.fold.marks import FoldMark
-from runtime.fold.planner import FoldPlanner, SummaryResult
+from runtime.fold.planner import FoldPlan, FoldPlanner, NeedSummary, SummaryResult
 from runtime.fold.protected import protected_ids
 from runtime.fold.settings import FoldSettings
 from runtime.messages import Note
@@ -130,3 +130,34 @@ def test_a_rolled_back_summary_pass_keeps_its_usage() -> None:
     (rolled,) = [p for p in plan.passes if p.stage == "all"]
     assert rolled.outcome == "rolled_back"
     assert rolled.summary_usage == spent
+
+
+# planner FoldPlanner start/resume/_advance mutmut (the protocol's refusals, named) and _summarized_pass
+# mutmut_57.._59, _95, _103 (one summary counted, its usage on the landed pass).
+def test_the_planner_protocol_refuses_out_of_turn_calls_and_counts_its_summary() -> None:
+    c = Conversation()
+    _history_over_the_target(c)
+    branch = c.branch()
+    measurer = measurer_for(branch, counter=COUNTER)
+    settings = FoldSettings(ceiling=int(measurer.estimate(branch.view()) / 0.85), target=0.5)
+    planner = FoldPlanner(fold_input(branch, settings), measurer)
+    with pytest.raises(RuntimeError) as early:
+        planner.resume(SummaryResult(text="s"), measurer)
+    assert str(early.value) == "FoldPlanner.resume: the planner is not waiting for a summary"
+    need = planner.start()
+    assert isinstance(need, NeedSummary) and need.stage == "all"
+    with pytest.raises(RuntimeError) as twice:
+        planner.start()
+    assert str(twice.value) == "FoldPlanner.start: the planner has already started"
+    with pytest.raises(TypeError) as wrong:
+        planner.resume("a summary", measurer)  # type: ignore[arg-type]
+    assert str(wrong.value) == "FoldPlanner.resume: expected a SummaryResult, got str"
+    spent = Usage(input_tokens=700, output_tokens=40)
+    plan = planner.resume(SummaryResult(text="The span, summarized.", usage=spent), measurer)
+    assert isinstance(plan, FoldPlan)
+    assert plan.summaries == 1
+    (landed,) = [p for p in plan.passes if p.stage == "all"]  # landed or not, its usage is recorded
+    assert landed.summary_usage == spent
+    with pytest.raises(RuntimeError) as after:
+        planner.resume(SummaryResult(text="s"), measurer)
+    assert str(after.value) == "FoldPlanner.resume: the planner is not waiting for a summary"
