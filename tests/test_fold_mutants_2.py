@@ -7,15 +7,16 @@ comment above it.
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from actors.tools import synthetic_text
 from runtime.bench.conversations import Conversation, fold_input, measurer_for, run_planner
 from runtime.fold.marks import FoldMark
 from runtime.fold.planner import FoldPlan, FoldPlanner, NeedSummary, SummaryResult
-from runtime.fold.protected import protected_ids
+from runtime.fold.protected import decide, first_round, protected_ids, round_end_in_view
 from runtime.fold.settings import FoldSettings
-from runtime.messages import Note
+from runtime.messages import AssistantResponse, Instruction, Note, TextPart
 from runtime.usage import Usage
 from tests.test_fold_planner import COUNTER, _history_over_the_target, plan_for, read
 
@@ -161,3 +162,35 @@ def test_the_planner_protocol_refuses_out_of_turn_calls_and_counts_its_summary()
     with pytest.raises(RuntimeError) as after:
         planner.resume(SummaryResult(text="s"), measurer)
     assert str(after.value) == "FoldPlanner.resume: the planner is not waiting for a summary"
+
+
+# protected first_round mutmut_4, _9, _15: no instruction, an answer that is not a response, a round of two.
+def test_the_first_round_is_an_instruction_and_its_answer_with_no_calls() -> None:
+    task, answer = Instruction("Do it."), AssistantResponse((TextPart("Done."),))
+    assert first_round([answer]) is None
+    assert first_round([task, Instruction("And this.")]) is None
+    assert first_round([task, answer]) == (task, answer)
+
+
+# protected decide mutmut_30: the budget is a whole tenth of the ceiling.
+def test_the_protected_rounds_budget_is_a_whole_tenth_of_the_ceiling() -> None:
+    round_messages = [Instruction("Do it."), AssistantResponse((TextPart("Done."),))]
+    decision = decide(
+        round_messages, estimate_of=lambda ms: 100, ceiling=1_005, scale=1.0, result_bound=None, now=0, by="r"
+    )
+    assert decision.budget == 100 and isinstance(decision.budget, int)
+    assert decision.included
+
+
+# protected round_end_in_view mutmut_3, _7: the last member of an included round still in the view.
+def test_the_round_end_is_the_last_included_member_still_in_the_view() -> None:
+    round_messages = [Instruction("Do it."), AssistantResponse((TextPart("Done."),))]
+    ids = [m.id for m in round_messages]
+    included = decide(
+        round_messages, estimate_of=lambda ms: 1, ceiling=1_000, scale=1.0, result_bound=None, now=0, by="r"
+    )
+    assert round_end_in_view(included, [ids[0], ids[1], "later"]) == ids[1]
+    assert round_end_in_view(included, [ids[0], "later"]) == ids[0]
+    assert round_end_in_view(included, ["later"]) is None
+    excluded = attrs.evolve(included, included=False)
+    assert round_end_in_view(excluded, ids) is None
