@@ -44,6 +44,8 @@ def test_marks_on_the_task_or_the_protected_round_are_skipped_naming_why() -> No
     _, _, plan, _ = plan_for(c, FoldSettings(ceiling=1_000_000), marks=marks, mode="light", protected=protected)
     assert set(plan.skipped_marks) == {(task.id, "the task instruction"), (first[0].id, "the protected first round")}
     assert plan.agent_marks == 1
+    # planner _marks_pass mutmut_33, _34: the marks pass writes notes of its own stage.
+    assert [m.stage for m in plan.added if isinstance(m, Note)][0] == "marks"
     # plan_run attempt mutmut_2: a pass given no detail records none.
     assert [(p.stage, p.outcome, p.detail) for p in plan.passes if p.stage == "marks"] == [("marks", "landed", "")]
 
