@@ -12,10 +12,11 @@ import pytest
 
 from actors.tools import synthetic_text
 from runtime.bench.conversations import Conversation, fold_input, measurer_for, run_planner
+from runtime.fold.cost import CostPrices
 from runtime.fold.marks import FoldMark
 from runtime.fold.planner import FoldPlan, FoldPlanner, NeedSummary, SummaryResult
 from runtime.fold.protected import decide, first_round, protected_ids, round_end_in_view
-from runtime.fold.settings import FoldSettings
+from runtime.fold.settings import FoldSettings, fold_settings
 from runtime.messages import AssistantResponse, Instruction, Note, TextPart
 from runtime.usage import Usage
 from tests.test_fold_planner import COUNTER, _history_over_the_target, plan_for, read
@@ -196,3 +197,37 @@ def test_the_round_end_is_the_last_included_member_still_in_the_view() -> None:
     assert round_end_in_view(included, ["later"]) is None
     excluded = attrs.evolve(included, included=False)
     assert round_end_in_view(excluded, ids) is None
+
+
+# settings fold_settings mutmut_7.._26: every setting given reaches the FoldSettings, and prices default.
+def test_fold_settings_passes_every_setting_through() -> None:
+    prices = CostPrices(read=0.2, write=1.5, output=4.0)
+    given = {
+        "ceiling": 50_000,
+        "fold_at": 0.8,
+        "target": 0.5,
+        "tail_margin": 0.03,
+        "result_bound": 9_000,
+        "caching": True,
+        "scheduling": "immediate",
+        "strategy": "compaction",
+        "policy": "fixed",
+    }
+    settings = fold_settings(context_management=True, prices=prices, **given)  # type: ignore[arg-type]
+    assert settings == FoldSettings(prices=prices, **given)  # type: ignore[arg-type]
+    assert settings is not None and settings.prices is prices
+    plain = fold_settings(context_management=True, **given)  # type: ignore[arg-type]
+    assert plain is not None and plain.prices == CostPrices()
+    assert fold_settings(context_management=False, **given) is None  # type: ignore[arg-type]
+
+
+# settings FoldSettings.__attrs_post_init__ mutmut_5, _9.._12: the ceiling's and the lines' boundaries.
+def test_fold_settings_boundaries() -> None:
+    assert FoldSettings(ceiling=1).ceiling == 1
+    assert FoldSettings(ceiling=100, target=0.5, fold_at=1).fold_at == 1
+    for target, fold_at in [(0, 0.5), (0.5, 0.5), (0.5, 1.5)]:
+        with pytest.raises(ValueError) as refused:
+            FoldSettings(ceiling=100, target=target, fold_at=fold_at)
+        assert str(refused.value) == (
+            f"FoldSettings: target {target!r} and fold_at {fold_at!r} break 0 < target < fold_at <= 1"
+        )
