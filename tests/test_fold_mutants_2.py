@@ -16,8 +16,9 @@ from runtime.fold.cost import CostPrices
 from runtime.fold.marks import FoldMark
 from runtime.fold.planner import FoldPlan, FoldPlanner, NeedSummary, SummaryResult
 from runtime.fold.protected import decide, first_round, protected_ids, round_end_in_view
+from runtime.fold.recovery import RecoveryError, plan_restore, read_result
 from runtime.fold.settings import FoldSettings, fold_settings
-from runtime.messages import AssistantResponse, Instruction, Note, TextPart
+from runtime.messages import AssistantResponse, Instruction, Note, TextPart, ToolResult
 from runtime.usage import Usage
 from tests.test_fold_planner import COUNTER, _history_over_the_target, plan_for, read
 
@@ -231,3 +232,42 @@ def test_fold_settings_boundaries() -> None:
         assert str(refused.value) == (
             f"FoldSettings: target {target!r} and fold_at {fold_at!r} break 0 < target < fold_at <= 1"
         )
+
+
+def _one_read() -> tuple[Conversation, ToolResult]:
+    c = Conversation()
+    c.task("Read.")
+    _, (result,) = c.round([read("a.md", 3000)])
+    c.answer("Read it.")
+    return c, result
+
+
+# recovery _checked_index mutmut_3, _8, _10, _11; plan_restore mutmut_3, _7, _8, _13, _17, _18, _20: the refusals
+# name the argument, and the record's last index is the last allowed.
+def test_plan_restore_refuses_bad_indexes_naming_them() -> None:
+    c, _ = _one_read()
+    branch = c.branch()
+    view, last = branch.view(), branch.record_length() - 1
+    cases = [
+        ({"start": True}, f"index True is not a full-record index; expected an integer 0..{last}"),
+        ({"start": 0, "end": last + 1}, f"end {last + 1} is not a full-record index; expected an integer 0..{last}"),
+        ({"start": 2, "end": 1}, "end 1 is before start 2; expected start <= end"),
+    ]
+    for arguments, message in cases:
+        with pytest.raises(RecoveryError) as refused:
+            plan_restore(view, branch, **arguments)
+        assert str(refused.value) == message
+
+
+# recovery read_result mutmut_1, _15, _23: paging starts at 0; a bool offset or limit is refused, naming it.
+def test_read_result_pages_from_the_start_and_refuses_bool_arguments() -> None:
+    c, result = _one_read()
+    branch = c.branch()
+    index = branch.index_of(result.id)
+    assert read_result(branch, index) == read_result(branch, index, offset=0)
+    with pytest.raises(RecoveryError) as offset:
+        read_result(branch, index, offset=True)
+    assert str(offset.value).startswith(f"offset True is outside the original #{index}; expected an integer 0..")
+    with pytest.raises(RecoveryError) as limit:
+        read_result(branch, index, limit=True)
+    assert str(limit.value) == "limit True is not a positive integer (at most 16000)"
