@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import attrs
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from actors.tools import synthetic_text
 from runtime.bench.conversations import Conversation, fold_input, measurer_for, run_planner
@@ -18,6 +20,7 @@ from runtime.fold.planner import FoldPlan, FoldPlanner, NeedSummary, SummaryResu
 from runtime.fold.protected import decide, first_round, protected_ids, round_end_in_view
 from runtime.fold.recovery import RecoveryError, plan_restore, read_result
 from runtime.fold.settings import FoldSettings, fold_settings
+from runtime.fold.target import needed_prefix
 from runtime.messages import AssistantResponse, Instruction, Note, TextPart, ToolResult
 from runtime.usage import Usage
 from tests.test_fold_planner import COUNTER, _history_over_the_target, plan_for, read
@@ -271,3 +274,36 @@ def test_read_result_pages_from_the_start_and_refuses_bool_arguments() -> None:
     with pytest.raises(RecoveryError) as limit:
         read_result(branch, index, limit=True)
     assert str(limit.value) == "limit True is not a positive integer (at most 16000)"
+
+
+def _needed_by_search(take: list[int], estimates: list[int], goal: int) -> tuple[int, int]:
+    """The rule by trying every prefix: the fewest at or under the goal; all of them when none is."""
+    for count in range(1, len(take) + 1):
+        if estimates[count - 1] <= goal:
+            return count, estimates[count - 1]
+    return len(take), estimates[-1]
+
+
+# target needed_prefix (its survivors): the fewest of the oldest that reach the goal, with their estimate, found
+# exactly for falling estimates (each prefix measured once as its own length).
+@given(
+    drops=st.lists(st.integers(min_value=0, max_value=50), min_size=1, max_size=12),
+    goal=st.integers(min_value=0, max_value=700),
+)
+def test_needed_prefix_finds_the_fewest_that_reach_the_goal(drops, goal) -> None:
+    take = list(range(len(drops)))
+    estimates = [700 - sum(drops[: n + 1]) for n in range(len(drops))]
+    assert needed_prefix(take, lambda prefix: estimates[len(prefix) - 1], goal) == _needed_by_search(
+        take, estimates, goal
+    )
+
+
+def test_needed_prefix_at_its_boundaries() -> None:
+    estimates = {1: 90, 2: 80, 3: 70}
+    assert needed_prefix([7, 8, 9], lambda p: estimates[len(p)], 80) == (2, 80)  # exactly at the goal
+    assert needed_prefix([7, 8, 9], lambda p: estimates[len(p)], 79) == (3, 70)
+    assert needed_prefix([7, 8, 9], lambda p: estimates[len(p)], 69) == (3, 70)  # none reaches: all
+    assert needed_prefix([7, 8, 9], lambda p: estimates[len(p)], 100) == (1, 90)
+    with pytest.raises(ValueError) as refused:
+        needed_prefix([], lambda p: 0, 10)
+    assert str(refused.value) == "needed_prefix: nothing to take"
