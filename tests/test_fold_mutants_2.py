@@ -208,7 +208,7 @@ def test_fold_settings_passes_every_setting_through() -> None:
     prices = CostPrices(read=0.2, write=1.5, output=4.0)
     given = {
         "ceiling": 50_000,
-        "fold_at": 0.8,
+        "fold_at": 0.75,
         "target": 0.5,
         "tail_margin": 0.03,
         "result_bound": 9_000,
