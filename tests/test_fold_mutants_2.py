@@ -21,6 +21,7 @@ from runtime.fold.protected import decide, first_round, protected_ids, round_end
 from runtime.fold.recovery import RecoveryError, plan_restore, read_result
 from runtime.fold.settings import FoldSettings, fold_settings
 from runtime.fold.target import needed_prefix
+from runtime.fold.units import chronology_key, is_complete_round, tail_units, units_of
 from runtime.messages import AssistantResponse, Instruction, Note, TextPart, ToolResult
 from runtime.usage import Usage
 from tests.test_fold_planner import COUNTER, _history_over_the_target, plan_for, read
@@ -307,3 +308,32 @@ def test_needed_prefix_at_its_boundaries() -> None:
     with pytest.raises(ValueError) as refused:
         needed_prefix([], lambda p: 0, 10)
     assert str(refused.value) == "needed_prefix: nothing to take"
+
+
+# units units_of mutmut_19.._24, is_complete_round mutmut_2, _3, tail_units mutmut_2, _8, _13: the kinds of units,
+# a message unit is complete, and the tail holds the units of the newest messages (a tail of one, of all).
+def test_units_their_kinds_and_the_tail() -> None:
+    c, result = _one_read()
+    branch = c.branch()
+    note = Note(text="earlier", replaced=(), first_index=0, stage="tool_io")
+    view = [*branch.view(), note]
+    units = units_of(view, branch)
+    assert [u.kind for u in units] == ["message", "round", "message", "note"]
+    assert all(is_complete_round(u) for u in units)
+    assert tail_units(units, len(view), 0) == set()
+    assert tail_units(units, len(view), 1) == {3}
+    assert tail_units(units, len(view), 2) == {2, 3}
+    assert tail_units(units, len(view), len(view)) == {0, 1, 2, 3}
+
+
+# units chronology_key mutmut_3.._6, _10: a clipped copy without clip info sorts at its original; an unknown
+# message is refused naming it.
+def test_a_clipped_copy_sorts_at_its_original_and_a_stranger_is_refused() -> None:
+    c, result = _one_read()
+    branch = c.branch()
+    copy = ToolResult(result.call_id, result.name, result.arguments_json, "the kept part", clipped_from=result.id)
+    assert chronology_key(copy, branch) == branch.index_of(result.id)
+    stranger = ToolResult("call-9", "read_file", "{}", "never recorded")
+    with pytest.raises(KeyError) as refused:
+        chronology_key(stranger, branch)
+    assert refused.value.args[0] == f"message {stranger.id} is not in the branch's record"
