@@ -337,3 +337,25 @@ def test_a_clipped_copy_sorts_at_its_original_and_a_stranger_is_refused() -> Non
     with pytest.raises(KeyError) as refused:
         chronology_key(stranger, branch)
     assert refused.value.args[0] == f"message {stranger.id} is not in the branch's record"
+
+
+# planner _tool_io mutmut_67 and _clip mutmut_29, _31, _36, _41: each landed pass records what it did (the rounds a
+# partial tool_io pass took of how many; the bodies the clip cut, with their sizes and what they kept).
+def test_partial_tool_io_and_clip_passes_record_their_details() -> None:
+    c = Conversation()
+    c.task("Read.")
+    for i in range(8):
+        c.round([read(f"d/{i}.md", 4000)])
+    c.deliver()
+    c.round([read("newest.md", 4000)])
+    branch = c.branch()
+    estimate = measurer_for(branch, counter=COUNTER).estimate(branch.view())
+    passes = {}
+    for share in (0.9, 0.7):
+        _, _, plan, _ = plan_for(c, FoldSettings(ceiling=int(estimate / share)))
+        passes[share] = [(p.stage, p.outcome, p.detail) for p in plan.passes]
+    assert passes[0.7] == [("tool_io", "landed", "tail 6, the oldest 2 of 6 rounds")]
+    assert passes[0.9] == [
+        ("tool_io", "landed", "tail 6, the oldest 3 of 6 rounds"),
+        ("clip", "landed", "#9 4000 chars kept 3132"),
+    ]
