@@ -18,7 +18,7 @@ from runtime.fold.cost import CostPrices
 from runtime.fold.marks import FoldMark
 from runtime.fold.planner import FoldPlan, FoldPlanner, NeedSummary, SummaryResult
 from runtime.fold.protected import decide, first_round, protected_ids, round_end_in_view
-from runtime.fold.recovery import RecoveryError, plan_restore, read_result
+from runtime.fold.recovery import RecoveryCorrupted, RecoveryError, plan_restore, read_result, stood_for
 from runtime.fold.settings import FoldSettings, fold_settings
 from runtime.fold.target import needed_prefix
 from runtime.fold.units import chronology_key, is_complete_round, tail_units, units_of
@@ -359,3 +359,48 @@ def test_partial_tool_io_and_clip_passes_record_their_details() -> None:
         ("tool_io", "landed", "tail 6, the oldest 3 of 6 rounds"),
         ("clip", "landed", "#9 4000 chars kept 3132"),
     ]
+
+
+# recovery read_result mutmut_58.._62: the outcome says what it read.
+def test_a_read_outcome_names_its_original_and_page() -> None:
+    c, result = _one_read()
+    branch = c.branch()
+    index = branch.index_of(result.id)
+    outcome = read_result(branch, index, limit=1000)
+    assert (outcome.original_id, outcome.index, outcome.offset, outcome.limit) == (result.id, index, 0, 1000)
+    assert (outcome.total, outcome.next_offset) == (3000, 1000)
+
+
+# recovery _closure mutmut_7, _12, _13, _15.._22, _25: a note stands for the originals of its copies, of the notes
+# it replaced (each once) and of its plain members; a member missing from the record is refused, named.
+def test_a_note_stands_for_originals_through_copies_and_nested_notes() -> None:
+    c = Conversation()
+    c.task("Read.")
+    response, (first,) = c.round([read("a.md", 500)])
+    _, (second,) = c.round([read("b.md", 500)])
+    copy = ToolResult(second.call_id, second.name, second.arguments_json, "kept", clipped_from=second.id)
+    c.add(copy, in_view=False)
+    inner = Note(text="inner", replaced=(first.id,), first_index=1, stage="tool_io")
+    c.add(inner, in_view=False)
+    outer = Note(text="outer", replaced=(copy.id, inner.id, first.id, response.id), first_index=1, stage="tool_io")
+    c.add(outer)
+    branch = c.branch()
+    assert stood_for([outer], branch) == {second.id, first.id, response.id}
+    stray = Note(text="stray", replaced=("no-such-id",), first_index=1, stage="tool_io")
+    with pytest.raises(RecoveryCorrupted) as refused:
+        stood_for([stray], branch)
+    assert str(refused.value) == f"note {stray.id} replaced message no-such-id, which is missing from the record"
+
+
+# recovery original_at mutmut_16.._18: a copy whose original the record lacks is refused, naming both.
+def test_a_copy_whose_original_is_missing_is_refused_naming_both() -> None:
+    c, _ = _one_read()
+    copy = ToolResult("call-7", "read_file", "{}", "kept", clipped_from="gone-id")
+    c.add(copy)
+    branch = c.branch()
+    index = branch.index_of(copy.id)
+    with pytest.raises(RecoveryCorrupted) as refused:
+        read_result(branch, index)
+    assert str(refused.value) == (
+        f"clipped copy #{index} (id {copy.id}) names original gone-id, which is missing from the record"
+    )
