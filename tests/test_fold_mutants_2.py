@@ -404,3 +404,26 @@ def test_a_copy_whose_original_is_missing_is_refused_naming_both() -> None:
     assert str(refused.value) == (
         f"clipped copy #{index} (id {copy.id}) names original gone-id, which is missing from the record"
     )
+
+
+# recovery _restore_targets mutmut_13, _42, _43: restoring a note outside the view, or a message nothing stands
+# for, is refused saying why.
+def test_restore_refuses_a_note_outside_the_view_and_a_message_nothing_stands_for() -> None:
+    c, result = _one_read()
+    outside = Note(text="folded once", replaced=(result.id,), first_index=2, stage="tool_io")
+    c.add(outside, in_view=False)
+    dropped = Instruction("Dropped from the view, and nothing stands for it.")
+    c.add(dropped, in_view=False)
+    branch = c.branch()
+    view = branch.view()
+    note_index = branch.index_of(outside.id)
+    with pytest.raises(RecoveryError) as note:
+        plan_restore(view, branch, start=note_index)
+    assert str(note.value) == (f"note #{note_index} is not in the conversation; restore the originals it names instead")
+    index = branch.index_of(dropped.id)
+    with pytest.raises(RecoveryError) as plain:
+        plan_restore(view, branch, start=index)
+    assert str(plain.value) == (
+        f"#{index} is not a folded or clipped message (no note or copy in the conversation stands for it), "
+        "so there is nothing to restore"
+    )
