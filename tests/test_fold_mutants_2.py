@@ -305,6 +305,8 @@ def test_needed_prefix_at_its_boundaries() -> None:
     assert needed_prefix([7, 8, 9], lambda p: estimates[len(p)], 79) == (3, 70)
     assert needed_prefix([7, 8, 9], lambda p: estimates[len(p)], 69) == (3, 70)  # none reaches: all
     assert needed_prefix([7, 8, 9], lambda p: estimates[len(p)], 100) == (1, 90)
+    plateau = {1: 90, 2: 80, 3: 80}  # all of them exactly at the goal, and fewer as well: the fewest
+    assert needed_prefix([7, 8, 9], lambda p: plateau[len(p)], 80) == (2, 80)
     with pytest.raises(ValueError) as refused:
         needed_prefix([], lambda p: 0, 10)
     assert str(refused.value) == "needed_prefix: nothing to take"
