@@ -16,7 +16,7 @@ from actors.tools import synthetic_text
 from runtime.bench.conversations import Conversation, fold_input, measurer_for, run_planner
 from runtime.fold.cost import CostPrices
 from runtime.fold.marks import FoldMark
-from runtime.fold.planner import FoldPlan, FoldPlanner, NeedSummary, SummaryResult
+from runtime.fold.planner import SUMMARY_SYSTEM, FoldPlan, FoldPlanner, NeedSummary, SummaryResult
 from runtime.fold.protected import decide, first_round, protected_ids, round_end_in_view
 from runtime.fold.recovery import RecoveryCorrupted, RecoveryError, plan_restore, read_result, stood_for
 from runtime.fold.settings import FoldSettings, fold_settings
@@ -155,6 +155,10 @@ def test_the_planner_protocol_refuses_out_of_turn_calls_and_counts_its_summary()
     assert str(early.value) == "FoldPlanner.resume: the planner is not waiting for a summary"
     need = planner.start()
     assert isinstance(need, NeedSummary) and need.stage == "all"
+    # planner _summary_need mutmut_34, _46: the summarizer's own instructions; the span named from its first index.
+    assert need.system == SUMMARY_SYSTEM
+    first = min(branch.index_of(mid) for mid in need.span_ids)
+    assert need.prompt.startswith(f"Summarize this span of the conversation, from #{first}, which is being folded")
     with pytest.raises(RuntimeError) as twice:
         planner.start()
     assert str(twice.value) == "FoldPlanner.start: the planner has already started"
