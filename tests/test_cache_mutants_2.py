@@ -16,6 +16,7 @@ from runtime.cache.marks import Mark
 from runtime.cache.placement import place_marks
 from runtime.cache.prepared import PreparedMessage, PreparedPayload, prepare_block
 from runtime.cache.record import G1, INTENTS, Skipped
+from runtime.cache.rewrites import Rewrite, find_rewrite, stable_digests
 from runtime.cache.rows import LedgerRow
 
 
@@ -236,3 +237,14 @@ def test_a_lookback_of_one_block_is_allowed():
     assert place(conversation(1), lookback=1).g1 == G1("excluded", "no_established_candidate")
     with pytest.raises(CacheInputError, match=r"^lookback 0 is not a positive integer$"):
         place(conversation(1), lookback=0)
+
+
+# rewrites stable_digests mutmut_9, find_rewrite mutmut_20: a model change rewrites the prefix, and the cause names
+# every stable part that changed.
+def test_a_stable_change_names_every_part_that_changed():
+    before = stable_digests(['{"name":"read"}'], "rules", "m1", None)
+    model = stable_digests(['{"name":"read"}'], "rules", "m2", None)
+    both = stable_digests(['{"name":"grep"}'], "other rules", "m1", None)
+    assert find_rewrite(before, ["a"], model, ["a"], None) == Rewrite(0, "stable segment changed: model")
+    assert find_rewrite(before, ["a"], both, ["a"], None) == Rewrite(0, "stable segment changed: tools, system text")
+    assert find_rewrite(before, ["a"], before, ["a", "b"], None) is None
