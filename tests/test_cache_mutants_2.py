@@ -248,3 +248,25 @@ def test_a_stable_change_names_every_part_that_changed():
     assert find_rewrite(before, ["a"], model, ["a"], None) == Rewrite(0, "stable segment changed: model")
     assert find_rewrite(before, ["a"], both, ["a"], None) == Rewrite(0, "stable segment changed: tools, system text")
     assert find_rewrite(before, ["a"], before, ["a", "b"], None) is None
+
+
+# certificates CertifiedPayload.ref_at mutmut_11, _16, _17, _21, _22, _26, _38, _39, _47, _48: every block is found
+# at its location, and a location one past any tier's end (or malformed) finds none.
+def test_ref_at_finds_every_block_and_nothing_past_the_ends():
+    conversation, _ledger_of, _place, _row_for = _placement_fixture()
+    payload = conversation(2)  # two tools, one system block, five messages
+    certified = certify_payload(payload)
+    for ref in certified.refs:
+        assert certified.ref_at(ref.location) is ref
+    for missing in [
+        ("tools", 2),
+        ("tools", -1),
+        ("system", 1),
+        ("system", -1),
+        ("messages", 5, 0),
+        ("messages", 1, 2),
+        ("messages", 1, -1),
+        ("messages", 1),
+        ("tools", 0, 0),
+    ]:
+        assert certified.ref_at(missing) is None, missing
