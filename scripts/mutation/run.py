@@ -133,7 +133,7 @@ GROUPS: tuple[Group, ...] = (
             ),
             Module("runtime/cache/verdict.py", _CACHE_CORE),
         ),
-        _t("cache_mutants"),
+        _t("cache_mutants", "cache_mutants_2"),
     ),
     Group(
         "fold",
@@ -175,7 +175,7 @@ GROUPS: tuple[Group, ...] = (
             Module("runtime/fold/target.py", _PLANNER),
             Module("runtime/fold/units.py", _t("projection_bound") + _PLANNER),
         ),
-        _t("fold_mutants"),
+        _t("fold_mutants", "fold_mutants_2"),
     ),
 )
 
