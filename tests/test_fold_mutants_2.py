@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from actors.tools import synthetic_text
-from runtime.bench.conversations import Conversation, fold_input, measurer_for, run_planner
+from runtime.bench.conversations import Conversation, fold_input, measurer_for
 from runtime.fold.cost import CostPrices
 from runtime.fold.marks import FoldMark
 from runtime.fold.planner import SUMMARY_SYSTEM, FoldPlan, FoldPlanner, NeedSummary, SummaryResult
@@ -24,7 +24,7 @@ from runtime.fold.target import needed_prefix
 from runtime.fold.units import chronology_key, is_complete_round, tail_units, units_of
 from runtime.messages import AssistantResponse, Instruction, Note, TextPart, ToolResult
 from runtime.usage import Usage
-from tests.test_fold_planner import COUNTER, _history_over_the_target, plan_for, read
+from tests.test_fold_planner import COUNTER, _history_over_the_target, history_after_a_note, plan_for, read
 
 
 # plan_run PlanRun.never mutmut_6, _16.._24: a mark on the current task or the protected first round is skipped,
@@ -59,34 +59,7 @@ def test_marks_on_the_task_or_the_protected_round_are_skipped_naming_why() -> No
 # plan_run PlanRun.before_newest_note mutmut_1, _2, _8.._10, _14, _15: with caching, a round before the newest
 # note keeps its place even when nothing protects it, and the first round after the note is foldable.
 def test_with_caching_an_unprotected_round_before_the_newest_note_stays() -> None:
-    c = Conversation()
-    c.task("Read.")
-    early = c.round([read("first.md", 4000)])[1][0]
-    before = [c.round([read(f"old/{i}.md", 4000)])[1][0] for i in range(4)]
-    for i in range(3):
-        c.round([read(f"filler/{i}.md", 300)])
-    c.deliver()
-    branch = c.branch()
-    earlier, _ = run_planner(
-        FoldPlanner(
-            fold_input(
-                branch,
-                FoldSettings(ceiling=100_000, caching=True),
-                mode="light",
-                protected=protected_ids(None, branch.view()),
-            ),
-            measurer_for(branch, counter=COUNTER),
-        )
-    )
-    c.land(earlier)  # an earlier fold's note stands after the first round
-    assert {r.id for r in before} <= set(earlier.folded_ids)
-    note_position = next(i for i, m in enumerate(c.messages()) if isinstance(m, Note))
-    after = [c.round([read(f"new/{i}.md", 4000)])[1][0] for i in range(6)]
-    c.deliver()
-    c.round([read("newest.md", 4000)])
-    branch = c.branch()
-    estimate = measurer_for(branch, counter=COUNTER).estimate(branch.view())
-    tight = FoldSettings(ceiling=int(estimate / 0.85), caching=True)
+    c, early, after, note_position, tight = history_after_a_note(4000)
     _, _, plan, _ = plan_for(c, tight, lambda need: SummaryResult(text="s"))  # nothing protected
     assert plan.landed and plan.stages[0] == "tool_io"
     assert plan.view_ids[: note_position + 1] == tuple(c.view[: note_position + 1])

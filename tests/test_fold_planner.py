@@ -257,19 +257,28 @@ def test_the_protected_first_round_is_never_folded_or_clipped() -> None:
     assert all(getattr(m, "clipped_from", None) != first.id for m in plan.added)
 
 
-def test_with_caching_the_ordinary_stages_take_only_what_follows_the_newest_note() -> None:
+def history_after_a_note(first_size: int) -> tuple[Conversation, ToolResult, list[ToolResult], int, FoldSettings]:
+    """A history whose earlier fold's note stands after the first round, then six new rounds and a newest one.
+
+    Returns the conversation, the first round's result, the new rounds' results, the note's position in
+    the view, and caching settings whose ceiling puts the history at 85% of it (a fold is due).
+    """
     c = Conversation()
     c.task("Read.")
-    c.round([read("first.md", 500)])
+    early = c.round([read("first.md", first_size)])[1][0]
     before = [c.round([read(f"old/{i}.md", 4000)])[1][0] for i in range(4)]
     for i in range(3):
         c.round([read(f"filler/{i}.md", 300)])
     c.deliver()
-    settings = FoldSettings(ceiling=100_000, caching=True)
     branch = c.branch()
     earlier, _ = run_planner(
         FoldPlanner(
-            fold_input(branch, settings, mode="light", protected=protected_ids(None, branch.view())),
+            fold_input(
+                branch,
+                FoldSettings(ceiling=100_000, caching=True),
+                mode="light",
+                protected=protected_ids(None, branch.view()),
+            ),
             measurer_for(branch, counter=COUNTER),
         )
     )
@@ -281,7 +290,12 @@ def test_with_caching_the_ordinary_stages_take_only_what_follows_the_newest_note
     c.round([read("newest.md", 4000)])
     branch = c.branch()
     estimate = measurer_for(branch, counter=COUNTER).estimate(branch.view())
-    tight = FoldSettings(ceiling=int(estimate / 0.85), caching=True)
+    return c, early, after, note_position, FoldSettings(ceiling=int(estimate / 0.85), caching=True)
+
+
+def test_with_caching_the_ordinary_stages_take_only_what_follows_the_newest_note() -> None:
+    c, _, after, note_position, tight = history_after_a_note(500)
+    branch = c.branch()
     protected = protected_ids(None, branch.view())
     _, _, plan, _ = plan_for(c, tight, lambda need: SummaryResult(text="s"), protected=protected)
     assert plan.landed and plan.stages[0] == "tool_io"
