@@ -42,6 +42,9 @@ IN_WORKFLOW_TOOLS = frozenset({"spawn"})
 """Tools the workflow runs itself (they act on the flow, not the world)."""
 EVENT_BATCH = 500
 ATTEMPT_TIMEOUT = timedelta(minutes=10)
+QUICK_TIMEOUT = timedelta(seconds=15)
+"""The whole time of an activity that does not heartbeat (body reads and writes): a lost worker's attempt of one
+is retried after this, where a heartbeating one is retried after :data:`HEARTBEAT_TIMEOUT`."""
 HEARTBEAT_TIMEOUT = timedelta(seconds=5)
 """A worker that stops heartbeating this long is taken as lost; its attempt moves to another worker."""
 AFFINITY_WAIT = timedelta(seconds=5)
@@ -107,7 +110,7 @@ class ActivityRoute:
             arg,
             task_queue=queue,
             schedule_to_start_timeout=self.wait if queue is not None else None,
-            start_to_close_timeout=ATTEMPT_TIMEOUT,
+            start_to_close_timeout=ATTEMPT_TIMEOUT if heartbeats else QUICK_TIMEOUT,
             heartbeat_timeout=self.heartbeat if heartbeats else None,
             retry_policy=retry_policy,
         )
