@@ -176,6 +176,34 @@ def test_a_torn_last_event_line_is_written_again_whole(tmp_path: Path) -> None:
     assert [json.loads(line)["seq"] for line in path.read_text().splitlines()] == [1, 2, 3, 4]
 
 
+def _record(request_id: str) -> Any:
+    from actors.request_record import RequestRecord
+
+    return RequestRecord(
+        request_id=request_id, node_id="n", digest="d" * 64, recipe_version=1, system_id=None, tools_json=(),
+        view_ids=("m1",), model="claude", max_tokens=64, intent="main", tool_choice_json=None, marks=(),
+        status="sent", usage={"input_tokens": 3},
+    )  # fmt: skip
+
+
+def test_request_records_are_stored_once_per_request_id(tmp_path: Path) -> None:
+    from runtime.store.codec import dumps_value
+    from runtime.store.reader import StoreReader
+    from runtime.temporal.activities import insert_requests
+
+    path = tmp_path / "run.db"
+    items = [{"branch_id": "b1", "record": dumps_value(_record(f"r{n}"), "test")} for n in range(1, 4)]
+    assert insert_requests(path, items[:2]) == 2
+    assert insert_requests(path, items[:2]) == 0  # a retried batch writes nothing again
+    assert insert_requests(path, items) == 1
+    with StoreReader(path) as reader:
+        rows = reader.requests()
+    assert [(row.request_id, row.branch_id, row.node_id) for row in rows] == [
+        ("r1", "b1", "n"), ("r2", "b1", "n"), ("r3", "b1", "n"),
+    ]  # fmt: skip
+    assert rows[0].usage == {"input_tokens": 3} and rows[0].view_ids == ("m1",)
+
+
 counts = st.integers(min_value=0, max_value=10**9)
 
 
@@ -330,6 +358,18 @@ def test_temporal_run_keeps_the_in_process_contract(tmp_path: Path) -> None:
         stored = [message_content_json(m) for m in branches[branch_id].view()]
         assert stored == [message_content_json(m) for m in local_run.result.branches[node].view()], node
     assert any(b.parent_id in branches for b in branches.values())  # the child is stored as its emitter's clone
+    # Every request is stored once, in order per node, and replay rebuilds each to the digest that was sent.
+    with StoreReader(store) as reader:
+        rows = reader.requests()
+    stored_digests: dict[str | None, list[str]] = {}
+    for row in rows:
+        stored_digests.setdefault(row.node_id, []).append(row.digest)
+    sent = _digests(remote_signals)
+    assert {node: digests for node, digests in stored_digests.items() if node is not None} == sent
+    assert len({row.request_id for row in rows}) == len(rows) == remote["requests"]
+    out = io.StringIO()
+    assert main(["replay", str(store), "--all"], out=out) == 0
+    assert f"{len(rows)} of {len(rows)} requests verified" in out.getvalue()
     err = io.StringIO()
     main(["resume", str(store)], out=io.StringIO(), err=err)
     assert "already finished; there is nothing to resume" in err.getvalue()  # a finished run

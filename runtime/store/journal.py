@@ -148,6 +148,11 @@ def _request_row(branch_id: str, record: RequestRecord) -> Statement:
     )
 
 
+def request_row(branch_id: str, record: RequestRecord) -> Statement:
+    """The statement that stores one request record of ``branch_id`` (as a run's journal stores it)."""
+    return _request_row(branch_id, record)
+
+
 def event_row(event: Event) -> Statement:
     """The statement that stores one event (its envelope as canonical JSON)."""
     return (

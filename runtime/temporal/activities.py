@@ -9,7 +9,8 @@
   the workflow's scheduler handles).
 - ``foldline.write_events``: a batch of events appended to a JSONL sink and/or
   inserted into a SQLite store file, exactly once per ``seq`` (a retried batch
-  skips what the sink already holds).
+  skips what the sink already holds); with a store file, the nodes' request
+  records too, exactly once per request id.
 - ``foldline.put_bodies`` / ``foldline.get_bodies``: message bodies in the body
   store, each under its own SHA-256 (a spawned child's seed names them by
   digest, :mod:`runtime.temporal.seed`).
@@ -170,6 +171,8 @@ class ActivityHost:
             written = append_events(Path(arg["path"]), arg["events"])
         if arg.get("sqlite"):
             insert_events(Path(arg["sqlite"]), arg["events"])
+            if arg.get("requests"):
+                insert_requests(Path(arg["sqlite"]), arg["requests"])
         return written
 
 
@@ -260,5 +263,36 @@ def insert_events(path: Path, events: list[dict[str, Any]]) -> int:
                 sql, params = event_row(Event.from_json(data))
                 connection.execute(sql.replace("INSERT INTO", "INSERT OR IGNORE INTO", 1), params)
             return connection.total_changes - before
+    finally:
+        connection.close()
+
+
+def insert_requests(path: Path, requests: list[dict[str, Any]]) -> int:
+    """Insert request records into a foldline store file's ``requests`` table once per request id; return how many were new.
+
+    Each item is ``{"branch_id", "record"}`` (the record as the store's codec
+    writes it). The check and the insert are one immediate transaction, so a
+    batch written again (a retried activity) adds nothing.
+    """
+    import sqlite3
+
+    from runtime.store.codec import loads_value
+    from runtime.store.journal import request_row
+    from runtime.store.schema import create_schema, resolve_store_path
+
+    connection = sqlite3.connect(resolve_store_path(path), isolation_level=None)
+    try:
+        connection.execute("PRAGMA busy_timeout=10000")
+        create_schema(connection)
+        connection.execute("BEGIN IMMEDIATE")
+        new = 0
+        for item in requests:
+            record = loads_value(item["record"], f"request record of branch {item['branch_id']}")
+            if connection.execute("SELECT 1 FROM requests WHERE request_id = ?", (record.request_id,)).fetchone():
+                continue
+            connection.execute(*request_row(str(item["branch_id"]), record))
+            new += 1
+        connection.execute("COMMIT")
+        return new
     finally:
         connection.close()

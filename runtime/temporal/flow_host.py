@@ -187,11 +187,16 @@ def activity_registry(registry: ToolRegistry, route: ActivityRoute) -> ToolRegis
 
 @attrs.define(eq=False)
 class EventPump:
-    """Collects the bus's events and writes them to the sinks (JSONL, SQLite) through activities, in seq order."""
+    """Collects the bus's events and writes them to the sinks (JSONL, SQLite) through activities, in seq order.
+
+    With a SQLite store it also writes the nodes' request records (``requests``), in the order they arrived.
+    """
 
     path: str | None
     sqlite: str | None
     pending: list[dict[str, Any]] = attrs.field(factory=list)
+    requests: list[dict[str, Any]] = attrs.field(factory=list)
+    """Request records of the nodes' branches (``{"branch_id", "record"}``), for the SQLite store's ``requests``."""
     closing: bool = False
     written: int = 0
 
@@ -200,15 +205,21 @@ class EventPump:
             raise TypeError("the event pump's blocking subscription lost events")
         self.pending.append(item.to_json())
 
+    def take_request(self, item: dict[str, Any]) -> None:
+        """A node's request record (the pump writes it only into a SQLite store)."""
+        if self.sqlite:
+            self.requests.append(item)
+
     async def run(self) -> None:
         while True:
-            await workflow.wait_condition(lambda: bool(self.pending) or self.closing)
-            if not self.pending:
+            await workflow.wait_condition(lambda: bool(self.pending or self.requests) or self.closing)
+            if not (self.pending or self.requests):
                 return
             batch, self.pending = self.pending[:EVENT_BATCH], self.pending[EVENT_BATCH:]
+            requests, self.requests = self.requests[:EVENT_BATCH], self.requests[EVENT_BATCH:]
             self.written += await workflow.execute_activity(
                 "foldline.write_events",
-                {"path": self.path, "sqlite": self.sqlite, "events": batch},
+                {"path": self.path, "sqlite": self.sqlite, "events": batch, "requests": requests},
                 start_to_close_timeout=timedelta(minutes=1),
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 retry_policy=RetryPolicy(

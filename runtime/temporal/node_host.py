@@ -21,7 +21,7 @@ Only called from inside a workflow; asyncio only, as every Temporal workflow.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -30,9 +30,10 @@ import attrs
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
-from actors.branch import Branch
+from actors.branch import Branch, Change
 from actors.env import RunEnv
 from actors.operations import run_operation
+from actors.request_record import RequestRecord
 from actors.tools import BUILTIN_TOOLS
 from runtime.config.loader import loads_scenario
 from runtime.flow import Node, SpawnRefused, completed_view_length
@@ -41,6 +42,7 @@ from runtime.measure import TokenCounter
 from runtime.pricing import PricingTable
 from runtime.runtime import audit_recoverability
 from runtime.scenario_run import build_flow
+from runtime.store.codec import dumps_value
 from runtime.temporal.flow_host import EVENT_BATCH, ActivityProvider, ActivityRoute, activity_registry
 from runtime.temporal.seed import branch_from_seed, seed_digests, seed_of
 from signals.bus import Gap, SignalBus
@@ -98,6 +100,28 @@ class Outbox:
             batch, self.pending = self.pending[:EVENT_BATCH], self.pending[EVENT_BATCH:]
             await handle.signal(ITEMS_SIGNAL, {"node": self.node_id, "items": batch})
             self.sent += len(batch)
+
+
+@attrs.define(eq=False)
+class RequestTap:
+    """The node's branch journal when the run is stored: each request record goes to the flow, in the outbox.
+
+    The flow writes it into the store's ``requests`` table through the same
+    activity as the events (once per request id), so ``foldline replay``
+    verifies a Temporal run's requests as a local run's. The rest of the
+    branch (record, view, state, ledger) is stored whole when the flow ends.
+    """
+
+    outbox: Outbox
+
+    def branch_created(self, branch: Branch) -> None:
+        return None
+
+    def changed(self, branch: Branch, changes: Sequence[Change]) -> None:
+        for change in changes:
+            if isinstance(change, RequestRecord):
+                record = dumps_value(change, f"request {change.request_id}")
+                self.outbox.pending.append({"request": {"branch_id": branch.id, "record": record}})
 
 
 @attrs.define(eq=False)
@@ -265,6 +289,8 @@ async def run_node_workflow(host: NodeHost, arg: Mapping[str, Any]) -> dict[str,
             env = _env(arg, bus, ids, registry, route)
             with use_ids(ids):
                 branch = await _branch(arg, node, registry, route)
+                if arg.get("keep_branch"):
+                    branch.attach_journal(RequestTap(outbox))
 
                 async def spawn(child_id: str) -> str:
                     return await host.spawn(bus, branch, children.get(child_id, False), child_id)

@@ -16,7 +16,7 @@ Only called from inside a workflow; asyncio only, as every Temporal workflow.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import anyio
@@ -59,6 +59,8 @@ class FlowScheduler:
     ids: CountingIds
     inbox: list[dict[str, Any]]
     """``node_items`` signals as they arrive (the workflow's signal handler appends)."""
+    requests: Callable[[dict[str, Any]], None]
+    """Where a node's request records go (the event pump's store writes; nowhere when the run is not stored)."""
     nodes: dict[str, Node] = attrs.field(init=False)
     outcomes: dict[str, str] = attrs.field(factory=dict)
     done: dict[str, anyio.Event] = attrs.field(init=False)
@@ -100,7 +102,9 @@ class FlowScheduler:
             batch = self.inbox.pop(0)
             node_id = str(batch["node"])
             for item in batch["items"]:
-                if "event" in item:
+                if "request" in item:
+                    self.requests(item["request"])
+                elif "event" in item:
                     e = item["event"]
                     await self.bus.publish(
                         Forwarded(e["type"], e["data"]),
@@ -231,7 +235,8 @@ async def run_flow_workflow(arg: Mapping[str, Any], inbox: list[dict[str, Any]])
             bus.add_handler(feed, policy="block", maxsize=4096, name="report")
             if pump is not None:
                 bus.add_handler(pump.take, policy="block", maxsize=4096, name="temporal-sink")
-            scheduler = FlowScheduler(flow, bus, node_arg, CountingIds(prefix=info.workflow_id), inbox)
+            requests = pump.take_request if pump is not None else lambda _: None
+            scheduler = FlowScheduler(flow, bus, node_arg, CountingIds(prefix=info.workflow_id), inbox, requests)
             await bus.publish(RunStarted(scenario=scenario.name, provider=spec.kind, nodes=[n.id for n in flow.nodes]))
             statuses = await scheduler.run()
             status = "ok" if all(s == "ok" for s in statuses.values()) else "failed"

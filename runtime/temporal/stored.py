@@ -4,15 +4,18 @@ Before the flow is submitted, :func:`create_store` makes the store (its meta:
 the run id, the scenario's text and path, the provider), so the run can be
 read without the scenario file. While it runs, every event goes into the
 store's ``events`` table through the ``foldline.write_events`` activity,
-exactly once per ``seq``. When it has finished, :func:`store_branches`
+exactly once per ``seq``, and every request record of a node's branch into
+its ``requests`` table, exactly once per request id (the node workflow
+journals its records to the flow, :class:`~runtime.temporal.node_host.RequestTap`).
+When it has finished, :func:`store_branches`
 writes each node's final branch (record, view, state, cache ledger): every
 node workflow returned its branch as digests, and its bodies are read back
 from the body store and proven against them.
 
-``foldline events``, ``foldline report`` and ``foldline inspect`` read the file
-as they read a local run's store. Request rows are not stored for this
-engine (``foldline replay`` finds none to verify), and a Temporal run is
-continued by Temporal (a new worker), never by ``foldline resume``.
+``foldline events``, ``foldline report``, ``foldline inspect`` and ``foldline
+replay`` read the file as they read a local run's store (replay rebuilds
+every request from the stored branches and checks its digest). A Temporal
+run is continued by Temporal (a new worker), never by ``foldline resume``.
 """
 
 from __future__ import annotations
