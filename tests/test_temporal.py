@@ -28,7 +28,7 @@ from temporalio.api.common.v1 import Payload
 
 from runtime.errors import ConfigError
 from runtime.providers.retry import INITIAL_RETRY_DELAY, MAX_RETRY_DELAY
-from runtime.temporal.activities import append_events, reply_from_wire, reply_to_wire, usage_to_wire
+from runtime.temporal.activities import reply_from_wire, reply_to_wire, usage_to_wire
 from runtime.temporal.bodies import (
     CLAIM_ENCODING,
     BodyMissing,
@@ -37,6 +37,7 @@ from runtime.temporal.bodies import (
     open_body_store,
 )
 from runtime.temporal.flow_host import sdk_retry_policy
+from runtime.temporal.sinks import append_events
 from runtime.temporal.worker import parse_address
 from runtime.usage import Usage
 from signals.sinks import read_jsonl
@@ -189,7 +190,7 @@ def _record(request_id: str) -> Any:
 def test_request_records_are_stored_once_per_request_id(tmp_path: Path) -> None:
     from runtime.store.codec import dumps_value
     from runtime.store.reader import StoreReader
-    from runtime.temporal.activities import insert_requests
+    from runtime.temporal.sinks import insert_requests
 
     path = tmp_path / "run.db"
     items = [{"branch_id": "b1", "record": dumps_value(_record(f"r{n}"), "test")} for n in range(1, 4)]
@@ -267,6 +268,8 @@ def test_bad_engine_input_exits_2() -> None:
         (["--engine", "temporal", "--history-limit", "0"], "--history-limit: 0"),
         (["--engine", "temporal", "--history-limit", "60000"], "above the upper bound 50000"),
         (["--engine", "temporal", "--store", "r.db", "--events-db", "e.db"], "--events-db: not with --store"),
+        (["--engine", "temporal", "--events-db", "mysql://h/db"], "'mysql://h/db': unknown sink scheme"),
+        (["--engine", "temporal", "--events-db", ""], "--events-db: empty location"),
     ]
     for extra, message in cases:
         out, err = io.StringIO(), io.StringIO()

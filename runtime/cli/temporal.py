@@ -14,7 +14,11 @@ def add_engine_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("--temporal", metavar="HOST:PORT", help="a Temporal server (default: start the dev server)")
     run.add_argument("--task-queue", default=DEFAULT_TASK_QUEUE, help=f"default {DEFAULT_TASK_QUEUE!r}")
     run.add_argument("--bodies", metavar="DIR", help="the body store every worker reaches (needed with --temporal)")
-    run.add_argument("--events-db", metavar="FILE", help="also write the events into a store file (foldline events)")
+    run.add_argument(
+        "--events-db",
+        metavar="FILE|URL",
+        help="also write the events into a store file (foldline events) or a Postgres table (postgresql://...)",
+    )
     run.add_argument("--no-worker", action="store_true", help="submit and follow only: workers elsewhere do the work")
     run.add_argument(
         "--history-limit",

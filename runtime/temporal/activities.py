@@ -8,7 +8,8 @@
 - ``foldline.tool_call``: one call of a registry tool (never ``spawn``, which
   the workflow's scheduler handles).
 - ``foldline.write_events``: a batch of events appended to a JSONL sink and/or
-  inserted into a SQLite store file, exactly once per ``seq`` (a retried batch
+  inserted into a SQLite store file or a Postgres table
+  (:mod:`runtime.temporal.sinks`), exactly once per ``seq`` (a retried batch
   skips what the sink already holds); with a store file, the nodes' request
   records too, exactly once per request id.
 - ``foldline.put_bodies`` / ``foldline.get_bodies``: message bodies in the body
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -36,7 +36,8 @@ from temporalio.exceptions import ApplicationError
 from actors.tools import ToolContext, ToolRegistry
 from runtime.errors import FoldlineError
 from runtime.providers.base import AttemptFailed, ProviderError, ProviderReply
-from runtime.temporal.bodies import BodyStore
+from runtime.temporal.bodies import BodyStore, redacted
+from runtime.temporal.sinks import EventSink, SqliteEventSink, append_events, open_event_sink
 from runtime.usage import Usage
 
 T = TypeVar("T")
@@ -121,6 +122,8 @@ class ActivityHost:
     registry: ToolRegistry
     on_response: Callable[[], None] | None = None
     """Called after each completed provider response (a test's crash point)."""
+    sinks: dict[str, EventSink] = attrs.field(factory=dict)
+    """The events sinks this worker has opened, by location (a Postgres sink keeps its connection)."""
 
     @activity.defn(name="foldline.provider_attempt")
     async def provider_attempt(self, arg: dict[str, Any]) -> dict[str, Any]:
@@ -165,14 +168,27 @@ class ActivityHost:
 
     @activity.defn(name="foldline.write_events")
     async def write_events(self, arg: dict[str, Any]) -> int:
-        """Write a batch to the run's sinks (a JSONL file, a SQLite store file); return the JSONL lines written."""
+        """Write a batch to the run's sinks (a JSONL file; a SQLite store file or Postgres); return the JSONL lines written.
+
+        Request records (``requests``) go only into a SQLite store file, the one sink that stores branches.
+        """
         written = 0
         if arg.get("path"):
             written = append_events(Path(arg["path"]), arg["events"])
-        if arg.get("sqlite"):
-            insert_events(Path(arg["sqlite"]), arg["events"])
+        location = arg.get("events_db")
+        if location:
+            sink = self.sinks.get(location)
+            if sink is None:
+                sink = self.sinks[location] = open_event_sink(location)
+            if arg["events"]:
+                sink.write(arg["events"])
             if arg.get("requests"):
-                insert_requests(Path(arg["sqlite"]), arg["requests"])
+                if not isinstance(sink, SqliteEventSink):
+                    raise ApplicationError(
+                        f"write_events: request records go into a SQLite store, not {redacted(location)}",
+                        non_retryable=True,
+                    )
+                sink.write_requests(arg["requests"])
         return written
 
 
@@ -203,96 +219,3 @@ class BodyActivities:
 
 def _failure(error: ProviderError) -> dict[str, Any]:
     return {"message": str(error), "status": error.status, "error_type": error.error_type}
-
-
-def _tail(path: Path) -> tuple[int, int | None]:
-    """The seq of the file's last complete event line (0: none), and where a torn last line starts (None: none)."""
-    try:
-        with open(path, "rb") as file:
-            file.seek(0, os.SEEK_END)
-            size = file.tell()
-            start = max(0, size - 65536)
-            file.seek(start)
-            tail = file.read()
-    except FileNotFoundError:
-        return 0, None
-    torn = None if not tail or tail.endswith(b"\n") else start + tail.rfind(b"\n") + 1
-    for line in reversed(tail.split(b"\n")[:-1]):
-        if line.strip():
-            return int(json.loads(line)["seq"]), torn
-    return 0, torn
-
-
-def append_events(path: Path, events: list[dict[str, Any]]) -> int:
-    """Append the events whose seq the file does not hold yet, in order; return how many were written.
-
-    A last line torn by a crash (no newline) is cut off first; its event is among the ones written again.
-    """
-    from runtime.canonical import canonical_json
-
-    last, torn = _tail(path)
-    fresh = [e for e in events if int(e["seq"]) > last]
-    if not fresh:
-        return 0
-    if torn is not None:  # a write torn by a crash: drop the fragment, its event is written again whole
-        os.truncate(path, torn)
-    with open(path, "a", encoding="utf-8", newline="\n") as file:
-        file.write("".join(canonical_json(e) + "\n" for e in fresh))
-        file.flush()
-        os.fsync(file.fileno())
-    return len(fresh)
-
-
-def insert_events(path: Path, events: list[dict[str, Any]]) -> int:
-    """Insert the events into a foldline store file's ``events`` table once per (run, seq); return how many were new.
-
-    ``foldline events PATH`` reads the file as it reads a local run's store.
-    """
-    import sqlite3
-
-    from runtime.store.journal import event_row
-    from runtime.store.schema import create_schema, resolve_store_path
-    from signals.envelope import Event
-
-    connection = sqlite3.connect(resolve_store_path(path))
-    try:
-        with connection:
-            create_schema(connection)
-            before = connection.total_changes
-            for data in events:
-                sql, params = event_row(Event.from_json(data))
-                connection.execute(sql.replace("INSERT INTO", "INSERT OR IGNORE INTO", 1), params)
-            return connection.total_changes - before
-    finally:
-        connection.close()
-
-
-def insert_requests(path: Path, requests: list[dict[str, Any]]) -> int:
-    """Insert request records into a foldline store file's ``requests`` table once per request id; return how many were new.
-
-    Each item is ``{"branch_id", "record"}`` (the record as the store's codec
-    writes it). The check and the insert are one immediate transaction, so a
-    batch written again (a retried activity) adds nothing.
-    """
-    import sqlite3
-
-    from runtime.store.codec import loads_value
-    from runtime.store.journal import request_row
-    from runtime.store.schema import create_schema, resolve_store_path
-
-    connection = sqlite3.connect(resolve_store_path(path), isolation_level=None)
-    try:
-        connection.execute("PRAGMA busy_timeout=10000")
-        create_schema(connection)
-        connection.execute("BEGIN IMMEDIATE")
-        new = 0
-        for item in requests:
-            record = loads_value(item["record"], f"request record of branch {item['branch_id']}")
-            if connection.execute("SELECT 1 FROM requests WHERE request_id = ?", (record.request_id,)).fetchone():
-                continue
-            connection.execute(*request_row(str(item["branch_id"]), record))
-            new += 1
-        connection.execute("COMMIT")
-        return new
-    finally:
-        connection.close()

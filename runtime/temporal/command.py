@@ -156,6 +156,15 @@ def largest_branch_history(branches: dict[str, list[dict[str, int]]]) -> str:
     return f"temporal: largest branch history: {events} events, {size} bytes (node {node}, run {n + 1} of {total})"
 
 
+def _events_location(events_db: str | None) -> str | None:
+    """Where the workers write the events: a Postgres URL as given, a SQLite file as an absolute path."""
+    from runtime.temporal.sinks import is_postgres
+
+    if not events_db:
+        return None
+    return events_db if is_postgres(events_db) else str(Path(events_db).resolve())
+
+
 async def submit(
     args: EngineOptions, scenario_text: str, label: str, providers: Any, *, run_id: str | None = None
 ) -> dict[str, Any]:
@@ -179,7 +188,7 @@ async def submit(
         "provider": args.provider,
         "run_id": run_id,
         "signals_path": str(Path(args.signals).resolve()) if args.signals else None,
-        "events_db": str(Path(events_db).resolve()) if events_db else None,
+        "events_db": _events_location(events_db),
         "history_limit": args.history_limit,
         "keep_branch": bool(args.store),
     }
@@ -235,6 +244,10 @@ def run_temporal(args: EngineOptions, out: TextIO, err: TextIO) -> int:
             )
         if args.store and args.events_db:
             raise ConfigError("--events-db: not with --store (the store holds the run's events)")
+        if args.events_db is not None:
+            from runtime.temporal.sinks import open_event_sink
+
+            open_event_sink(args.events_db)  # a location it can name (connected only by the workers)
         spec = scenario.provider if args.provider is None else scenario.provider.with_kind(args.provider)
         if spec.kind == "scripted":
             raise ConfigError("provider.kind: 'scripted' runs in process only; use simulated or anthropic on Temporal")

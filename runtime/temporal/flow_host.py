@@ -187,13 +187,14 @@ def activity_registry(registry: ToolRegistry, route: ActivityRoute) -> ToolRegis
 
 @attrs.define(eq=False)
 class EventPump:
-    """Collects the bus's events and writes them to the sinks (JSONL, SQLite) through activities, in seq order.
+    """Collects the bus's events and writes them to the sinks (JSONL, SQLite, Postgres) through activities, in seq order.
 
     With a SQLite store it also writes the nodes' request records (``requests``), in the order they arrived.
     """
 
     path: str | None
-    sqlite: str | None
+    events_db: str | None
+    """A SQLite store file or a ``postgresql://`` URL (:func:`runtime.temporal.sinks.open_event_sink`)."""
     pending: list[dict[str, Any]] = attrs.field(factory=list)
     requests: list[dict[str, Any]] = attrs.field(factory=list)
     """Request records of the nodes' branches (``{"branch_id", "record"}``), for the SQLite store's ``requests``."""
@@ -207,7 +208,7 @@ class EventPump:
 
     def take_request(self, item: dict[str, Any]) -> None:
         """A node's request record (the pump writes it only into a SQLite store)."""
-        if self.sqlite:
+        if self.events_db and not self.events_db.startswith(("postgres://", "postgresql://")):
             self.requests.append(item)
 
     async def run(self) -> None:
@@ -219,7 +220,7 @@ class EventPump:
             requests, self.requests = self.requests[:EVENT_BATCH], self.requests[EVENT_BATCH:]
             self.written += await workflow.execute_activity(
                 "foldline.write_events",
-                {"path": self.path, "sqlite": self.sqlite, "events": batch, "requests": requests},
+                {"path": self.path, "events_db": self.events_db, "events": batch, "requests": requests},
                 start_to_close_timeout=timedelta(minutes=1),
                 heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 retry_policy=RetryPolicy(
