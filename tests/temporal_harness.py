@@ -56,6 +56,17 @@ async def serve_worker(address: str, bodies: str, sim_url: str, key: str, count_
     await worker.run()
 
 
+async def _runs(client: Any, workflow_id: str) -> list[Any]:
+    """The history of every run of a workflow, last run first."""
+    run_id, histories = None, []
+    while True:
+        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+        histories.append(history)
+        run_id = history.events[0].workflow_execution_started_event_attributes.continued_execution_run_id or None
+        if run_id is None:
+            return histories
+
+
 async def _node_runs(client: Any, store: Any, flow_id: str, nodes: Any) -> list[tuple[str, Any, dict[str, Any]]]:
     """(node, history, first run's input) of every run of every node's branch workflow."""
     from runtime.temporal.node_host import node_workflow_id
@@ -127,10 +138,13 @@ async def replay(address: str, bodies: str, scenario_path: str, fallback_path: s
     client = await connect(address, store)
     # Every branch workflow continues as new at each fold commit it can; the workers serve every affinity slot.
     Path(signals).write_text("", encoding="utf-8")
-    result = await _run_flow(client, scenario_path, "replay-1", "replay", None, history_limit=1, signals_path=signals)
+    result = await _run_flow(
+        client, scenario_path, "replay-1", "replay", None, history_limit=1, flow_history_limit=150, signals_path=signals
+    )
     branches = await branch_histories(client, "replay-1", result["report"])
     runs = await _node_runs(client, store, "replay-1", result["report"]["nodes"])
-    histories = [await client.get_workflow_handle("replay-1").fetch_history()] + [h for _, h, _ in runs]
+    flow_runs = await _runs(client, "replay-1")
+    histories = flow_runs + [h for _, h, _ in runs]
     replayer = Replayer(
         workflows=[FlowWorkflow, NodeWorkflow], workflow_runner=sandbox_runner(), data_converter=data_converter(store)
     )
@@ -151,6 +165,7 @@ async def replay(address: str, bodies: str, scenario_path: str, fallback_path: s
         "report": result["report"],
         "branch_histories": branches,
         "replayed_histories": len(histories),
+        "flow_runs": [len(list(h.events)) for h in flow_runs[::-1]],
         "replayed_events": sum(len(list(h.events)) for h in histories),
         "seeds": len(seeds),
         "seed_rows": rows,

@@ -386,10 +386,18 @@ def test_temporal_run_keeps_the_in_process_contract(tmp_path: Path) -> None:
 
 @needs_server
 @pytest.mark.slow
-def test_a_folding_branch_continues_as_new_and_keeps_the_contract(harness_run: dict[str, Any], tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def local_fold(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
+    """fold.toml run in process once for the module: its report and its events file."""
+    signals = tmp_path_factory.mktemp("local-fold") / "local.jsonl"
+    return _local_report(ROOT / "scenarios" / "fold.toml", signals), signals
+
+
+def test_a_folding_branch_continues_as_new_and_keeps_the_contract(
+    harness_run: dict[str, Any], local_fold: tuple[dict[str, Any], Path]
+) -> None:
     """fold.toml with history limit 1: every branch workflow continues as new at each fold commit it can."""
-    local_signals = tmp_path / "local.jsonl"
-    local = _local_report(ROOT / "scenarios" / "fold.toml", local_signals)
+    local, local_signals = local_fold
     remote = harness_run["report"]
     _assert_same_contract(remote, local, Path(harness_run["signals"]), local_signals)
     assert remote["fold_commits"] >= 3
@@ -397,6 +405,9 @@ def test_a_folding_branch_continues_as_new_and_keeps_the_contract(harness_run: d
     assert len(runs["reader"]) >= 3  # the reader's branch continued as new at its folds
     largest = max(run["events"] for node in runs.values() for run in node)
     assert largest < 600, runs  # bounded: the reader's whole run in one history takes about 870 events
+    # The flow workflow continued as new too (past 150 events, at quiet points), its report unchanged (above).
+    flow_runs = harness_run["flow_runs"]
+    assert len(flow_runs) >= 2 and sum(flow_runs) > 400, flow_runs
 
 
 # -- many workers, and a worker that dies -------------------------------------------------
@@ -653,6 +664,21 @@ def test_worker_slots_are_parsed_or_refused() -> None:
     assert parse_slots(None) is None and parse_slots("0, 2") == [0, 2]
     with pytest.raises(ConfigError, match="--slots: 'a,1' is not a comma-separated list"):
         parse_slots("a,1")
+
+
+def test_a_continued_flow_carries_its_report_exactly(local_fold: tuple[dict[str, Any], Path]) -> None:
+    """Cut the fold run's events anywhere: counters carried through JSON, then fed the rest, give the same report."""
+    from runtime.pricing import PricingTable
+    from runtime.report import ReportBuilder
+    from runtime.temporal.flow_carry import report_state, restore_report
+
+    events = list(read_jsonl(local_fold[1]))
+    whole = ReportBuilder(PricingTable.load_default(), "m").feed_all(events).to_json()
+    for cut in range(0, len(events) + 1, 7):
+        first = ReportBuilder(PricingTable.load_default(), "m").feed_all(events[:cut])
+        carried = json.loads(json.dumps(report_state(first)))
+        second = restore_report(ReportBuilder(PricingTable.load_default(), "m"), carried)
+        assert second.feed_all(events[cut:]).to_json() == whole, cut
 
 
 def test_stored_branches_come_after_the_branch_they_were_cloned_from() -> None:

@@ -210,7 +210,8 @@ async def submit(
             raise FlowFailed(
                 f"the flow workflow {workflow_id} failed: {getattr(cause, 'message', None) or cause}"
             ) from None
-        result["history"] = await history_size(client, workflow_id)
+        flow_runs = await run_histories(client, workflow_id)
+        result["history"] = max(flow_runs, key=lambda h: h["events"]) | {"runs": len(flow_runs)}
         result["branches"] = await branch_histories(client, workflow_id, result["report"])
         if args.store:
             from runtime.temporal.stored import store_branches
@@ -292,7 +293,7 @@ async def _run_with_provider(
     h = result["history"]
     print(
         f"temporal: history of the flow workflow: {h['events']} events, {h['bytes']} bytes, "
-        f"largest event {h['largest_event_bytes']} bytes",
+        f"largest event {h['largest_event_bytes']} bytes (its largest run of {h['runs']})",
         file=err,
     )
     print(largest_branch_history(result["branches"]), file=err)

@@ -200,11 +200,18 @@ class EventPump:
     """Request records of the nodes' branches (``{"branch_id", "record"}``), for the SQLite store's ``requests``."""
     closing: bool = False
     written: int = 0
+    taken_seq: int = 0
+    writing: bool = False
 
     def take(self, item: Event | Gap) -> None:
         if isinstance(item, Gap):
             raise TypeError("the event pump's blocking subscription lost events")
         self.pending.append(item.to_json())
+        self.taken_seq = item.seq
+
+    def idle(self, last_seq: int) -> bool:
+        """Every event up to ``last_seq`` taken and written, no batch being written."""
+        return self.taken_seq >= last_seq and not (self.pending or self.requests or self.writing)
 
     def take_request(self, item: dict[str, Any]) -> None:
         """A node's request record (the pump writes it only into a SQLite store)."""
@@ -218,6 +225,7 @@ class EventPump:
                 return
             batch, self.pending = self.pending[:EVENT_BATCH], self.pending[EVENT_BATCH:]
             requests, self.requests = self.requests[:EVENT_BATCH], self.requests[EVENT_BATCH:]
+            self.writing = True
             self.written += await workflow.execute_activity(
                 "foldline.write_events",
                 {"path": self.path, "events_db": self.events_db, "events": batch, "requests": requests},
@@ -228,3 +236,4 @@ class EventPump:
                 ),
                 result_type=int,
             )
+            self.writing = False

@@ -61,6 +61,18 @@ def node_workflow_id(flow_workflow_id: str, node_id: str) -> str:
     return f"{flow_workflow_id}/{node_id}"
 
 
+def flow_handle() -> workflow.ExternalWorkflowHandle[Any]:
+    """The node's flow, by workflow id: its current run (the flow may have continued as new since it started the node)."""
+    parent = workflow.info().parent
+    assert parent is not None, "a node workflow runs as a child of its flow"
+    return workflow.get_external_workflow_handle(parent.workflow_id)
+
+
+async def send_outcome(node_id: str, outcome: Mapping[str, Any]) -> None:
+    """Tell the flow how the node ended: the node's last item, after every event it sent."""
+    await flow_handle().signal(ITEMS_SIGNAL, {"node": node_id, "items": [{"finished": dict(outcome)}]})
+
+
 @attrs.define(eq=False)
 class Outbox:
     """What a node sends its flow, in order: its events and spawn requests, as ``node_items`` signal batches."""
@@ -90,9 +102,7 @@ class Outbox:
         )
 
     async def run(self) -> None:
-        parent = workflow.info().parent
-        assert parent is not None, "a node workflow runs as a child of its flow"
-        handle = workflow.get_external_workflow_handle(parent.workflow_id, run_id=parent.run_id)
+        handle = flow_handle()
         while True:
             await workflow.wait_condition(lambda: bool(self.pending) or self.closing)
             if not self.pending:
@@ -328,4 +338,5 @@ async def run_node_workflow(host: NodeHost, arg: Mapping[str, Any]) -> dict[str,
         snapshot, bodies = seed_of(branch)
         await _put_bodies(host, bodies)
         outcome["branch"] = snapshot
+    await send_outcome(node.id, outcome)
     return outcome

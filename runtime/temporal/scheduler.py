@@ -22,6 +22,7 @@ from typing import Any
 import anyio
 import attrs
 from temporalio import workflow
+from temporalio.workflow import ParentClosePolicy
 
 from actors.tools import BUILTIN_TOOLS
 from runtime.config.loader import loads_scenario
@@ -30,6 +31,7 @@ from runtime.ids import CountingIds
 from runtime.pricing import PricingTable
 from runtime.report import ReportBuilder
 from runtime.scenario_run import build_flow
+from runtime.temporal.flow_carry import report_state, restore_report
 from runtime.temporal.flow_host import AFFINITY_SLOTS, EventPump, affinity_queue
 from runtime.temporal.node_host import ANSWER_SIGNAL, NODE_WORKFLOW, node_workflow_id
 from signals.bus import Gap, SignalBus
@@ -48,6 +50,10 @@ class Forwarded:
         return self.data
 
 
+CARRIED = ("outcomes", "spawned", "branch_ids", "roots", "unrecoverable", "branches", "started", "seeds")
+"""The scheduler's state a continued flow run takes over (see :meth:`FlowScheduler.carried`)."""
+
+
 @attrs.define(eq=False)
 class FlowScheduler:
     """Runs a flow's nodes as child workflows; see the module docstring."""
@@ -61,43 +67,85 @@ class FlowScheduler:
     """``node_items`` signals as they arrive (the workflow's signal handler appends)."""
     requests: Callable[[dict[str, Any]], None]
     """Where a node's request records go (the event pump's store writes; nowhere when the run is not stored)."""
+    quiet: Callable[[], bool] = lambda: True
+    """Whether every published event has reached the report and the sinks (a cut waits for it)."""
+    limit: int | None = None
+    """Continue as new at the first quiet point once the history holds this many events (None: never)."""
     nodes: dict[str, Node] = attrs.field(init=False)
     outcomes: dict[str, str] = attrs.field(factory=dict)
     done: dict[str, anyio.Event] = attrs.field(init=False)
-    spawned: set[str] = attrs.field(factory=set)
+    spawned: list[str] = attrs.field(factory=list)
     branch_ids: dict[str, str] = attrs.field(factory=dict)
     roots: dict[str, str] = attrs.field(factory=dict)
     """Each node's root branch: its own for a top-level node, its emitter's root for a spawned child."""
-    received: dict[str, int] = attrs.field(factory=dict)
     unrecoverable: int = 0
     branches: dict[str, Any] = attrs.field(factory=dict)
     """Each run node's final branch as digests, in the order the nodes started (only when the run is stored)."""
+    started: list[str] = attrs.field(factory=list)
+    """Nodes whose child workflow has started and whose outcome has not been handled."""
+    seeds: dict[str, Any] = attrs.field(factory=dict)
+    """A spawned child's seed (digests), kept until its workflow starts."""
+    finished: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    """Outcomes the nodes sent (their last item), not handled yet."""
+    steps: int = 0
+    """Scheduling steps under way (a node starting, a node's end being published): no cut while any is."""
     limiter: anyio.CapacityLimiter = attrs.field(init=False)
     running: anyio.abc.TaskGroup | None = None
     closing: bool = False
+    cut: bool = False
 
     def __attrs_post_init__(self) -> None:
         self.nodes = {n.id: n for n in self.flow.nodes}
         self.done = {nid: anyio.Event() for nid in self.nodes}
         self.limiter = anyio.CapacityLimiter(self.flow.concurrency)
 
-    async def run(self) -> dict[str, str]:
-        """Run every node; return each node's status."""
+    def carried(self) -> dict[str, Any]:
+        """The state the next run takes over when this one continues as new (JSON-ready)."""
+        return {name: getattr(self, name) for name in CARRIED}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Take over a previous run's state (what :meth:`carried` gave)."""
+        for name in CARRIED:
+            setattr(self, name, state[name])
+        for node_id in self.outcomes:
+            self.done[node_id].set()
+
+    async def run(self) -> dict[str, str] | None:
+        """Run every node; return each node's status (None: the run was cut to continue as new)."""
         async with anyio.create_task_group() as tg:
             tg.start_soon(self.drain)
             async with anyio.create_task_group() as running:
                 self.running = running
                 for node in self.nodes.values():
-                    if node.spawned_by is None:
+                    if node.id in self.outcomes:
+                        continue
+                    if node.id in self.started:  # running in its workflow since an earlier run of the flow
+                        running.start_soon(self.resume_running, node)
+                    elif node.spawned_by is None:
                         running.start_soon(self.run_top_level, node)
+                    elif node.id in self.spawned:  # spawned, waiting for a slot when the earlier run was cut
+                        running.start_soon(self.supervise, node)
             self.closing = True
-        return dict(self.outcomes)
+        return None if self.cut else dict(self.outcomes)
+
+    def can_cut(self) -> bool:
+        """A quiet point past the limit: nothing received unhandled, no step under way, every event delivered."""
+        if self.limit is None or self.inbox or self.steps or self.running is None or not self.quiet():
+            return False
+        return workflow.info().get_current_history_length() >= self.limit
 
     async def drain(self) -> None:
-        """Handle what nodes sent, in arrival order: publish their events, answer their spawn requests."""
+        """Handle what nodes sent, in arrival order: publish their events, answer their spawn requests.
+
+        At a quiet point past the history limit it cuts the run (the flow then continues as new).
+        """
         while True:
-            await workflow.wait_condition(lambda: bool(self.inbox) or self.closing)
+            await workflow.wait_condition(lambda: bool(self.inbox) or self.closing or self.can_cut())
             if not self.inbox:
+                if not self.closing:
+                    assert self.running is not None
+                    self.cut = True
+                    self.running.cancel_scope.cancel()
                 return
             batch = self.inbox.pop(0)
             node_id = str(batch["node"])
@@ -112,9 +160,10 @@ class FlowScheduler:
                         branch_id=e["branch_id"],
                         request_id=e["request_id"],
                     )
+                elif "finished" in item:
+                    self.finished[node_id] = item["finished"]
                 else:
                     await self.spawn(self.nodes[node_id], item["spawn"])
-                self.received[node_id] = self.received.get(node_id, 0) + 1
 
     async def publish(self, event: object, node_id: str, branch_id: str | None = None) -> None:
         await self.bus.publish(event, node_id=node_id, branch_id=branch_id)
@@ -133,41 +182,72 @@ class FlowScheduler:
             await self.done[dep].wait()
         blocked = [d for d in node.depends_on if self.outcomes[d] != "ok"]
         if blocked:
+            self.steps += 1
             await self.publish(NodeSkipped(reason=f"dependency {blocked[0]!r} {self.outcomes[blocked[0]]}"), node.id)
             await self.finish(node.id, "skipped")
+            self.steps -= 1
             return
-        await self.supervise(node, None)
+        await self.supervise(node)
 
-    async def supervise(self, node: Node, seed: Mapping[str, Any] | None) -> None:
-        """Run one node as a child workflow; its failure is its own, as in process."""
-        branch_id = self.ids.branch_id()
-        self.branch_ids[node.id] = branch_id
+    async def supervise(self, node: Node) -> None:
+        """Run one node as a child workflow (a spawned child from its seed); its failure is its own, as in process."""
+        if node.id not in self.branch_ids:  # kept by an earlier run that was cut while the node waited for a slot
+            self.branch_ids[node.id] = self.ids.branch_id()
+        branch_id = self.branch_ids[node.id]
         root = self.roots[node.spawned_by] if node.spawned_by is not None else branch_id
         self.roots[node.id] = root
         async with self.limiter:
+            self.steps += 1
             await self.publish(NodeStarted(operation=node.operation.kind, parent=node.spawned_by), node.id, branch_id)
+            seed = self.seeds.get(node.id)
             arg = dict(self.node_arg) | {"node": node.id, "branch_id": branch_id, "seed": seed, "root_branch": root}
-            handle = await workflow.start_child_workflow(
+            await workflow.start_child_workflow(
                 NODE_WORKFLOW,
                 arg,
                 id=node_workflow_id(workflow.info().workflow_id, node.id),
                 task_queue=workflow.info().task_queue,
-                result_type=dict,
+                parent_close_policy=ParentClosePolicy.ABANDON,  # it outlives a run of the flow that continues as new
             )
-            outcome: dict[str, Any] = await handle
-            sent = int(outcome["items"])
-            await workflow.wait_condition(lambda: self.received.get(node.id, 0) >= sent)
-            self.unrecoverable += int(outcome["unrecoverable"])
-            if "branch" in outcome:
-                self.branches[node.id] = outcome["branch"] | {"branch_id": branch_id}
+            self.started.append(node.id)
+            self.seeds.pop(node.id, None)
+            self.steps -= 1
+            outcome = await self.outcome_of(node)
             if outcome["status"] != "ok":
                 failed = NodeFailed(error_type=outcome["error_type"], message=outcome["message"])
                 await self.publish(failed, node.id, branch_id)
                 await self.finish(node.id, "failed")
+                self.steps -= 1
                 return
+        await self.finished_ok(node, outcome)
+
+    async def resume_running(self, node: Node) -> None:
+        """A node whose workflow an earlier run of the flow started: hold its slot until it ends, then publish it."""
+        async with self.limiter:
+            outcome = await self.outcome_of(node)
+            if outcome["status"] != "ok":
+                failed = NodeFailed(error_type=outcome["error_type"], message=outcome["message"])
+                await self.publish(failed, node.id, self.branch_ids[node.id])
+                await self.finish(node.id, "failed")
+                self.steps -= 1
+                return
+        await self.finished_ok(node, outcome)
+
+    async def outcome_of(self, node: Node) -> dict[str, Any]:
+        """The outcome the node's workflow sent as its last item; from here on a step is under way."""
+        await workflow.wait_condition(lambda: node.id in self.finished)
+        self.steps += 1
+        outcome = self.finished.pop(node.id)
+        self.started.remove(node.id)
+        self.unrecoverable += int(outcome["unrecoverable"])
+        if "branch" in outcome:
+            self.branches[node.id] = outcome["branch"] | {"branch_id": self.branch_ids[node.id]}
+        return outcome
+
+    async def finished_ok(self, node: Node, outcome: Mapping[str, Any]) -> None:
         finished = NodeFinished(rounds=outcome["rounds"], answer_chars=outcome["answer_chars"])
-        await self.publish(finished, node.id, branch_id)
+        await self.publish(finished, node.id, self.branch_ids[node.id])
         await self.finish(node.id, "ok")
+        self.steps -= 1
 
     def refusal(self, emitter: Node, child_id: str) -> str | None:
         """Why the flow refuses ``emitter``'s spawn of ``child_id`` (None: it does not); the in-process texts."""
@@ -191,16 +271,43 @@ class FlowScheduler:
         else:
             child = self.nodes[child_id]
             seed = request.get("seed") if child.inherit == "view" else None
-            self.spawned.add(child_id)
+            self.spawned.append(child_id)
+            if seed is not None:
+                self.seeds[child_id] = seed
             view_length = len(seed["view"]) if seed is not None else 0
             spawned = ChildSpawned(child=child_id, inherit=child.inherit, view_length=view_length)
             await self.publish(spawned, emitter.id, self.branch_ids[emitter.id])
             assert self.running is not None
-            self.running.start_soon(self.supervise, child, seed)
+            self.running.start_soon(self.supervise, child)
             answer["ok"] = f"spawned child node {child_id!r}"
         # To the emitter's current run (it may have continued as new since it started).
         target = node_workflow_id(workflow.info().workflow_id, emitter.id)
         await workflow.get_external_workflow_handle(target).signal(ANSWER_SIGNAL, answer)
+
+
+@attrs.define(eq=False)
+class ReportFeed:
+    """The report's subscription to the flow's bus (it remembers the last seq it took: a cut waits for the last)."""
+
+    report: ReportBuilder
+    taken_seq: int = 0
+
+    def take(self, item: Event | Gap) -> None:
+        if isinstance(item, Gap):
+            raise TypeError("the report's blocking subscription lost events")
+        self.report.feed(item)
+        self.taken_seq = item.seq
+
+
+def _node_arg(arg: Mapping[str, Any]) -> dict[str, Any]:
+    """What every node workflow of the flow is given (the node's own keys are added when it starts)."""
+    info = workflow.info()
+    keys = ["scenario_text", "scenario_label", "provider", "run_id", "history_limit", "affinity_wait_s", "heartbeat_s"]
+    keys.append("keep_branch")
+    node_arg = {k: arg.get(k) for k in keys}
+    slots = arg.get("affinity_slots", AFFINITY_SLOTS)
+    node_arg["affinity_queue"] = affinity_queue(info.task_queue, info.workflow_id, slots) if slots else None
+    return node_arg
 
 
 async def run_flow_workflow(arg: Mapping[str, Any], inbox: list[dict[str, Any]]) -> dict[str, Any]:
@@ -209,39 +316,57 @@ async def run_flow_workflow(arg: Mapping[str, Any], inbox: list[dict[str, Any]])
     The run's frame is :class:`runtime.runtime.Runtime`'s: ``RunStarted``, every
     node, the recoverability audit (each node workflow audits its own branch),
     ``RunFinished``; the report is rebuilt from the events as in process.
+
+    Past ``flow_history_limit`` history events (else ``history_limit``), the
+    flow continues as new at its next quiet point (every event delivered, no
+    scheduling step under way): the next run takes over the event numbering,
+    the report's counters, the scheduler's state and the sinks' count
+    (``carry``), and the nodes' workflows (abandoned by the closing run, which
+    they outlive) go on signalling the flow's workflow id, now the new run.
     """
     scenario = loads_scenario(arg["scenario_text"], path_label=arg["scenario_label"], tool_names=BUILTIN_TOOLS.names())
     spec = scenario.provider if not arg.get("provider") else scenario.provider.with_kind(arg["provider"])
     flow = build_flow(scenario)
     info = workflow.info()
+    carry: Mapping[str, Any] = arg.get("carry") or {}
+    continued = int(carry.get("continued", 0))
     sinks = (arg.get("signals_path"), arg.get("events_db"))
-    pump = EventPump(*sinks) if any(sinks) else None
-    report = ReportBuilder(PricingTable.load_default(), spec.model_config.name)
-
-    def feed(item: Event | Gap) -> None:
-        if isinstance(item, Gap):
-            raise TypeError("the report's blocking subscription lost events")
-        report.feed(item)
-
-    keys = ["scenario_text", "scenario_label", "provider", "run_id", "history_limit", "affinity_wait_s", "heartbeat_s"]
-    keys.append("keep_branch")
-    node_arg = {k: arg.get(k) for k in keys}
-    slots = arg.get("affinity_slots", AFFINITY_SLOTS)
-    node_arg["affinity_queue"] = affinity_queue(info.task_queue, info.workflow_id, slots) if slots else None
+    pump = EventPump(*sinks, written=int(carry.get("written", 0))) if any(sinks) else None
+    feed = ReportFeed(ReportBuilder(PricingTable.load_default(), spec.model_config.name))
+    if carry:
+        restore_report(feed.report, carry["report"])
+    limit = arg.get("flow_history_limit") or arg.get("history_limit")
+    ids = CountingIds(prefix=info.workflow_id if not continued else f"{info.workflow_id}.c{continued}")
+    first_seq = int(carry.get("next_seq", 1))
     async with anyio.create_task_group() as tg:
         if pump is not None:
             tg.start_soon(pump.run)
-        async with SignalBus(str(arg["run_id"]), lambda: workflow.now().timestamp()) as bus:
-            bus.add_handler(feed, policy="block", maxsize=4096, name="report")
+        async with SignalBus(str(arg["run_id"]), lambda: workflow.now().timestamp(), first_seq=first_seq) as bus:
+            bus.add_handler(feed.take, policy="block", maxsize=4096, name="report")
             if pump is not None:
                 bus.add_handler(pump.take, policy="block", maxsize=4096, name="temporal-sink")
+
+            def quiet() -> bool:
+                last = bus.next_seq - 1
+                return feed.taken_seq >= last and (pump is None or pump.idle(last))
+
             requests = pump.take_request if pump is not None else lambda _: None
-            scheduler = FlowScheduler(flow, bus, node_arg, CountingIds(prefix=info.workflow_id), inbox, requests)
-            await bus.publish(RunStarted(scenario=scenario.name, provider=spec.kind, nodes=[n.id for n in flow.nodes]))
+            scheduler = FlowScheduler(flow, bus, _node_arg(arg), ids, inbox, requests, quiet, limit)
+            if carry:
+                scheduler.restore(carry["scheduler"])
+            else:
+                nodes = [n.id for n in flow.nodes]
+                await bus.publish(RunStarted(scenario=scenario.name, provider=spec.kind, nodes=nodes))
             statuses = await scheduler.run()
-            status = "ok" if all(s == "ok" for s in statuses.values()) else "failed"
-            await bus.publish(RunFinished(status=status, nodes=statuses, bytes_unrecoverable=scheduler.unrecoverable))
+            if statuses is not None:
+                status = "ok" if all(s == "ok" for s in statuses.values()) else "failed"
+                finished = RunFinished(status=status, nodes=statuses, bytes_unrecoverable=scheduler.unrecoverable)
+                await bus.publish(finished)
+            next_seq = bus.next_seq
         if pump is not None:
             pump.closing = True
     written = pump.written if pump is not None else 0
-    return {"report": report.to_json(), "events_written": written, "final_branches": scheduler.branches}
+    if statuses is None:  # cut at a quiet point: every event is delivered and written
+        state = {"report": report_state(feed.report), "scheduler": scheduler.carried(), "written": written}
+        workflow.continue_as_new(dict(arg) | {"carry": state | {"next_seq": next_seq, "continued": continued + 1}})
+    return {"report": feed.report.to_json(), "events_written": written, "final_branches": scheduler.branches}

@@ -15,7 +15,14 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from runtime.errors import FoldlineError
-    from runtime.temporal.node_host import ANSWER_SIGNAL, ITEMS_SIGNAL, NODE_WORKFLOW, NodeHost, run_node_workflow
+    from runtime.temporal.node_host import (
+        ANSWER_SIGNAL,
+        ITEMS_SIGNAL,
+        NODE_WORKFLOW,
+        NodeHost,
+        run_node_workflow,
+        send_outcome,
+    )
     from runtime.temporal.scheduler import run_flow_workflow
 
 FLOW_WORKFLOW = "foldline.Flow"
@@ -67,5 +74,8 @@ class NodeWorkflow:
     async def run(self, arg: dict[str, Any]) -> dict[str, Any]:
         try:
             return await run_node_workflow(self.host, arg)
-        except FoldlineError as exc:
+        except FoldlineError as exc:  # the flow hears of it as of any node's failure, then the workflow fails
+            message = str(exc) or type(exc).__name__
+            failed = {"status": "failed", "error_type": type(exc).__name__, "message": message, "unrecoverable": 0}
+            await send_outcome(str(arg["node"]), failed)
             raise _failed(exc) from exc
