@@ -384,8 +384,6 @@ def test_temporal_run_keeps_the_in_process_contract(tmp_path: Path) -> None:
     assert _largest_branch(stderr)[4] == 1
 
 
-@needs_server
-@pytest.mark.slow
 @pytest.fixture(scope="module")
 def local_fold(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
     """fold.toml run in process once for the module: its report and its events file."""
@@ -393,6 +391,8 @@ def local_fold(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any]
     return _local_report(ROOT / "scenarios" / "fold.toml", signals), signals
 
 
+@needs_server
+@pytest.mark.slow
 def test_a_folding_branch_continues_as_new_and_keeps_the_contract(
     harness_run: dict[str, Any], local_fold: tuple[dict[str, Any], Path]
 ) -> None:
@@ -405,9 +405,9 @@ def test_a_folding_branch_continues_as_new_and_keeps_the_contract(
     assert len(runs["reader"]) >= 3  # the reader's branch continued as new at its folds
     largest = max(run["events"] for node in runs.values() for run in node)
     assert largest < 600, runs  # bounded: the reader's whole run in one history takes about 870 events
-    # The flow workflow continued as new too (past 150 events, at quiet points), its report unchanged (above).
+    # The flow workflow continued as new too (past 100 events, at quiet points), its report unchanged (above).
     flow_runs = harness_run["flow_runs"]
-    assert len(flow_runs) >= 2 and sum(flow_runs) > 400, flow_runs
+    assert len(flow_runs) >= 2 and flow_runs[0] >= 100, flow_runs
 
 
 # -- many workers, and a worker that dies -------------------------------------------------

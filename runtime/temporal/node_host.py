@@ -21,6 +21,7 @@ Only called from inside a workflow; asyncio only, as every Temporal workflow.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
@@ -51,6 +52,8 @@ from signals.envelope import Event
 NODE_WORKFLOW = "foldline.Node"
 ITEMS_SIGNAL = "node_items"
 ANSWER_SIGNAL = "spawn_answer"
+FLUSH_EVERY = timedelta(seconds=1)
+"""How long a node holds its events before it sends them to the flow (unless a spawn request or its end is due)."""
 BODY_RETRIES = RetryPolicy(
     initial_interval=timedelta(seconds=0.5), maximum_interval=timedelta(seconds=8), maximum_attempts=5
 )
@@ -84,6 +87,8 @@ class Outbox:
     sent: int = 0
     """Items sent to the flow, over every run of this node workflow (a continued run carries the count)."""
     closing: bool = False
+    urgent: bool = False
+    """Send what is pending now: a spawn request waits for its answer."""
 
     def take(self, item: Event | Gap) -> None:
         if isinstance(item, Gap):
@@ -101,15 +106,30 @@ class Outbox:
             }
         )
 
+    def due(self) -> bool:
+        return self.closing or self.urgent or len(self.pending) >= EVENT_BATCH
+
     async def run(self) -> None:
+        """Send pending items in batches: at once when due, else once they have waited :data:`FLUSH_EVERY`.
+
+        Each signal costs the node a workflow task (its completion is an event
+        of the node's history) and the flow one more; holding items up to the
+        interval sends a node's events of a burst of quick requests in one
+        signal, and a node's last events with its outcome.
+        """
         handle = flow_handle()
         while True:
             await workflow.wait_condition(lambda: bool(self.pending) or self.closing)
             if not self.pending:
                 return
-            batch, self.pending = self.pending[:EVENT_BATCH], self.pending[EVENT_BATCH:]
-            await handle.signal(ITEMS_SIGNAL, {"node": self.node_id, "items": batch})
-            self.sent += len(batch)
+            if not self.due():
+                with contextlib.suppress(TimeoutError):  # the interval passed: send what is there
+                    await workflow.wait_condition(self.due, timeout=FLUSH_EVERY)
+            self.urgent = False
+            while self.pending:
+                batch, self.pending = self.pending[:EVENT_BATCH], self.pending[EVENT_BATCH:]
+                await handle.signal(ITEMS_SIGNAL, {"node": self.node_id, "items": batch})
+                self.sent += len(batch)
 
 
 @attrs.define(eq=False)
@@ -160,6 +180,7 @@ class NodeHost:
             request["seed"] = seed
         self.asked += 1
         outbox.pending.append({"spawn": request})
+        outbox.urgent = True
         ref = self.asked
         await workflow.wait_condition(lambda: ref in self.answers)
         answer = self.answers.pop(ref)
@@ -321,6 +342,13 @@ async def run_node_workflow(host: NodeHost, arg: Mapping[str, Any]) -> dict[str,
                 except Exception as exc:  # a node's failure is its own, as under the in-process supervisor
                     message = str(exc) or type(exc).__name__
                     outcome = {"status": "failed", "error_type": type(exc).__name__, "message": message}
+        if outcome is not None:  # the node's end: its outcome goes with its last events
+            outcome |= {"items": outbox.sent + len(outbox.pending), "unrecoverable": audit_recoverability([branch])}
+            if arg.get("keep_branch"):  # the run is stored: its final branch, as digests (the bodies put first)
+                snapshot, bodies = seed_of(branch)
+                await _put_bodies(host, bodies)
+                outcome["branch"] = snapshot
+            outbox.pending.append({"finished": outcome})
         outbox.closing = True
     if outcome is None:
         snapshot, bodies = seed_of(branch)
@@ -333,10 +361,4 @@ async def run_node_workflow(host: NodeHost, arg: Mapping[str, Any]) -> dict[str,
             "fell_back": route.fell_back,
         }
         workflow.continue_as_new(dict(arg) | {"resume": snapshot, "seed": None, "carry": carried})
-    outcome |= {"items": outbox.sent, "unrecoverable": audit_recoverability([branch])}
-    if arg.get("keep_branch"):  # the run is stored: its final branch, as digests (the bodies put first)
-        snapshot, bodies = seed_of(branch)
-        await _put_bodies(host, bodies)
-        outcome["branch"] = snapshot
-    await send_outcome(node.id, outcome)
     return outcome
