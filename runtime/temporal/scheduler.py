@@ -50,7 +50,7 @@ class Forwarded:
         return self.data
 
 
-CARRIED = ("outcomes", "spawned", "branch_ids", "roots", "unrecoverable", "branches", "started", "seeds")
+CARRIED = ("outcomes", "spawned", "branch_ids", "roots", "unrecoverable", "branches", "started", "seeds", "finished")
 """The scheduler's state a continued flow run takes over (see :meth:`FlowScheduler.carried`)."""
 
 
