@@ -33,6 +33,7 @@ from runtime.config.ceilings import check_call_under_profile, check_output_limit
 from runtime.config.checks import check_choice, check_int, check_name
 from runtime.config.graph import GraphNode, check_graph
 from runtime.errors import ConfigError, FoldlineError
+from runtime.flow_rules import blocked_by, never_spawned, spawn_refusal
 from runtime.logs import bound_contextvars, get_logger
 from runtime.messages import AssistantResponse, ToolResult
 from signals.events import (
@@ -203,11 +204,9 @@ class _Scheduler:
         await self._skip_unspawned_children(outcome.id)
 
     async def _skip_unspawned_children(self, emitter: str) -> None:
-        for node in self.nodes.values():
-            if node.spawned_by == emitter and node.id not in self.spawned and node.id not in self.outcomes:
-                reason = f"never spawned: emitter {emitter!r} finished without spawning it"
-                await self.publish(NodeSkipped(reason=reason), node.id)
-                await self.finish(NodeOutcome(node.id, "skipped", reason))
+        for node_id, reason in never_spawned(self.nodes.values(), emitter, self.spawned, self.outcomes):
+            await self.publish(NodeSkipped(reason=reason), node_id)
+            await self.finish(NodeOutcome(node_id, "skipped", reason))
 
     def _attach(self, branch: Branch) -> Branch:
         if self.env.journal is not None and branch.journal is None:
@@ -237,10 +236,8 @@ class _Scheduler:
     async def run_top_level(self, node: Node) -> None:
         for dep in node.depends_on:
             await self.done[dep].wait()
-        blocked = [d for d in node.depends_on if self.outcomes[d].status != "ok"]
-        if blocked:
-            dep = blocked[0]
-            reason = f"dependency {dep!r} {self.outcomes[dep].status}"
+        reason = blocked_by(node, {d: self.outcomes[d].status for d in node.depends_on})
+        if reason is not None:
             await self.publish(NodeSkipped(reason=reason), node.id)
             await self.finish(NodeOutcome(node.id, "skipped", reason))
             return
@@ -287,16 +284,10 @@ class _Scheduler:
         return spawn
 
     async def spawn(self, emitter: Node, child_id: str) -> str:
-        child = self.nodes.get(child_id)
-        if child is None or child.spawned_by != emitter.id:
-            mine = sorted(n.id for n in self.nodes.values() if n.spawned_by == emitter.id)
-            raise SpawnRefused(
-                f"node {emitter.id!r} cannot spawn {child_id!r}: its declared children are {mine or 'none'}"
-            )
-        if child_id in self.spawned:
-            raise SpawnRefused(f"child {child_id!r} was already spawned")
-        if len(self.spawned) >= self.flow.spawn_limit:
-            raise SpawnRefused(f"spawn limit reached ({self.flow.spawn_limit} children per run)")
+        refused = spawn_refusal(self.nodes, emitter.id, child_id, self.spawned, self.flow.spawn_limit)
+        if refused is not None:
+            raise SpawnRefused(refused)
+        child = self.nodes[child_id]
         self.spawned.add(child_id)
         emitter_branch = self.branches[emitter.id]
         if child.branch is not None:

@@ -1,6 +1,6 @@
 """The flow workflow's scheduler: each node's branch in a child workflow of its own.
 
-It keeps :mod:`runtime.flow`'s rules and events, with a node's run being a
+It keeps :mod:`runtime.flow`'s rules (:mod:`runtime.flow_rules`, shared by both) and events, with a node's run being a
 ``foldline.Node`` child workflow (:mod:`runtime.temporal.node_host`) instead
 of a task on a shared branch: dependencies (a node starts when its
 dependencies finish; a dependent of a failed or skipped node is skipped), the
@@ -27,6 +27,7 @@ from temporalio.workflow import ParentClosePolicy
 from actors.tools import BUILTIN_TOOLS
 from runtime.config.loader import loads_scenario
 from runtime.flow import Flow, Node
+from runtime.flow_rules import blocked_by, never_spawned, spawn_refusal
 from runtime.ids import CountingIds
 from runtime.pricing import PricingTable
 from runtime.report import ReportBuilder
@@ -171,19 +172,17 @@ class FlowScheduler:
     async def finish(self, node_id: str, status: str) -> None:
         self.outcomes[node_id] = status
         self.done[node_id].set()
-        for node in self.nodes.values():
-            if node.spawned_by == node_id and node.id not in self.spawned and node.id not in self.outcomes:
-                reason = f"never spawned: emitter {node_id!r} finished without spawning it"
-                await self.publish(NodeSkipped(reason=reason), node.id)
-                await self.finish(node.id, "skipped")
+        for child_id, reason in never_spawned(self.nodes.values(), node_id, self.spawned, self.outcomes):
+            await self.publish(NodeSkipped(reason=reason), child_id)
+            await self.finish(child_id, "skipped")
 
     async def run_top_level(self, node: Node) -> None:
         for dep in node.depends_on:
             await self.done[dep].wait()
-        blocked = [d for d in node.depends_on if self.outcomes[d] != "ok"]
-        if blocked:
+        reason = blocked_by(node, self.outcomes)
+        if reason is not None:
             self.steps += 1
-            await self.publish(NodeSkipped(reason=f"dependency {blocked[0]!r} {self.outcomes[blocked[0]]}"), node.id)
+            await self.publish(NodeSkipped(reason=reason), node.id)
             await self.finish(node.id, "skipped")
             self.steps -= 1
             return
@@ -249,22 +248,10 @@ class FlowScheduler:
         await self.finish(node.id, "ok")
         self.steps -= 1
 
-    def refusal(self, emitter: Node, child_id: str) -> str | None:
-        """Why the flow refuses ``emitter``'s spawn of ``child_id`` (None: it does not); the in-process texts."""
-        child = self.nodes.get(child_id)
-        if child is None or child.spawned_by != emitter.id:
-            mine = sorted(n.id for n in self.nodes.values() if n.spawned_by == emitter.id)
-            return f"node {emitter.id!r} cannot spawn {child_id!r}: its declared children are {mine or 'none'}"
-        if child_id in self.spawned:
-            return f"child {child_id!r} was already spawned"
-        if len(self.spawned) >= self.flow.spawn_limit:
-            return f"spawn limit reached ({self.flow.spawn_limit} children per run)"
-        return None
-
     async def spawn(self, emitter: Node, request: Mapping[str, Any]) -> None:
         """Answer an emitter's spawn request; on yes, start the child from the seed it sent (digests only)."""
         child_id = str(request["child"])
-        refused = self.refusal(emitter, child_id)
+        refused = spawn_refusal(self.nodes, emitter.id, child_id, self.spawned, self.flow.spawn_limit)
         answer: dict[str, Any] = {"ref": request["ref"]}
         if refused is not None:
             answer["refused"] = refused
