@@ -148,7 +148,12 @@ class TurnDriver:
         return RoundTools(
             offered=offered,
             tools={name: registry.tools[name] for name in offered if name in registry.tools},
-            context=ToolContext(node_id=self.node_id, branch_id=self.branch.id, spawn=self.spawn),
+            context=ToolContext(
+                node_id=self.node_id,
+                branch_id=self.branch.id,
+                spawn=self.spawn,
+                image_rule=image_rule_of(self.env.provider),
+            ),
             tool_errors=self.profile.tool_errors,
             max_concurrent=registry.max_concurrent,
             branch_tools=branch_tools,

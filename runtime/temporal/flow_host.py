@@ -167,6 +167,7 @@ def _activity_tool(tool: Tool, route: ActivityRoute) -> Tool:
 
     async def call(arguments: Mapping[str, Any], context: ToolContext) -> Any:
         arg = {"name": name, "arguments": dict(arguments), "node_id": context.node_id, "branch_id": context.branch_id}
+        arg["image_rule"] = context.image_rule.name  # read_image states an image's tokens by the run's wire
         result = await route.execute("foldline.tool_call", arg, sdk_retry_policy(2))
         if "failed" in result:
             raise ToolFailed(result["failed"]["message"])
