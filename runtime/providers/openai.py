@@ -201,7 +201,11 @@ class OpenAIProvider:
         self, payload: dict[str, Any], *, node_id: str | None, cache_key: str
     ) -> ProviderReply:
         """One attempt of a payload in the session the Temporal workflow named (its request's :func:`session_key`)."""
-        return await self._send(*self.wire_payload(payload, payload_session_key(cache_key)), node_id)
+        try:
+            session = payload_session_key(cache_key)
+        except ValueError as exc:
+            raise ProviderError(f"{self.name}: {exc}", error_type="invalid_request") from None
+        return await self._send(*self.wire_payload(payload, session), node_id)
 
     async def _send(self, body: dict[str, Any], headers: dict[str, str], node_id: str | None) -> ProviderReply:
         if node_id:
