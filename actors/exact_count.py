@@ -25,7 +25,7 @@ from __future__ import annotations
 import anyio
 import attrs
 
-from actors.branch import Turn
+from actors.branch import Branch, Turn
 from actors.env import RunEnv
 from actors.shape import RequestShape
 from runtime.ceiling import ResolvedCeiling, notice_line
@@ -38,8 +38,9 @@ from runtime.model_calibration import (
     exact_measurement,
     fallback_measurement,
     needs_exact_count,
-    prior_scale,
+    uncalibrated_scale,
 )
+from runtime.model_limits import default_model_table
 from runtime.providers.base import ProviderError
 from runtime.send_bounds import NoticeChoice, choose_notice
 
@@ -64,6 +65,21 @@ class Settled:
     method: str = METHOD
     provider_count: int | None = None
     note: str | None = None
+
+
+def uncalibrated_prior(env: RunEnv, branch: Branch, model: str) -> float:
+    """The scale ``branch`` measures ``model`` at least: its family's prior while no exact count is to be had.
+
+    A provider with a count endpoint gives the exact count where it matters,
+    and a calibrated model has its own scale: 1.0 for both. Otherwise the
+    model table's prior for the family (1.0 for a family tokenized with
+    o200k_base), so that a fold plans on the figure the send decides on.
+    """
+    if env.provider.counts_tokens:
+        return 1.0
+    if env.calibration.get(model).combined(branch.calibrations.get(model)).calibrated:
+        return 1.0
+    return default_model_table().token_prior(model)
 
 
 @attrs.define(eq=False)
@@ -179,10 +195,11 @@ class ExactCounts:
 
     @staticmethod
     def _fallback(measured: Measurement, model: str, calibration: ModelCalibration, why: str) -> Settled:
-        fallback = fallback_measurement(measured, model, calibration)
+        prior = default_model_table().token_prior(model)
+        fallback = fallback_measurement(measured, prior, calibration)
         if calibration.calibrated:
             how = "the calibration's upper bound"
         else:
-            how = f"the prior scale {max(prior_scale(model), calibration.scale, measured.scale):g} for {model}"
+            how = f"the prior scale {uncalibrated_scale(prior, calibration, measured):g} for {model}"
         note = f"{why}: decided on {fallback.estimate}, {how}"
         return Settled(fallback, METHOD_FALLBACK, None, note)

@@ -74,7 +74,7 @@ def read_image_tool(root: str | Path) -> Tool:
         if not all(isinstance(p, str) for p in paths):
             raise ToolFailed(f"read_image: every path must be a string, got {paths!r:.200}")
         images = [await anyio.to_thread.run_sync(load_workspace_image, base, p) for p in paths]
-        lines = [f"{p}: {image.describe()}" for p, image in zip(paths, images, strict=True)]
+        lines = [f"{p}: {image.describe(context.image_rule)}" for p, image in zip(paths, images, strict=True)]
         return ImageOutput("\n".join(lines), tuple(images))
 
     spec = ToolSpec.create(

@@ -30,6 +30,7 @@ import attrs
 
 from actors.branch import Branch, Turn
 from actors.env import RunEnv
+from actors.exact_count import uncalibrated_prior
 from actors.folding import Folding, context_call
 from actors.pipeline import SendPipeline, TurnProgress
 from actors.publisher import Publisher
@@ -104,6 +105,7 @@ class TurnDriver:
             counter=env.counter,
             thinking_json=profile.thinking,
             images=image_rule_of(env.provider),
+            prior=lambda: uncalibrated_prior(env, branch, env.model_name(profile)),
         )
         publish = Publisher(env.bus, branch.id, self.node_id)
         folding = None
@@ -148,7 +150,12 @@ class TurnDriver:
         return RoundTools(
             offered=offered,
             tools={name: registry.tools[name] for name in offered if name in registry.tools},
-            context=ToolContext(node_id=self.node_id, branch_id=self.branch.id, spawn=self.spawn),
+            context=ToolContext(
+                node_id=self.node_id,
+                branch_id=self.branch.id,
+                spawn=self.spawn,
+                image_rule=image_rule_of(self.env.provider),
+            ),
             tool_errors=self.profile.tool_errors,
             max_concurrent=registry.max_concurrent,
             branch_tools=branch_tools,

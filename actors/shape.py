@@ -10,7 +10,7 @@ request, a fold's trial view and a side summary request are shaped by one rule.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import attrs
 
@@ -57,6 +57,14 @@ class RequestShape:
     """The profile's ``thinking`` field (canonical JSON), sent on main requests; None: not sent."""
     images: ImageRule = MESSAGES_IMAGES
     """The rule images are counted by: the provider's wire's (:func:`runtime.providers.base.image_rule_of`)."""
+    prior: Callable[[], float] = attrs.field(default=lambda: 1.0, eq=False)
+    """The least scale a request is measured at now: the model family's prior while it is uncalibrated and the
+    provider has no count endpoint (:func:`actors.exact_count.uncalibrated_prior`), else 1.0."""
+
+    @property
+    def scale(self) -> float:
+        """The scale this turn measures at: the branch's, or the family's prior when that is larger."""
+        return max(self.branch.scale, self.prior())
 
     @property
     def offers_context_tool(self) -> bool:
@@ -91,7 +99,7 @@ class RequestShape:
         return compile_request(system=None, tools=(), view=(prompt,), settings=settings)
 
     def measure(self, request: Request) -> Measurement:
-        return measure_request(request, self.counter, self.branch.scale, self.images)
+        return measure_request(request, self.counter, self.scale, self.images)
 
     def measurer(self, intent: Intent) -> ViewMeasurer:
         """The fold planner's view measurer, under the same rule as :meth:`compile`."""
@@ -101,7 +109,7 @@ class RequestShape:
             self.tools,
             self.settings(intent),
             self.counter,
-            branch.scale,
+            self.scale,
             self.projection(),
             images=self.images,
         )

@@ -31,6 +31,7 @@ import attrs
 
 from runtime.canonical import canonical_json, sha256_hex
 from runtime.ids import current_ids
+from runtime.image_rules import MESSAGES_IMAGES, ImageRule
 from runtime.images import image_tokens, inspect_image
 
 
@@ -122,10 +123,13 @@ class ImagePart:
             "data": self.data,
         }
 
-    def describe(self) -> str:
-        """One line naming the image: digest, format, pixel size, bytes and token estimate."""
+    def describe(self, rule: ImageRule = MESSAGES_IMAGES) -> str:
+        """One line naming the image: digest, format, pixel size, bytes and its tokens by the wire's ``rule``."""
         kind = self.media_type.removeprefix("image/").upper()
-        return f"image sha256:{self.sha256[:16]} {kind} {self.width}x{self.height}, {self.size:,} bytes, ~{self.tokens} tokens"
+        tokens = rule.tokens(self.width, self.height)
+        return (
+            f"image sha256:{self.sha256[:16]} {kind} {self.width}x{self.height}, {self.size:,} bytes, ~{tokens} tokens"
+        )
 
 
 def _images(value: Iterable[ImagePart]) -> tuple[ImagePart, ...]:

@@ -18,8 +18,9 @@ rules this module decides, for the send step to apply:
   when its highest bound fits.
 - **Where there is no such endpoint, or the count failed**, a documented
   conservative figure stands in (:func:`fallback_measurement`): the prior for
-  the model family while uncalibrated (:func:`prior_scale`), the estimate
-  plus :data:`UNCERTAINTY` once calibrated.
+  the model family while uncalibrated (the model table's,
+  :meth:`runtime.model_limits.ModelTable.token_prior`, which the caller
+  passes in), the estimate plus :data:`UNCERTAINTY` once calibrated.
 - **The calibration belongs to the model configuration**: a
   :class:`CalibrationBook` holds one per model. A run starts every branch from
   one book; each branch adds its own evidence
@@ -58,22 +59,6 @@ without asking for the exact count. No tokenizer on record comes near it: the
 largest ratio seen is 1.37 (seed 000), the simulator's are at most its token
 factor.
 """
-
-FAMILY_PRIORS: Mapping[str, float] = MappingProxyType({"claude-": 1.37})
-"""Conservative scales by model-name prefix, for a provider with no count endpoint.
-
-``claude-``: 1.37, the largest provider/o200k ratio on record (seed 000, D3:
-93,525 and 95,483 input tokens counted by the provider for requests counted at
-68,308 and 69,836 here). A model of no listed family has no prior (1.0).
-"""
-
-
-def prior_scale(model: str) -> float:
-    """The conservative starting scale for ``model`` where no exact count is available."""
-    for prefix, scale in FAMILY_PRIORS.items():
-        if model.startswith(prefix):
-            return scale
-    return 1.0
 
 
 def _check_low(_instance: object, _attribute: attrs.Attribute, value: object) -> None:
@@ -154,17 +139,23 @@ def exact_measurement(measured: Measurement, provider_count: int) -> Measurement
     return attrs.evolve(measured, estimate=provider_count)
 
 
-def fallback_measurement(measured: Measurement, model: str, calibration: ModelCalibration) -> Measurement:
+def uncalibrated_scale(prior: float, calibration: ModelCalibration, measured: Measurement) -> float:
+    """The scale an uncalibrated fallback decides at: the family's ``prior``, the calibration's or the measured one."""
+    return max(check_scale(prior), calibration.scale, measured.scale)
+
+
+def fallback_measurement(measured: Measurement, prior: float, calibration: ModelCalibration) -> Measurement:
     """The conservative figure decided on when no exact count is to be had (no endpoint, or it failed).
 
-    Uncalibrated: the count at the model family's prior (:func:`prior_scale`)
-    or the scale measured with, whichever is larger. Calibrated: the upper
-    bound of :meth:`ModelCalibration.bounds` (never below ``measured``).
+    Uncalibrated: the count at the model family's ``prior`` (the model table's
+    :meth:`~runtime.model_limits.ModelTable.token_prior`) or the scale
+    measured with, whichever is larger. Calibrated: the upper bound of
+    :meth:`ModelCalibration.bounds` (never below ``measured``).
     """
     if calibration.calibrated:
         estimate = calibration.bounds(measured.counted)[1]
     else:
-        estimate = scaled_estimate(measured.counted, max(prior_scale(model), calibration.scale, measured.scale))
+        estimate = scaled_estimate(measured.counted, uncalibrated_scale(prior, calibration, measured))
     return attrs.evolve(measured, estimate=max(estimate, measured.estimate))
 
 

@@ -1,6 +1,6 @@
 """Requests over their ceiling by the server's count (issue 11, case 12), and the count-tokens calls it costs.
 
-Usage: ``python scripts/over_ceiling_by_server.py [--kind simulated|scripted] [--no-bench]``
+Usage: ``python scripts/over_ceiling_by_server.py [--kind simulated|scripted|openai] [--model NAME] [--no-bench]``
 (from the repository root). Runs every shipped scenario (``scenarios/*.toml``)
 and, unless ``--no-bench``, every benchmark workload under every strategy, on
 the simulated server at token factors 1.15 and 1.37, and prints per run the
@@ -8,7 +8,13 @@ responses received, how many of them the server counted (fresh + cache read +
 cache write input) above the ceiling their send decided under, the decisions
 refused, and the count-tokens calls made. Exits 1 when any request went over.
 ``--kind scripted`` answers in process (the same counting code, faster);
-the default is each scenario's own provider (the simulated server over HTTP).
+``--kind openai`` runs on the simulator's chat-completions face through the
+official ``openai`` SDK (no count-tokens endpoint: an uncalibrated model is
+measured at its family's prior from the model table); ``--model`` runs every
+scenario and workload with that model instead of its own (``gpt-5-mini``: a
+model OpenAI tokenizes with o200k_base, which the chat face counts exactly;
+``claude-haiku-5-5`` or a model of no listed family: counted by the factor).
+The default is each scenario's own provider (the simulated server over HTTP).
 """
 
 from __future__ import annotations
@@ -91,21 +97,26 @@ async def tallied(run: Callable[[], Awaitable[object]]) -> Tally:
         SignalBus.publish = _original_publish  # type: ignore[method-assign]
 
 
-def with_factor(scenario: Scenario, factor: float) -> Scenario:
-    return scenario.evolve(provider=scenario.provider.evolve(token_factor=factor))
+def with_factor(scenario: Scenario, factor: float, model: str | None = None) -> Scenario:
+    """``scenario`` at the server's token ``factor`` (and with every profile on ``model``, when given)."""
+    scenario = scenario.evolve(provider=scenario.provider.evolve(token_factor=factor))
+    if model is None:
+        return scenario
+    profiles = {name: p.evolve(model=None) for name, p in scenario.profiles.items()}
+    return scenario.evolve(provider=scenario.provider.evolve(model=model), profiles=profiles)
 
 
-async def scenario_tally(path: Path, factor: float, kind: str | None) -> Tally:
+async def scenario_tally(path: Path, factor: float, kind: str | None, model: str | None = None) -> Tally:
     """One shipped scenario at ``factor``."""
     base = image_tools(path)
-    scenario = with_factor(load_scenario(path, tool_names=tool_names_for_loading(None, base)), factor)
+    scenario = with_factor(load_scenario(path, tool_names=tool_names_for_loading(None, base)), factor, model)
     registry = scenario_registry(scenario, None, base)
     return await tallied(lambda: run_scenario(scenario, provider_kind=kind, registry=registry))
 
 
-async def workload_tally(name: str, factor: float, kind: str) -> Tally:
+async def workload_tally(name: str, factor: float, kind: str, model: str | None = None) -> Tally:
     """One benchmark workload under every strategy at ``factor``."""
-    scenario = with_factor(build(name), factor)
+    scenario = with_factor(build(name), factor, model)
     return await tallied(lambda: run_workload_set(scenario, strategies_named(None), provider_kind=kind))
 
 
@@ -113,15 +124,15 @@ def scenario_paths() -> list[Path]:
     return sorted((ROOT / "scenarios").glob("*.toml"))
 
 
-async def main(kind: str | None, bench: bool) -> int:
+async def main(kind: str | None, bench: bool, model: str | None = None) -> int:
     over = 0
     for factor in FACTORS:
         runs: list[tuple[str, Tally]] = []
         for path in scenario_paths():
-            runs.append((path.name, await scenario_tally(path, factor, kind)))
+            runs.append((path.name, await scenario_tally(path, factor, kind, model)))
         if bench:
             for name in WORKLOADS:
-                runs.append((f"bench/{name}", await workload_tally(name, factor, kind or "simulated")))
+                runs.append((f"bench/{name}", await workload_tally(name, factor, kind or "simulated", model)))
         for label, t in runs:
             over += t.over
             print(
@@ -136,8 +147,9 @@ async def main(kind: str | None, bench: bool) -> int:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kind", choices=("simulated", "scripted"), default=None)
+    parser.add_argument("--kind", choices=("simulated", "scripted", "openai"), default=None)
+    parser.add_argument("--model", default=None, help="run every scenario and workload with this model")
     parser.add_argument("--no-bench", action="store_true")
     args = parser.parse_args()
     configure_logging(level="error")
-    raise SystemExit(anyio.run(main, args.kind, not args.no_bench))
+    raise SystemExit(anyio.run(main, args.kind, not args.no_bench, args.model))

@@ -36,6 +36,7 @@ from runtime.images import image_tokens
 from runtime.measure import TokenCounter, measure
 from runtime.messages import AssistantResponse, ImagePart, Instruction, ToolCall, ToolResult
 from runtime.model_calibration import ModelCalibration, fallback_measurement
+from runtime.model_limits import default_model_table
 from runtime.policies import PolicyRegistry
 from runtime.providers.anthropic import AnthropicProvider
 from runtime.providers.base import image_rule_of
@@ -188,7 +189,7 @@ async def test_the_estimate_counts_each_image_as_the_chat_face_reports_it() -> N
             gaps[name] = server - measured.counted
             old_gaps[name] = server - measure_request(request, counter, 1.0, MESSAGES_IMAGES).counted
             # What the send decides on (no count endpoint, uncalibrated): never under the server's count.
-            decided = fallback_measurement(measured, CLAUDE, ModelCalibration())
+            decided = fallback_measurement(measured, default_model_table().token_prior(CLAUDE), ModelCalibration())
             assert decided.estimate >= server, (name, decided.estimate, server)
     # Every request has the same text, so what the server counts beyond our count is the same for every size:
     # each image is counted exactly as the server counts it (the rest is the chat wire's text framing).

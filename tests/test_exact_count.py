@@ -24,7 +24,8 @@ from actors.env import ModelScales
 from runtime.compiler import RequestSettings, compile_request
 from runtime.flow import Flow
 from runtime.messages import Instruction
-from runtime.model_calibration import ModelCalibration, prior_scale
+from runtime.model_calibration import ModelCalibration
+from runtime.model_limits import default_model_table
 from runtime.policies import PolicyRegistry, ScriptPolicy, ScriptStep
 from runtime.providers.anthropic import AnthropicProvider
 from runtime.providers.base import ProviderError
@@ -221,7 +222,7 @@ class FailingCounts(ProviderWrapper):
 )
 async def test_without_a_count_the_prior_decides_and_the_decision_says_why(mode: str, why: str) -> None:
     ours, server = await server_count(1.37)
-    fallback = math.ceil(ours * prior_scale(MODEL))
+    fallback = math.ceil(ours * default_model_table().token_prior(MODEL))
     assert server <= fallback  # the documented prior is conservative for the simulator at 1.37
     for ceiling, status in ((fallback + 600, "ok"), (fallback - 1, "failed")):
         provider = FailingCounts(scripted_at(1.37, {"n": [text("ok")]}), mode=mode)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import anthropic
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -20,8 +21,8 @@ from runtime.model_calibration import (
     exact_measurement,
     fallback_measurement,
     needs_exact_count,
-    prior_scale,
 )
+from runtime.model_limits import default_model_table
 from runtime.policies import PolicyRegistry, ScriptPolicy, ScriptStep
 from runtime.sim.clock import ManualClock
 from runtime.sim.config import SimConfig
@@ -74,8 +75,16 @@ def test_the_book_is_shared_by_model_and_survives_the_store() -> None:
 
 
 def test_priors_are_documented_and_conservative() -> None:
-    assert prior_scale("claude-haiku-5-5") == 1.37
-    assert prior_scale("some-other-model") == 1.0
+    table = default_model_table()
+    assert table.token_prior("claude-haiku-5-5") == 1.37
+    # Families OpenAI tokenizes with o200k_base (ours): our count is theirs.
+    for model in ("gpt-4o", "gpt-4o-mini", "gpt-4.1-nano", "gpt-5", "gpt-5-mini", "o1", "o3-mini", "o4-mini"):
+        assert table.token_prior(model) == 1.0, model
+        family = table.family(model)
+        assert family is not None and family.tokenizer == "o200k_base" and family.source, model
+    # gpt-4 and gpt-3.5 use cl100k_base, and a model of no listed family has no ratio on record: the largest.
+    for model in ("gpt-4", "gpt-4-turbo", "gpt-3.5-turbo", "llama-3.1-70b", "some-other-model"):
+        assert table.family(model) is None and table.token_prior(model) == 1.37, model
 
 
 def test_the_exact_count_replaces_the_estimate_whichever_way() -> None:
@@ -88,10 +97,13 @@ def test_the_exact_count_replaces_the_estimate_whichever_way() -> None:
 
 def test_the_fallback_is_the_prior_until_calibrated_then_the_top_of_the_range() -> None:
     m = Measurement(counted=10_000, scale=1.0, estimate=10_000, parts=())
-    assert fallback_measurement(m, "claude-haiku-5-5", ModelCalibration()).estimate == 13_700
-    assert fallback_measurement(m, "other-model", ModelCalibration()).estimate == 10_000  # no prior known
+    assert fallback_measurement(m, 1.37, ModelCalibration()).estimate == 13_700
+    assert fallback_measurement(m, 1.0, ModelCalibration()).estimate == 10_000  # a family tokenized exactly
+    assert fallback_measurement(attrs.evolve(m, scale=1.5), 1.0, ModelCalibration()).estimate == 15_000
     warm = ModelCalibration().observe(10_000, 11_500)
-    assert fallback_measurement(m, "claude-haiku-5-5", warm).estimate == warm.bounds(10_000)[1] == 12_075
+    assert fallback_measurement(m, 1.37, warm).estimate == warm.bounds(10_000)[1] == 12_075
+    with pytest.raises(ValueError, match="scale"):
+        fallback_measurement(m, 0.9, ModelCalibration())  # a prior below our count is no prior
 
 
 @pytest.mark.anyio

@@ -207,18 +207,6 @@ async def test_fold_toml_on_the_openai_provider_keeps_every_promise(tmp_path: Pa
     assert report["cached_share"] == pytest.approx(usage["cache_read_input_tokens"] / total, abs=1e-3)
 
 
-def test_the_openai_kind_on_temporal_is_refused_as_not_built() -> None:
-    import io
-
-    pytest.importorskip("temporalio", reason="the Temporal engine needs the temporal extra")
-    from runtime.cli.main import main
-
-    scenario = str(Path(__file__).parent.parent / "scenarios" / "quickstart.toml")
-    out, err = io.StringIO(), io.StringIO()
-    assert main(["run", scenario, "--engine", "temporal", "--provider", "openai"], out=out, err=err) == 2
-    assert "'openai' is not built for the Temporal engine yet" in err.getvalue()
-
-
 async def test_a_dropped_connection_is_retried_and_a_malformed_body_is_final() -> None:
     drop = FaultRule.from_obj({"node": "n", "on_request": 1, "kind": "drop"}, "faults[0]")
     async with chat_simulated({"n": [text("done")]}, faults=[drop]) as (sim, capture, clock):

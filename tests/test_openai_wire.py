@@ -12,9 +12,11 @@ from runtime.errors import ConfigError
 from runtime.messages import AssistantResponse, Instruction, TextPart, ThinkingPart, ToolCall, ToolResult
 from runtime.providers.openai_wire import (
     ChatDialect,
+    chat_body,
     chat_payload,
     chat_usage,
     origin_of,
+    payload_session_key,
     reasoning_block,
     session_key,
 )
@@ -188,3 +190,25 @@ def test_another_kind_on_the_command_line_drops_the_openai_settings() -> None:
     assert (simulated.reasoning, simulated.cache_key, simulated.base_url) == ("none", "session", None)
     assert spec.with_kind("openai") == spec
     assert ProviderSpec(kind="anthropic", base_url="https://api.example.test").with_kind("openai").base_url is None
+
+
+def test_a_marked_payload_renders_as_the_unmarked_one() -> None:
+    # On Temporal the worker renders the payload the workflow compiled; marks (which the openai kind never
+    # places) would not reach the chat wire, and the system text arrives as its block.
+    reply = _reply(ToolCall.create("c1", "look", {"q": "a"}))
+    request = _compile([Instruction("find it"), reply, _result(reply.parts[0], "found")])
+    payload = request.payload()
+    marked = json.loads(json.dumps(payload))
+    marked["system"][0]["cache_control"] = {"type": "ephemeral"}
+    marked["messages"][0]["content"][0]["cache_control"] = {"type": "ephemeral"}
+    assert chat_body(marked, ChatDialect(), ORIGIN) == chat_body(payload, ChatDialect(), ORIGIN)
+    assert chat_body(payload, ChatDialect(), ORIGIN) == chat_payload(request, ChatDialect(), ORIGIN)
+    assert chat_body(payload, ChatDialect(), ORIGIN)["messages"][0] == {"role": "system", "content": "sys"}
+
+
+def test_a_session_key_from_the_workflow_is_bounded() -> None:
+    key = session_key(_compile([Instruction("x")]))
+    assert key is not None and payload_session_key(key) == key
+    for bad in ("", "k" * 257, "caf\u00e9", "a\nb"):
+        with pytest.raises(ValueError, match="expected 1 to 256 printable ASCII"):
+            payload_session_key(bad)

@@ -39,6 +39,13 @@ class Failing:
             )
         return await self.inner.send(request, node_id=node_id)
 
+    @property
+    def counts_tokens(self) -> bool:
+        return self.inner.counts_tokens
+
+    async def count_tokens(self, request: Request) -> int:
+        return await self.inner.count_tokens(request)
+
     async def aclose(self) -> None:
         await self.inner.aclose()
 

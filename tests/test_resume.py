@@ -207,6 +207,13 @@ class _CutProvider:
     def max_retries(self) -> int:
         return self.inner.max_retries
 
+    @property
+    def counts_tokens(self) -> bool:
+        return self.inner.counts_tokens
+
+    async def count_tokens(self, request: Request) -> int:
+        return await self.inner.count_tokens(request)
+
     async def send(self, request: Request, *, node_id: str | None) -> ProviderReply:
         reply = await self.inner.send(request, node_id=node_id)
         self.sends += 1

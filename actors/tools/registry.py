@@ -31,6 +31,7 @@ import attrs
 
 from runtime.compiler import ToolSpec
 from runtime.errors import ConfigError, FoldlineError
+from runtime.image_rules import MESSAGES_IMAGES, ImageRule
 
 
 class ToolFailed(FoldlineError):
@@ -57,11 +58,17 @@ MAX_TEXT_ARGUMENT_CHARS = 4_096
 
 @attrs.frozen
 class ToolContext:
-    """What a running tool may use: who calls it, and the flow's spawn hook."""
+    """What a running tool may use: who calls it, the flow's spawn hook, and the wire's image rule.
+
+    ``image_rule`` is the rule the provider in use counts an image by
+    (:func:`runtime.providers.base.image_rule_of`), so a tool that states an
+    image's tokens (``read_image``) states what this run's wire charges.
+    """
 
     node_id: str | None
     branch_id: str
     spawn: Callable[[str], Awaitable[str]] | None = None
+    image_rule: ImageRule = MESSAGES_IMAGES
 
 
 ToolFunc = Callable[[Mapping[str, Any], ToolContext], Awaitable[Any]]

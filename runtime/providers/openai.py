@@ -17,6 +17,11 @@ not at all, as the dialect says; a top-level ``cache_control`` goes where
 the dialect asks for it. What was read from the cache comes back as
 ``cached_tokens`` and is recorded as the usage's cache read.
 
+On Temporal a worker's activity sends the Messages payload the workflow
+compiled (:meth:`OpenAIProvider.send_keyed_payload`), rendered by the same
+:func:`~runtime.providers.openai_wire.chat_body`, in the session the
+workflow named: the key and the dialect are the worker's, never in history.
+
 The SDK runs with ``max_retries=0`` and this provider sends exactly one
 attempt per call: the send pipeline retries by the SDK's rules, which the
 ``openai`` SDK shares with the ``anthropic`` one (:mod:`runtime.providers.retry`:
@@ -42,9 +47,10 @@ from runtime.providers.openai_wire import (
     SESSION_HEADER,
     STOP_REASONS,
     ChatDialect,
-    chat_payload,
+    chat_body,
     chat_usage,
     origin_of,
+    payload_session_key,
     reasoning_block,
     session_key,
 )
@@ -162,9 +168,13 @@ class OpenAIProvider:
 
     def wire(self, request: Request) -> tuple[dict[str, Any], dict[str, str]]:
         """The body and the headers one attempt of ``request`` sends (no node header)."""
-        body = chat_payload(request, self.dialect, origin_of(self.base_url, request.settings.model))
+        return self.wire_payload(request.payload(), session_key(request))
+
+    def wire_payload(self, payload: dict[str, Any], session: str | None) -> tuple[dict[str, Any], dict[str, str]]:
+        """The body and the headers of a compiled request's Messages ``payload`` in session ``session``."""
+        body = chat_body(payload, self.dialect, origin_of(self.base_url, str(payload["model"])))
         headers: dict[str, str] = {}
-        key = session_key(request) if self.dialect.cache_key != "off" else None
+        key = session if self.dialect.cache_key != "off" else None
         if key is not None:
             headers[SESSION_HEADER] = key
             if self.dialect.cache_key == "session":
@@ -181,7 +191,23 @@ class OpenAIProvider:
 
     async def send(self, request: Request, *, node_id: str | None) -> ProviderReply:
         """Send one attempt; a failed one raises :class:`AttemptFailed` for the pipeline's retry rules."""
-        body, headers = self.wire(request)
+        return await self._send(*self.wire(request), node_id)
+
+    async def send_payload(self, payload: dict[str, Any], *, node_id: str | None) -> ProviderReply:
+        """One attempt of a compiled request's payload with no session (a Temporal activity's, without a key)."""
+        return await self._send(*self.wire_payload(payload, None), node_id)
+
+    async def send_keyed_payload(
+        self, payload: dict[str, Any], *, node_id: str | None, cache_key: str
+    ) -> ProviderReply:
+        """One attempt of a payload in the session the Temporal workflow named (its request's :func:`session_key`)."""
+        try:
+            session = payload_session_key(cache_key)
+        except ValueError as exc:
+            raise ProviderError(f"{self.name}: {exc}", error_type="invalid_request") from None
+        return await self._send(*self.wire_payload(payload, session), node_id)
+
+    async def _send(self, body: dict[str, Any], headers: dict[str, str], node_id: str | None) -> ProviderReply:
         if node_id:
             headers[NODE_HEADER] = node_id
         model = body.pop("model")

@@ -179,14 +179,16 @@ def _assistant(blocks: Sequence[Mapping[str, Any]], dialect: ChatDialect, origin
     return message
 
 
-def chat_messages(request: Request, dialect: ChatDialect, origin: str) -> list[dict[str, Any]]:
-    """The request's conversation as chat messages (see the module docstring)."""
+def chat_messages(payload: Mapping[str, Any], dialect: ChatDialect, origin: str) -> list[dict[str, Any]]:
+    """A Messages payload's conversation as chat messages (see the module docstring)."""
     out: list[dict[str, Any]] = []
-    if request.system is not None:
-        out.append({"role": "system", "content": request.system})
-    for message in request.messages:
-        blocks = [json.loads(b.json) for b in message.blocks]
-        if message.role == "assistant":
+    system = payload.get("system")
+    if system is not None:
+        text = system if isinstance(system, str) else "".join(str(b.get("text", "")) for b in system)
+        out.append({"role": "system", "content": text})
+    for message in payload.get("messages") or []:
+        blocks = [_unmarked(b) for b in message["content"]]
+        if message["role"] == "assistant":
             out.append(_assistant(blocks, dialect, origin))
             continue
         rest = [b for b in blocks if b.get("type") != "tool_result"]
@@ -198,42 +200,65 @@ def chat_messages(request: Request, dialect: ChatDialect, origin: str) -> list[d
     return out
 
 
-def _tool_choice(choice_json: str | None) -> Any:
-    if choice_json is None:
+def _unmarked(block: Mapping[str, Any]) -> dict[str, Any]:
+    """A block without its ``cache_control`` (chat completions caches by prefix, not by marks)."""
+    return {key: value for key, value in block.items() if key != "cache_control"}
+
+
+def _tool_choice(choice: Mapping[str, Any] | None) -> Any:
+    if choice is None:
         return None
-    choice = json.loads(choice_json)
     kind = choice.get("type")
     if kind == "tool":
         return {"type": "function", "function": {"name": choice["name"]}}
-    return {"auto": "auto", "any": "required", "none": "none"}.get(kind, "auto")
+    return {"auto": "auto", "any": "required", "none": "none"}.get(str(kind), "auto")
 
 
-def chat_payload(request: Request, dialect: ChatDialect, origin: str) -> dict[str, Any]:
-    """The chat-completions body of a compiled request (no stream options, no session key)."""
-    settings = request.settings
+def chat_body(payload: Mapping[str, Any], dialect: ChatDialect, origin: str) -> dict[str, Any]:
+    """The chat-completions body of a compiled request's Messages payload (no stream options, no session key).
+
+    The one rendering of both engines: in process from the compiled request
+    (:func:`chat_payload`), on Temporal from the payload an activity is given.
+    """
     body: dict[str, Any] = {
-        "model": settings.model,
-        "messages": chat_messages(request, dialect, origin),
-        "max_completion_tokens": settings.max_tokens,
+        "model": payload["model"],
+        "messages": chat_messages(payload, dialect, origin),
+        "max_completion_tokens": payload["max_tokens"],
     }
-    if request.tools:
+    if payload.get("tools"):
         body["tools"] = [
             {
                 "type": "function",
                 "function": {
-                    "name": tool.name,
-                    "description": tool.description,
-                    "parameters": json.loads(tool.input_schema_json),
+                    "name": tool["name"],
+                    "description": tool.get("description", ""),
+                    "parameters": tool["input_schema"],
                 },
             }
-            for tool in request.tools
+            for tool in payload["tools"]
         ]
-    choice = _tool_choice(settings.tool_choice_json)
+    choice = _tool_choice(payload.get("tool_choice"))
     if choice is not None:
         body["tool_choice"] = choice
     if dialect.reasoning_effort is not None:
         body["reasoning_effort"] = dialect.reasoning_effort
     return body
+
+
+def chat_payload(request: Request, dialect: ChatDialect, origin: str) -> dict[str, Any]:
+    """The chat-completions body of a compiled request (:func:`chat_body` of its payload)."""
+    return chat_body(request.payload(), dialect, origin)
+
+
+def payload_session_key(cache_key: str) -> str:
+    """The session key of a request sent by an engine that names its session itself (the Temporal workflow).
+
+    The workflow passes :func:`session_key` of its request; a digest of that
+    digest would say no more, so it goes as given, bounded and checked.
+    """
+    if not cache_key or len(cache_key) > 256 or not cache_key.isascii() or not cache_key.isprintable():
+        raise ValueError(f"session key {cache_key[:40]!r}: expected 1 to 256 printable ASCII characters")
+    return cache_key
 
 
 def chat_usage(usage: Mapping[str, Any]) -> Usage:

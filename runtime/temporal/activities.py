@@ -35,6 +35,7 @@ from temporalio.exceptions import ApplicationError
 
 from actors.tools import ToolContext, ToolRegistry
 from runtime.errors import FoldlineError
+from runtime.image_rules import MESSAGES_IMAGES, ImageRule
 from runtime.providers.base import AttemptFailed, ProviderError, ProviderReply
 from runtime.temporal.bodies import BodyStore, redacted
 from runtime.temporal.sinks import EventSink, SqliteEventSink, append_events, open_event_sink
@@ -159,7 +160,11 @@ class ActivityHost:
     @activity.defn(name="foldline.tool_call")
     async def tool_call(self, arg: dict[str, Any]) -> dict[str, Any]:
         tool = self.registry.get(str(arg["name"]))
-        context = ToolContext(node_id=arg.get("node_id"), branch_id=str(arg["branch_id"]))
+        context = ToolContext(
+            node_id=arg.get("node_id"),
+            branch_id=str(arg["branch_id"]),
+            image_rule=ImageRule(arg.get("image_rule", MESSAGES_IMAGES.name)),
+        )
         try:
             value = await _heartbeating(lambda: tool.func(arg["arguments"], context))
         except FoldlineError as error:

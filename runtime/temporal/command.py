@@ -252,11 +252,6 @@ def run_temporal(args: EngineOptions, out: TextIO, err: TextIO) -> int:
         spec = scenario.provider if args.provider is None else scenario.provider.with_kind(args.provider)
         if spec.kind == "scripted":
             raise ConfigError("provider.kind: 'scripted' runs in process only; use simulated or anthropic on Temporal")
-        if spec.kind == "openai":
-            raise ConfigError(
-                "provider.kind: 'openai' is not built for the Temporal engine yet (its activities send "
-                "Messages payloads); run it in process, or use simulated or anthropic on Temporal"
-            )
         text = Path(args.scenario).read_text(encoding="utf-8")
         run_id = "run-" + secrets.token_hex(6)
         if args.store:

@@ -32,7 +32,9 @@ from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType
 
 from actors.tools import Tool, ToolContext, ToolFailed, ToolRegistry
 from runtime.compiler import Request
+from runtime.image_rules import CHAT_IMAGES, MESSAGES_IMAGES, ImageRule
 from runtime.providers.base import AttemptFailed, CountUnavailable, ProviderError, ProviderReply
+from runtime.providers.openai_wire import session_key
 from runtime.providers.retry import INITIAL_RETRY_DELAY, MAX_RETRY_DELAY
 from runtime.temporal.activities import reply_from_wire
 from signals.bus import Gap
@@ -137,14 +139,28 @@ class ActivityProvider:
     caches_by_prefix: bool = True
     counts_tokens: bool = False
     """No count-tokens activity is built: an uncalibrated model decides on its family's prior."""
+    image_rule: ImageRule = MESSAGES_IMAGES
+    """The rule the worker's wire counts images by (the chat-completions tiles for kind ``openai``)."""
+    session_keys: bool = False
+    """Kind ``openai``: each attempt names its request's session (the key the in-process provider derives)."""
+
+    @classmethod
+    def for_kind(cls, kind: str, max_retries: int, route: ActivityRoute) -> ActivityProvider:
+        """The activity provider of a scenario's provider kind: ``openai`` caches by prefix, not by marks."""
+        if kind == "openai":
+            return cls(
+                kind, kind, max_retries, route, caches_by_prefix=False, image_rule=CHAT_IMAGES, session_keys=True
+            )
+        return cls(kind, kind, max_retries, route)
 
     async def count_tokens(self, request: Request) -> int:
         raise CountUnavailable("the Temporal activity provider has no count-tokens activity (not built)")
 
     async def send(self, request: Request, *, node_id: str | None) -> ProviderReply:
         arg = {"provider": self.kind, "payload": request.payload_text(), "node_id": node_id}
+        key = session_key(request) if self.session_keys else self.route.cache_key
         result = await self.route.execute(
-            "foldline.provider_attempt", arg | {"cache_key": self.route.cache_key}, sdk_retry_policy(self.max_retries)
+            "foldline.provider_attempt", arg | {"cache_key": key}, sdk_retry_policy(self.max_retries)
         )
         if "ok" in result:
             return reply_from_wire(result["ok"])
@@ -167,6 +183,7 @@ def _activity_tool(tool: Tool, route: ActivityRoute) -> Tool:
 
     async def call(arguments: Mapping[str, Any], context: ToolContext) -> Any:
         arg = {"name": name, "arguments": dict(arguments), "node_id": context.node_id, "branch_id": context.branch_id}
+        arg["image_rule"] = context.image_rule.name  # read_image states an image's tokens by the run's wire
         result = await route.execute("foldline.tool_call", arg, sdk_retry_policy(2))
         if "failed" in result:
             raise ToolFailed(result["failed"]["message"])

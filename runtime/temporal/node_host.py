@@ -278,7 +278,7 @@ def _env(arg: Mapping[str, Any], bus: SignalBus, ids: CountingIds, registry: Any
     return RunEnv(
         run_id=str(arg["run_id"]),
         bus=bus,
-        provider=ActivityProvider(spec.kind, spec.kind, spec.max_retries, route),
+        provider=ActivityProvider.for_kind(spec.kind, spec.max_retries, route),
         model=spec.model_config,
         pricing=PricingTable.load_default(),
         counter=TokenCounter(),

@@ -97,13 +97,17 @@ class ChatPrefixCache:
         *,
         now: float,
         readable_at: float,
+        trailing: int = 0,
     ) -> ChatCacheOutcome:
-        """Read and write for one request; ``segments`` are (prefix digest, tokens of that segment)."""
+        """Read and write for one request; ``segments`` are (prefix digest, tokens of that segment).
+
+        ``trailing``: tokens the prompt counts after its last segment (the reply's priming), never cached.
+        """
         machine = self.route(scope, model, cache_key)
         store = self._stores.setdefault((scope, model, machine), {})
         for key in [key for key, entry in store.items() if entry.expires_at <= now]:
             del store[key]
-        total = sum(tokens for _, tokens in segments)
+        total = sum(tokens for _, tokens in segments) + trailing
         matched, running = 0, 0
         for digest, tokens in segments:
             running += tokens

@@ -2,8 +2,9 @@
 
 :meth:`ChatFace.create` answers one authenticated request whose body was
 decoded (the server's depth and size bounds already applied): it checks and
-reads it (:mod:`runtime.sim.chat.wire`), counts its prompt in the
-simulator's tokens, refuses a prompt over the model's context window, reads
+reads it (:mod:`runtime.sim.chat.wire`), counts its prompt (exactly for a
+model OpenAI tokenizes with o200k_base, by the simulator's factor for any
+other: :mod:`runtime.sim.chat.tokens`), refuses a prompt over the model's context window, reads
 and writes the prefix cache (:mod:`runtime.sim.chat.cache`), asks the same
 policy the Messages face asks (the answer function the app passes in), signs
 its reasoning when the request asks for reasoning, applies ``max_tokens``
@@ -38,6 +39,7 @@ from runtime.sim.chat.reply import (
     stream_chunks,
     usage_body,
 )
+from runtime.sim.chat.tokens import REPLY_PRIMING, ExactCounter, counts_exactly
 from runtime.sim.chat.wire import ChatAPIError, ChatRequest, chat_error, read_chat_request
 from runtime.sim.errors import SimAPIError
 from runtime.sim.generation import finish
@@ -98,17 +100,31 @@ class ChatFace:
     dialect: str = attrs.field(default="none", validator=_check_dialect)
     cache: ChatPrefixCache = attrs.field(factory=ChatPrefixCache)
     context_window: int = DEFAULT_CONTEXT_WINDOW
+    exact: ExactCounter = attrs.field(factory=ExactCounter)
+    """The o200k_base counts of a model counted exactly (:mod:`runtime.sim.chat.tokens`)."""
 
     def read(self, body: Any) -> ChatRequest:
         return read_chat_request(body)
 
     def prompt_segments(self, request: ChatRequest, counter: SimTokenCounter) -> tuple[tuple[str, int], ...]:
-        """Each segment's prefix digest and its tokens (a message's framing and its images included)."""
+        """Each segment's prefix digest and its tokens (a message's framing and its images included).
+
+        A model OpenAI tokenizes with o200k_base is counted as OpenAI documents
+        (:mod:`runtime.sim.chat.tokens`); any other by the simulator's factor.
+        """
         digests = prefix_digests(request.segments)
+        if counts_exactly(request.model):
+            images = request.counted[1:] if request.tools_json is not None else request.counted
+            pairs = [(message, tokens) for message, (_, tokens) in zip(request.messages, images, strict=True)]
+            return tuple(zip(digests, self.exact.segments(request.tools_json, pairs), strict=True))
         return tuple(
             (digest, counter.block_tokens({"segment": text}) + images + MESSAGE_OVERHEAD_TOKENS)
             for digest, (text, images) in zip(digests, request.counted, strict=True)
         )
+
+    def trailing_tokens(self, request: ChatRequest) -> int:
+        """Tokens a request counts after its last segment: the reply's priming, for a model counted exactly."""
+        return REPLY_PRIMING if counts_exactly(request.model) else 0
 
     async def create(
         self,
@@ -128,7 +144,8 @@ class ChatFace:
     ) -> ChatServed:
         """Answer one checked request (see the module docstring)."""
         segments = self.prompt_segments(request, counter)
-        total = sum(tokens for _, tokens in segments)
+        trailing = self.trailing_tokens(request)
+        total = sum(tokens for _, tokens in segments) + trailing
         window = _window(request.model, self.context_window)
         if total > window:
             raise chat_error(
@@ -143,7 +160,9 @@ class ChatFace:
         signed = signer.sign_reply(reply, payload) if request.reasoning else reply
         finished = finish(signed, payload, counter, whole=scripted)
         key = request.cache_key if request.cache_key is not None else session_header
-        outcome = self.cache.apply(scope, request.model, key, segments, now=now, readable_at=now + delay)
+        outcome = self.cache.apply(
+            scope, request.model, key, segments, now=now, readable_at=now + delay, trailing=trailing
+        )
         thinking = [b for b in finished.content if b.get("type") == "thinking"]
         reasoning_tokens = counter.content_tokens(thinking) if thinking else 0
         message = reply_message(finished.content, self.dialect)

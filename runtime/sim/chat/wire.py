@@ -16,7 +16,9 @@ as OpenAI's 400 ``invalid_request_error``) and returns a :class:`ChatRequest`:
   applies (:mod:`runtime.sim.thinking`);
 - ``segments``: the prompt as the cache sees it, the tools first and then one
   segment per message, each the canonical JSON the token count and the
-  prefix digests read (:mod:`runtime.sim.chat.cache`).
+  prefix digests read (:mod:`runtime.sim.chat.cache`); ``messages`` and
+  ``tools_json`` keep them as sent, for the exact count of a model OpenAI
+  tokenizes with o200k_base (:mod:`runtime.sim.chat.tokens`).
 
 The pairing rule is the API's: an assistant message with ``tool_calls`` must
 be followed by one ``tool`` message per call before any other message, and a
@@ -96,6 +98,10 @@ class ChatRequest:
     cache_key: str | None
     reasoning: bool
     """Whether the request asks for reasoning (``reasoning_effort`` set and not ``none``)."""
+    messages: tuple[Any, ...] = ()
+    """The messages as sent (decoded), for a count of their values (:mod:`runtime.sim.chat.tokens`)."""
+    tools_json: str | None = None
+    """The tools as sent, as canonical JSON (None: no tools)."""
 
 
 def _fail(where: str, value: Any, expected: str) -> ChatAPIError:
@@ -371,4 +377,6 @@ def read_chat_request(body: Any) -> ChatRequest:
         include_usage=include_usage,
         cache_key=key,
         reasoning=reasoning,
+        messages=tuple(raw_messages),
+        tools_json=canonical_json(raw_tools) if raw_tools else None,
     )
