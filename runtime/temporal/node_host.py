@@ -38,6 +38,7 @@ from runtime.config.loader import loads_scenario
 from runtime.flow import Node, SpawnRefused, completed_view_length
 from runtime.ids import CountingIds, use_ids
 from runtime.measure import TokenCounter
+from runtime.model_calibration import CalibrationBook
 from runtime.pricing import PricingTable
 from runtime.runtime import audit_recoverability
 from runtime.scenario_run import build_flow
@@ -265,6 +266,8 @@ async def run_node_workflow(host: NodeHost, arg: Mapping[str, Any]) -> dict[str,
             env = _env(arg, bus, ids, registry, route)
             with use_ids(ids):
                 branch = await _branch(arg, node, registry, route)
+                if arg.get("evidence"):  # its dependencies' final calibration evidence (again: no change)
+                    branch.take_evidence(CalibrationBook.from_json(arg["evidence"]))
 
                 async def spawn(child_id: str) -> str:
                     return await host.spawn(bus, branch, children.get(child_id, False), child_id)
@@ -298,6 +301,7 @@ async def run_node_workflow(host: NodeHost, arg: Mapping[str, Any]) -> dict[str,
         }
         workflow.continue_as_new(dict(arg) | {"resume": snapshot, "seed": None, "carry": carried})
     outcome |= {"items": outbox.sent, "unrecoverable": audit_recoverability([branch])}
+    outcome["calibrations"] = branch.calibrations.to_json()  # its final evidence, for the nodes that depend on it
     if arg.get("keep_branch"):  # the run is stored: its final branch, as digests (the bodies put first)
         snapshot, bodies = seed_of(branch)
         await _put_bodies(host, bodies)

@@ -9,7 +9,9 @@ limit and the declared children (checked here, for the whole flow, when an
 emitter asks), and the children an emitter never spawned (skipped when it
 finishes). The events a node publishes reach the flow's bus through the
 ``node_items`` signal, in order; the flow numbers them (``seq``), so a
-node's ``NodeFinished`` follows every event of its own.
+node's ``NodeFinished`` follows every event of its own. A node's result
+carries its final calibration evidence; a node starts with its dependencies'
+(:func:`runtime.model_calibration.shared_evidence`), as in process.
 
 Only called from inside a workflow; asyncio only, as every Temporal workflow.
 """
@@ -27,6 +29,7 @@ from actors.tools import BUILTIN_TOOLS
 from runtime.config.loader import loads_scenario
 from runtime.flow import Flow, Node
 from runtime.ids import CountingIds
+from runtime.model_calibration import CalibrationBook, shared_evidence
 from runtime.pricing import PricingTable
 from runtime.report import ReportBuilder
 from runtime.scenario_run import build_flow
@@ -70,6 +73,8 @@ class FlowScheduler:
     unrecoverable: int = 0
     branches: dict[str, Any] = attrs.field(factory=dict)
     """Each run node's final branch as digests, in the order the nodes started (only when the run is stored)."""
+    evidence: dict[str, CalibrationBook] = attrs.field(factory=dict)
+    """Each finished node's final calibration evidence (from its workflow's result)."""
     limiter: anyio.CapacityLimiter = attrs.field(init=False)
     running: anyio.abc.TaskGroup | None = None
     closing: bool = False
@@ -143,6 +148,8 @@ class FlowScheduler:
         async with self.limiter:
             await self.publish(NodeStarted(operation=node.operation.kind, parent=node.spawned_by), node.id, branch_id)
             arg = dict(self.node_arg) | {"node": node.id, "branch_id": branch_id, "seed": seed, "root_branch": root}
+            # The calibration evidence its dependencies finished with (all finished: deterministic).
+            arg["evidence"] = shared_evidence(self.evidence[d] for d in node.depends_on if d in self.evidence).to_json()
             handle = await workflow.start_child_workflow(
                 NODE_WORKFLOW,
                 arg,
@@ -154,6 +161,8 @@ class FlowScheduler:
             sent = int(outcome["items"])
             await workflow.wait_condition(lambda: self.received.get(node.id, 0) >= sent)
             self.unrecoverable += int(outcome["unrecoverable"])
+            if "calibrations" in outcome:
+                self.evidence[node.id] = CalibrationBook.from_json(outcome["calibrations"])
             if "branch" in outcome:
                 self.branches[node.id] = outcome["branch"] | {"branch_id": branch_id}
             if outcome["status"] != "ok":
