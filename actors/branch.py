@@ -308,12 +308,8 @@ class Branch:
             self._journal.changed(self, (StateSet(self._state),))
 
     def take_evidence(self, evidence: CalibrationBook) -> None:
-        """Join calibration evidence into this branch's own (a node's start: its dependencies' final evidence).
-
-        The merge is :func:`runtime.model_calibration.shared_evidence`'s
-        (order-independent, idempotent, never lowering a scale); taking the
-        same evidence again changes nothing. Refused while a turn holds the branch.
-        """
+        """Join ``evidence`` (at a node's start, its dependencies') into the branch's own, as
+        :func:`runtime.model_calibration.shared_evidence` does (taken again: no change). Not inside a turn."""
         calibrations = shared_evidence((self._state.calibrations, evidence))
         if calibrations == self._state.calibrations:
             return
