@@ -745,13 +745,17 @@ def test_a_dependent_node_starts_from_its_dependencies_calibration_on_temporal(s
     scenario.write_text(CALIBRATED.format(**tasks), encoding="utf-8")
     local_signals = tmp_path / "local.jsonl"
     local = _local_report(scenario, local_signals)
-    signals, report = tmp_path / "temporal.jsonl", tmp_path / "temporal.json"
+    signals, report, store = tmp_path / "temporal.jsonl", tmp_path / "temporal.json", tmp_path / "run.db"
     done = _foldline(
         "run", str(scenario), "--engine", "temporal", "--temporal", server, "--bodies", str(tmp_path / "bodies"),
-        "--quiet", "--signals", str(signals), "--report", str(report), cwd=tmp_path,
+        "--quiet", "--signals", str(signals), "--report", str(report), "--store", str(store), cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     remote = json.loads(report.read_text())
+    from runtime.store.run import stored_calibration
+
+    kept = stored_calibration(store).get("claude-haiku-5-5")  # the store keeps the run's book for a later run
+    assert kept.calibrated and kept.scale == pytest.approx(1.15, rel=0.05)
     _assert_same_contract(remote, local, signals, local_signals)
     assert remote["status"] == "ok" and remote["count_tokens_calls"] == local["count_tokens_calls"] == 2
     for path in (signals, local_signals):
