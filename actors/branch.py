@@ -33,7 +33,7 @@ from runtime.fold.marks import FoldMark
 from runtime.fold.protected import ProtectedRound
 from runtime.ids import current_ids
 from runtime.messages import Message, SystemMessage
-from runtime.model_calibration import CalibrationBook
+from runtime.model_calibration import CalibrationBook, shared_evidence
 from runtime.usage import Usage
 
 
@@ -304,6 +304,18 @@ class Branch:
         if self.busy:
             raise BranchBusy(f"branch {self._id} is in a turn; clear its refusal before or after")
         self._state = attrs.evolve(self._state, refusal=None)
+        if self._journal is not None:
+            self._journal.changed(self, (StateSet(self._state),))
+
+    def take_evidence(self, evidence: CalibrationBook) -> None:
+        """Join ``evidence`` (at a node's start, its dependencies') into the branch's own, as
+        :func:`runtime.model_calibration.shared_evidence` does (taken again: no change). Not inside a turn."""
+        calibrations = shared_evidence((self._state.calibrations, evidence))
+        if calibrations == self._state.calibrations:
+            return
+        if self.busy:
+            raise BranchBusy(f"branch {self._id} is in a turn; give it evidence before or after")
+        self._state = attrs.evolve(self._state, calibrations=calibrations)
         if self._journal is not None:
             self._journal.changed(self, (StateSet(self._state),))
 

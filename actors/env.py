@@ -49,11 +49,13 @@ class ModelScales:
     """The run's calibration books: what it started from, and what it learned for the runs after it.
 
     ``start`` is what every branch of the run begins from (with its own
-    evidence added: ``Branch.calibrations``, kept in its state and passed to
-    its clones). It does not change during the run: were one branch to take
-    another's evidence as it arrived, its decisions would hang on the order
-    in which concurrent branches were answered, and a resumed run, or the
-    same flow on Temporal, would send other requests. Each observation (an
+    evidence added: ``Branch.calibrations``, kept in its state, passed to
+    its clones, and given at a node's start the evidence of the nodes it
+    depends on, :func:`runtime.model_calibration.shared_evidence`). It does
+    not change during the run: were one branch to take another's evidence as
+    it arrived, its decisions would hang on the order in which concurrent
+    branches were answered, and a resumed run, or the same flow on Temporal,
+    would send other requests. Each observation (an
     exact count, or a completed response) goes into ``book``; a scale never
     falls. ``keeper`` (a store) is told each change of ``book``, so a later
     run starts from it. ``count_calls`` counts the count-tokens calls of this

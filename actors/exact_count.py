@@ -11,7 +11,8 @@ the provider's count-tokens endpoint, under the rules of
   request), and never twice for the same request (counts are kept by request
   digest for the turn);
 - each count is the branch's own evidence (``Branch.calibrations``, added to
-  what the run started from: :class:`actors.env.ModelScales`) and goes into
+  what the run started from: :class:`actors.env.ModelScales`; a node starts
+  with its dependencies' final evidence, and a clone with its emitter's) and goes into
   the book the store keeps for later runs; the branch takes the scale (it
   never falls);
 - a provider without the endpoint, a failed count or one that outlasts

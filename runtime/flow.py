@@ -7,7 +7,10 @@ declared with ``spawned_by``) up to ``spawn_limit`` per run; a dependent child
 (``inherit="view"``) starts from a clone of its emitter's *view* as the model
 last saw it (an incomplete round, whose calls have no results yet, is left
 out), then runs its own setup (system text, tools, profile), and its requests
-are measured under its own ceiling.
+are measured under its own ceiling. A top-level node starts with the
+calibration evidence the nodes it depends on finished with
+(:func:`runtime.model_calibration.shared_evidence`), so a model one of them
+calibrated is measured at its scale from the node's first request.
 
 Supervision: every node runs under a supervisor that catches ``Exception``
 (never ``BaseException``: cancellation passes through), records the failure
@@ -36,6 +39,7 @@ from runtime.errors import ConfigError, FoldlineError
 from runtime.flow_rules import blocked_by, never_spawned, spawn_refusal
 from runtime.logs import bound_contextvars, get_logger
 from runtime.messages import AssistantResponse, ToolResult
+from runtime.model_calibration import shared_evidence
 from signals.events import (
     ChildSpawned,
     NodeFailed,
@@ -241,11 +245,16 @@ class _Scheduler:
             await self.publish(NodeSkipped(reason=reason), node.id)
             await self.finish(NodeOutcome(node.id, "skipped", reason))
             return
+        # The calibration evidence its dependencies finished with (all finished: deterministic).
+        evidence = shared_evidence(self.branches[d].calibrations for d in node.depends_on if d in self.branches)
         restored = self.restored.get(node.id)
         if restored is not None and restored.branch is not None:
+            restored.branch.take_evidence(evidence)  # it took it when it first started: nothing changes
             await self.supervise(node, restored.branch, True)
             return
-        await self.supervise(node, self._attach(node.branch or self.new_branch(node)))
+        branch = node.branch or self.new_branch(node)
+        branch.take_evidence(evidence)
+        await self.supervise(node, self._attach(branch))
 
     async def supervise(self, node: Node, branch: Branch, resume: bool = False) -> None:
         """Run one node; a failure is recorded as its own, never raised into the flow."""

@@ -24,10 +24,13 @@ rules this module decides, for the send step to apply:
 - **The calibration belongs to the model configuration**: a
   :class:`CalibrationBook` holds one per model. A run starts every branch from
   one book; each branch adds its own evidence
-  (:meth:`ModelCalibration.combined`), so what it decides never hangs on the
-  order in which other branches are answered; every observation goes into the
-  book the store keeps for the next run (:meth:`CalibrationBook.to_json`,
-  :meth:`CalibrationBook.from_json`). A scale never falls.
+  (:meth:`ModelCalibration.combined`), and a node starts with the evidence
+  the nodes it depends on finished with (:func:`shared_evidence`, the one
+  merge rule both schedulers call), so what it decides never hangs on the
+  order in which concurrent branches are answered; every observation goes
+  into the book the store keeps for the next run
+  (:meth:`CalibrationBook.to_json`, :meth:`CalibrationBook.from_json`). A
+  scale never falls.
 
 No I/O, no clock: the caller sends the count request and stores the book.
 """
@@ -36,7 +39,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -98,6 +101,21 @@ class ModelCalibration:
             scale=max(self.scale, ratio),
             samples=self.samples + (1 if counted >= MIN_CALIBRATION_TOKENS else 0),
             low=ratio if self.low is None else min(self.low, ratio),
+        )
+
+    def joined(self, other: ModelCalibration) -> ModelCalibration:
+        """The least calibration holding both: the larger scale, the lower low, the larger sample count.
+
+        Unlike :meth:`combined` (two disjoint bodies of evidence), it may take
+        the same evidence twice (a dependency's, reached through two paths)
+        without counting it twice: commutative, associative and idempotent, so
+        the order in which evidence arrives never matters, and nothing falls.
+        """
+        lows = [low for low in (self.low, other.low) if low is not None]
+        return ModelCalibration(
+            scale=max(self.scale, other.scale),
+            samples=max(self.samples, other.samples),
+            low=min(lows) if lows else None,
         )
 
     def combined(self, other: ModelCalibration) -> ModelCalibration:
@@ -175,6 +193,11 @@ class CalibrationBook:
     def observe(self, model: str, counted: int, provider_count: int) -> CalibrationBook:
         return CalibrationBook({**self.entries, model: self.get(model).observe(counted, provider_count)})
 
+    def joined(self, other: CalibrationBook) -> CalibrationBook:
+        """Each model's calibrations joined (:meth:`ModelCalibration.joined`); models in either book."""
+        models = sorted(set(self.entries) | set(other.entries))
+        return CalibrationBook({m: self.get(m).joined(other.get(m)) for m in models})
+
     def to_json(self) -> str:
         """Canonical JSON for the store."""
         data = {m: {"scale": c.scale, "samples": c.samples, "low": c.low} for m, c in sorted(self.entries.items())}
@@ -201,3 +224,24 @@ class CalibrationBook:
             except ValueError as exc:
                 raise ValueError(f"stored calibration: {model!r}: {exc}") from None
         return cls(entries)
+
+
+def shared_evidence(books: Iterable[CalibrationBook]) -> CalibrationBook:
+    """What a node starts with: the evidence its dependencies finished with, joined (the one merge rule).
+
+    Both schedulers (in process, :mod:`runtime.flow`; on Temporal, the flow
+    workflow's) call it when a node starts, with the final books of the nodes
+    it depends on: all of them have finished by then, so what the node starts
+    from never hangs on which concurrent branch was answered first, and a
+    resumed run (or the same flow on the other engine) starts it from the same
+    book. The join (:meth:`CalibrationBook.joined`) is order-independent and
+    idempotent (a dependency's evidence reached through two paths counts once)
+    and never lowers a scale. A branch takes it with
+    :meth:`actors.branch.Branch.take_evidence`.
+    """
+    shared = CalibrationBook()
+    for book in books:
+        if not isinstance(book, CalibrationBook):
+            raise TypeError(f"shared_evidence: expected CalibrationBook values, got {type(book).__name__}")
+        shared = shared.joined(book)
+    return shared

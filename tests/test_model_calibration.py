@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+import random
 
 import anthropic
 import attrs
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime.calibration import MIN_CALIBRATION_TOKENS
@@ -21,6 +22,7 @@ from runtime.model_calibration import (
     exact_measurement,
     fallback_measurement,
     needs_exact_count,
+    shared_evidence,
 )
 from runtime.model_limits import default_model_table
 from runtime.policies import PolicyRegistry, ScriptPolicy, ScriptStep
@@ -139,3 +141,55 @@ def test_combined_evidence_takes_the_larger_scale_both_samples_and_the_lower_low
     assert own.combined(ModelCalibration()) == own  # nothing to add
     assert ModelCalibration().combined(ModelCalibration()) == ModelCalibration()  # no low on either side
     assert ModelCalibration(samples=1).combined(ModelCalibration()).calibrated  # one sample calibrates (MIN_SAMPLES)
+
+
+# -- in-run sharing: a node starts with the evidence its dependencies finished with --------------------------
+
+MODELS = ("claude-haiku-5-5", "claude-sonnet-5", "gpt-x")
+_observation = st.tuples(st.sampled_from(MODELS), st.integers(1, 40_000), st.integers(0, 80_000))
+
+
+def _book(observations: list[tuple[str, int, int]]) -> CalibrationBook:
+    book = CalibrationBook()
+    for model, counted, provider in observations:
+        book = book.observe(model, counted, provider)
+    return book
+
+
+@settings(max_examples=200)
+@given(
+    st.lists(st.lists(_observation, max_size=6), min_size=1, max_size=5),
+    st.lists(_observation, max_size=4),
+    st.randoms(use_true_random=False),
+)
+def test_shared_evidence_is_order_free_counts_a_dependency_once_and_never_falls(
+    evidence: list[list[tuple[str, int, int]]], own: list[tuple[str, int, int]], rng: random.Random
+) -> None:
+    books = [_book(observations) for observations in evidence]
+    # A diamond: the last dependency reached b through another path too (its evidence inside an extended one).
+    upstream = _book(evidence[0] + own)
+    books_with_paths = [*books, upstream]
+    shared = shared_evidence(books_with_paths)
+    shuffled = list(books_with_paths)
+    rng.shuffle(shuffled)
+    assert shared_evidence(shuffled) == shared  # whatever order the dependencies finished in
+    assert shared_evidence([*shuffled, *books]) == shared  # the same evidence twice counts once
+    assert shared_evidence([shared, books[0]]) == shared  # taking it again at a resume changes nothing
+    for book in books_with_paths:  # nothing any dependency had is lost: no scale falls, no low rises
+        for model, calibration in book.entries.items():
+            mine = shared.get(model)
+            assert mine.scale >= calibration.scale and mine.samples >= calibration.samples
+            assert calibration.low is None or (mine.low is not None and mine.low <= calibration.low)
+            assert mine.calibrated or not calibration.calibrated
+    assert set(shared.entries) == {m for book in books_with_paths for m in book.entries}
+    assert shared_evidence([]) == CalibrationBook()
+
+
+def test_shared_evidence_takes_the_larger_scale_the_lower_low_and_the_larger_sample_count() -> None:
+    a = CalibrationBook({"m": ModelCalibration(scale=1.2, samples=2, low=1.1)})
+    c = CalibrationBook({"m": ModelCalibration(scale=1.3, samples=1, low=1.15), "n": ModelCalibration(scale=1.4)})
+    shared = shared_evidence([a, c])
+    assert shared.get("m") == ModelCalibration(scale=1.3, samples=2, low=1.1)
+    assert shared.get("n") == ModelCalibration(scale=1.4)
+    with pytest.raises(TypeError, match="expected CalibrationBook values, got dict"):
+        shared_evidence([a, {"m": 1.2}])  # type: ignore[list-item]

@@ -322,7 +322,7 @@ def _assert_same_contract(
 ) -> list[int]:
     assert _digests(remote_signals) == _digests(local_signals)  # the same requests, in order, per node
     keys = ("usage", "requests", "attempts", "folds", "fold_commits", "refusals", "rewrites", "bytes_unrecoverable")
-    for key in keys:
+    for key in (*keys, "count_tokens_calls"):  # the provider's counts asked as in process (a count activity)
         assert remote[key] == local[key], key
     assert {n: v["status"] for n, v in remote["nodes"].items()} == {n: v["status"] for n, v in local["nodes"].items()}
     seqs = [event.seq for event in read_jsonl(remote_signals)]
@@ -708,3 +708,127 @@ def test_a_flow_prefers_one_queue() -> None:
     queues = {affinity_queue("q", f"flow-{n}", 4) for n in range(200)}
     assert queues == {"q@0", "q@1", "q@2", "q@3"}  # flows spread over the slots
     assert affinity_queue("q", "flow-7", 4) == affinity_queue("q", "flow-7", 4)
+
+
+# -- the provider's count on Temporal, and the calibration shared along the flow's dependencies ---------------
+
+
+def test_the_count_activity_is_the_providers_count_and_a_failure_comes_back_as_a_value() -> None:
+    """``foldline.count_tokens`` with the real SDK against the simulator: the count a send in process reads."""
+    from actors.tools import BUILTIN_TOOLS
+    from runtime.compiler import RequestSettings, compile_request
+    from runtime.messages import Instruction
+    from runtime.policies import PolicyRegistry, ScriptPolicy, ScriptStep
+    from runtime.providers.anthropic import AnthropicProvider
+    from runtime.providers.base import ProviderError
+    from runtime.sim.clock import ManualClock
+    from runtime.sim.config import SimConfig
+    from runtime.sim.server import serve_simulator
+    from runtime.temporal.activities import ActivityHost
+
+    def request(model: str) -> Any:
+        view = [Instruction("Count these words, all of them, twice over. " * 40)]
+        return compile_request(system="Be brief.", tools=(), view=view, settings=RequestSettings(model=model))
+
+    class SendsOnly:  # a provider with no count-tokens endpoint
+        async def send_payload(self, payload: dict[str, Any], *, node_id: str | None) -> Any:
+            raise AssertionError("never sent")
+
+    async def run() -> list[Any]:
+        policies = PolicyRegistry(default=ScriptPolicy("default", [ScriptStep(text="ok")]))
+        clock = ManualClock()
+        async with serve_simulator(SimConfig(token_factor=1.37), policies, clock, sleep=clock.sleep) as sim:
+            provider = AnthropicProvider.create(api_key="sk-sim-count-activity", base_url=sim.base_url)
+            try:
+                host = ActivityHost({"simulated": provider, "plain": SendsOnly()}, BUILTIN_TOOLS)
+                ok = request("claude-haiku-5-5")
+                counted = await host.count_tokens({"provider": "simulated", "payload": ok.payload_text()})
+                direct = await provider.count_tokens(ok)
+                unknown = request("no-such-model").payload_text()
+                refused = await host.count_tokens({"provider": "simulated", "payload": unknown})
+                absent = await host.count_tokens({"provider": "plain", "payload": ok.payload_text()})
+                with pytest.raises(ProviderError, match="this worker has no 'openai' provider"):
+                    await host.count_tokens({"provider": "openai", "payload": ok.payload_text()})
+            finally:
+                await provider.aclose()
+        return [counted, direct, refused, absent]
+
+    counted, direct, refused, absent = asyncio.run(run())
+    assert counted == {"tokens": direct} and direct > 0
+    assert refused["error"]["status"] == 404 and "count_tokens: HTTP 404 not_found_error" in refused["error"]["message"]
+    assert "sk-sim-count-activity" not in json.dumps(refused)
+    assert absent["error"]["error_type"] == "count_unavailable"
+    assert "'plain' provider has no count-tokens endpoint" in absent["error"]["message"]
+
+
+def test_the_activity_provider_counts_for_the_kinds_whose_workers_can() -> None:
+    from runtime.temporal.flow_host import COUNT_RETRIES, QUICK_TIMEOUT, ActivityProvider, ActivityRoute
+
+    route = ActivityRoute(None, "br-1")
+    assert ActivityProvider("simulated", "simulated", 2, route).counts_tokens
+    assert ActivityProvider("anthropic", "anthropic", 2, route).counts_tokens
+    assert not ActivityProvider("openai", "openai", 2, route).counts_tokens  # decides on the prior, as in process
+    assert COUNT_RETRIES.maximum_attempts == 3 and QUICK_TIMEOUT.total_seconds() == 15
+
+
+CALIBRATED = """
+schema = "foldline.scenario/v1"
+name = "calibrated"
+[run]
+concurrency = 2
+[provider]
+kind = "simulated"
+model = "claude-haiku-5-5"
+token_factor = 1.15
+[profiles.default]
+system = "You answer briefly."
+max_input_tokens = 9000
+[[nodes]]
+id = "a"
+operation = "bounded"
+instruction = {task_a}
+script = [{{ text = "A." }}]
+[[nodes]]
+id = "c"
+operation = "bounded"
+instruction = {task_c}
+script = [{{ text = "C." }}]
+[[nodes]]
+id = "b"
+depends_on = ["a", "c"]
+operation = "bounded"
+instruction = {task_b}
+script = [{{ text = "B." }}]
+"""
+
+
+@needs_server
+@pytest.mark.slow
+def test_a_dependent_node_starts_from_its_dependencies_calibration_on_temporal(server: str, tmp_path: Path) -> None:
+    """a and c (siblings) each ask the provider's count once; b, after both, asks nothing: as in process."""
+    task = "Say what the notes below are about.\n" + " ".join(
+        f"note {i}: the fold keeps every original recoverable by its index." for i in range(420)
+    )  # about 6,000 tokens: x 2.0 is over 9,000 (an uncalibrated model asks), x 1.15 x 1.05 is under
+    scenario = tmp_path / "calibrated.toml"
+    tasks = {f"task_{n}": json.dumps(task + suffix) for n, suffix in (("a", ""), ("c", " Briefly."), ("b", " Again."))}
+    scenario.write_text(CALIBRATED.format(**tasks), encoding="utf-8")
+    local_signals = tmp_path / "local.jsonl"
+    local = _local_report(scenario, local_signals)
+    signals, report, store = tmp_path / "temporal.jsonl", tmp_path / "temporal.json", tmp_path / "run.db"
+    done = _foldline(
+        "run", str(scenario), "--engine", "temporal", "--temporal", server, "--bodies", str(tmp_path / "bodies"),
+        "--quiet", "--signals", str(signals), "--report", str(report), "--store", str(store), cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    remote = json.loads(report.read_text())
+    from runtime.store.run import stored_calibration
+
+    kept = stored_calibration(store).get("claude-haiku-5-5")  # the store keeps the run's book for a later run
+    assert kept.calibrated and kept.scale == pytest.approx(1.15, rel=0.05)
+    _assert_same_contract(remote, local, signals, local_signals)
+    assert remote["status"] == "ok" and remote["count_tokens_calls"] == local["count_tokens_calls"] == 2
+    for path in (signals, local_signals):
+        by_node = {e.node_id: e.data for e in read_jsonl(path) if e.type == "ContextDecision"}
+        assert by_node["a"]["count_calls"] == by_node["c"]["count_calls"] == 1  # siblings: each its own count
+        assert by_node["b"]["count_calls"] == 0 and by_node["b"]["method"] == "o200k_base x scale"
+        assert by_node["b"]["provider_count"] is None and by_node["b"]["sent"]

@@ -20,7 +20,7 @@ reports or errors (error text is scrubbed of it).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import anthropic
@@ -29,7 +29,7 @@ import httpx2
 
 from runtime.compiler import Request
 from runtime.image_rules import MESSAGES_IMAGES, ImageRule
-from runtime.providers.base import AttemptFailed, ProviderError, ProviderReply, count_payload
+from runtime.providers.base import AttemptFailed, ProviderError, ProviderReply, count_body, count_payload
 from runtime.providers.progress import current_progress
 from runtime.providers.retry import DEFAULT_MAX_RETRIES
 from runtime.scrub import scrub_secret
@@ -92,8 +92,12 @@ class AnthropicProvider:
         Any failure is a :class:`ProviderError` (scrubbed of the key); the
         caller falls back to a conservative figure rather than retrying.
         """
+        return await self.count_payload_tokens(count_payload(request))
+
+    async def count_payload_tokens(self, payload: Mapping[str, Any]) -> int:
+        """:meth:`count_tokens` of a create payload (a host that carries payloads: a Temporal worker)."""
         try:
-            counted = await self._client.messages.count_tokens(**count_payload(request))
+            counted = await self._client.messages.count_tokens(**count_body(payload))
             tokens = counted.input_tokens
         except anthropic.APIStatusError as exc:
             error_type = _error_type(exc.body)

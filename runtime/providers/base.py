@@ -70,7 +70,12 @@ COUNT_KEYS = ("messages", "model", "system", "thinking", "tool_choice", "tools")
 
 def count_payload(request: Request) -> dict[str, Any]:
     """The count-tokens body of ``request``: its payload without the keys only a create takes."""
-    return {key: value for key, value in request.payload().items() if key in COUNT_KEYS}
+    return count_body(request.payload())
+
+
+def count_body(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """The count-tokens body of a create payload (a host that carries payloads, not requests)."""
+    return {key: value for key, value in payload.items() if key in COUNT_KEYS}
 
 
 @attrs.frozen

@@ -5,6 +5,10 @@
   error, so the workflow's send pipeline applies the SDK's retry rules itself
   (measuring, deciding and publishing every attempt, as in process); Temporal's
   own retry policy only covers a lost worker or a timed-out attempt.
+- ``foldline.count_tokens``: the provider's count of a compiled request's
+  payload (its free count-tokens endpoint), so a flow on Temporal decides in
+  the provider's tokens exactly as in process; a failed count comes back as a
+  value (the send then decides on the conservative fallback, as in process).
 - ``foldline.tool_call``: one call of a registry tool (never ``spawn``, which
   the workflow's scheduler handles).
 - ``foldline.write_events``: a batch of events appended to a JSONL sink and/or
@@ -16,8 +20,10 @@
   store, each under its own SHA-256 (a spawned child's seed names them by
   digest, :mod:`runtime.temporal.seed`).
 
-Each activity heartbeats while it runs, so a worker that dies is noticed
-within the heartbeat timeout and the attempt moves to another worker.
+The provider attempts and tool calls heartbeat while they run, so a worker
+that dies is noticed within the heartbeat timeout and the attempt moves to
+another worker; the quick ones (a count, the bodies) have a short
+start-to-close bound instead.
 """
 
 from __future__ import annotations
@@ -63,6 +69,13 @@ class KeyRoutedSender(Protocol):
     async def send_keyed_payload(
         self, payload: dict[str, Any], *, node_id: str | None, cache_key: str
     ) -> ProviderReply: ...
+
+
+@runtime_checkable
+class PayloadCounter(Protocol):
+    """A provider that counts a compiled request's payload (``AnthropicProvider``: ``messages/count_tokens``)."""
+
+    async def count_payload_tokens(self, payload: Mapping[str, Any]) -> int: ...
 
 
 def usage_to_wire(usage: Usage) -> dict[str, Any]:
@@ -156,6 +169,24 @@ class ActivityHost:
         if self.on_response is not None:
             self.on_response()
         return {"ok": reply_to_wire(reply)}
+
+    @activity.defn(name="foldline.count_tokens")
+    async def count_tokens(self, arg: dict[str, Any]) -> dict[str, Any]:
+        """The provider's input-token count of a compiled request's payload: ``{"tokens": n}`` or ``{"error": ...}``."""
+        kind = str(arg["provider"])
+        provider = self.providers.get(kind)
+        if provider is None:
+            raise ProviderError(
+                f"this worker has no {kind!r} provider (it has: {', '.join(sorted(self.providers)) or 'none'})"
+            )
+        if not isinstance(provider, PayloadCounter):
+            message = f"count_tokens: this worker's {kind!r} provider has no count-tokens endpoint"
+            return {"error": {"message": message, "status": None, "error_type": "count_unavailable"}}
+        try:
+            tokens = await provider.count_payload_tokens(json.loads(arg["payload"]))
+        except ProviderError as error:
+            return {"error": _failure(error)}
+        return {"tokens": tokens}
 
     @activity.defn(name="foldline.tool_call")
     async def tool_call(self, arg: dict[str, Any]) -> dict[str, Any]:

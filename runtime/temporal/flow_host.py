@@ -6,7 +6,8 @@ pipeline and pure core, with the host's edges swapped for deterministic ones:
 
 - the provider is :class:`ActivityProvider`: each attempt is a
   ``foldline.provider_attempt`` activity (retried by the pipeline under the
-  SDK's rules; Temporal retries only a lost worker, with the SDK's backoff);
+  SDK's rules; Temporal retries only a lost worker, with the SDK's backoff),
+  each exact count a ``foldline.count_tokens`` activity;
 - every registry tool but ``spawn`` is a ``foldline.tool_call`` activity
   (``spawn`` is the scheduler's own);
 - the clock, the monotonic clock and the retry jitter are the workflow's, and
@@ -53,6 +54,13 @@ AFFINITY_WAIT = timedelta(seconds=5)
 """How long an activity waits for a worker on the flow's own task queue before it goes to the shared one."""
 AFFINITY_SLOTS = 4
 """How many affinity task queues a deployment has (``QUEUE@0`` .. ``QUEUE@3``); a flow prefers one."""
+COUNTING_KINDS = frozenset({"anthropic", "simulated"})
+"""Provider kinds whose workers count tokens (``AnthropicProvider``: the Messages API's ``messages/count_tokens``)."""
+COUNT_RETRIES = RetryPolicy(
+    initial_interval=timedelta(seconds=0.5), maximum_interval=timedelta(seconds=8), maximum_attempts=3
+)
+"""A count lost with its worker, or outlasting :data:`QUICK_TIMEOUT`, is tried again; a count the provider
+refused is not (it comes back as a value). The send's own bound (``RunEnv.count_timeout_s``) is over all tries."""
 
 
 def jump_hash(key: int, buckets: int) -> int:
@@ -137,8 +145,8 @@ class ActivityProvider:
     max_retries: int
     route: ActivityRoute
     caches_by_prefix: bool = True
-    counts_tokens: bool = False
-    """No count-tokens activity is built: an uncalibrated model decides on its family's prior."""
+    counts_tokens: bool = attrs.field(default=attrs.Factory(lambda self: self.kind in COUNTING_KINDS, takes_self=True))
+    """Whether its workers' provider has a count-tokens endpoint (:data:`COUNTING_KINDS`): as in process."""
     image_rule: ImageRule = MESSAGES_IMAGES
     """The rule the worker's wire counts images by (the chat-completions tiles for kind ``openai``)."""
     session_keys: bool = False
@@ -154,7 +162,18 @@ class ActivityProvider:
         return cls(kind, kind, max_retries, route)
 
     async def count_tokens(self, request: Request) -> int:
-        raise CountUnavailable("the Temporal activity provider has no count-tokens activity (not built)")
+        """The provider's count of ``request`` by a ``foldline.count_tokens`` activity; any failure a ProviderError."""
+        if not self.counts_tokens:
+            raise CountUnavailable(f"provider {self.name} has no count-tokens endpoint")
+        arg = {"provider": self.kind, "payload": request.payload_text()}
+        try:
+            result = await self.route.execute("foldline.count_tokens", arg, COUNT_RETRIES, heartbeats=False)
+        except ActivityError as error:  # no worker answered within the retries: the send decides on the fallback
+            raise ProviderError(f"count_tokens: the activity failed: {error.cause or error}") from None
+        if "error" in result:
+            failure = result["error"]
+            raise ProviderError(failure["message"], status=failure.get("status"), error_type=failure.get("error_type"))
+        return int(result["tokens"])
 
     async def send(self, request: Request, *, node_id: str | None) -> ProviderReply:
         arg = {"provider": self.kind, "payload": request.payload_text(), "node_id": node_id}

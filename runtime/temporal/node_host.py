@@ -40,6 +40,7 @@ from runtime.config.loader import loads_scenario
 from runtime.flow import Node, SpawnRefused, completed_view_length
 from runtime.ids import CountingIds, use_ids
 from runtime.measure import TokenCounter
+from runtime.model_calibration import CalibrationBook
 from runtime.pricing import PricingTable
 from runtime.runtime import audit_recoverability
 from runtime.scenario_run import build_flow
@@ -320,6 +321,8 @@ async def run_node_workflow(host: NodeHost, arg: Mapping[str, Any]) -> dict[str,
             env = _env(arg, bus, ids, registry, route)
             with use_ids(ids):
                 branch = await _branch(arg, node, registry, route)
+                if arg.get("evidence"):  # its dependencies' final calibration evidence (again: no change)
+                    branch.take_evidence(CalibrationBook.from_json(arg["evidence"]))
                 if arg.get("keep_branch"):
                     branch.attach_journal(RequestTap(outbox))
 
@@ -344,6 +347,7 @@ async def run_node_workflow(host: NodeHost, arg: Mapping[str, Any]) -> dict[str,
                     outcome = {"status": "failed", "error_type": type(exc).__name__, "message": message}
         if outcome is not None:  # the node's end: its outcome goes with its last events
             outcome |= {"items": outbox.sent + len(outbox.pending), "unrecoverable": audit_recoverability([branch])}
+            outcome["calibrations"] = branch.calibrations.to_json()  # its final evidence, for its dependents
             if arg.get("keep_branch"):  # the run is stored: its final branch, as digests (the bodies put first)
                 snapshot, bodies = seed_of(branch)
                 await _put_bodies(host, bodies)

@@ -9,7 +9,9 @@ limit and the declared children (checked here, for the whole flow, when an
 emitter asks), and the children an emitter never spawned (skipped when it
 finishes). The events a node publishes reach the flow's bus through the
 ``node_items`` signal, in order; the flow numbers them (``seq``), so a
-node's ``NodeFinished`` follows every event of its own.
+node's ``NodeFinished`` follows every event of its own. A node's result
+carries its final calibration evidence; a node starts with its dependencies'
+(:func:`runtime.model_calibration.shared_evidence`), as in process.
 
 Only called from inside a workflow; asyncio only, as every Temporal workflow.
 """
@@ -29,6 +31,7 @@ from runtime.config.loader import loads_scenario
 from runtime.flow import Flow, Node
 from runtime.flow_rules import blocked_by, never_spawned, spawn_refusal
 from runtime.ids import CountingIds
+from runtime.model_calibration import CalibrationBook, shared_evidence
 from runtime.pricing import PricingTable
 from runtime.report import ReportBuilder
 from runtime.scenario_run import build_flow
@@ -51,7 +54,18 @@ class Forwarded:
         return self.data
 
 
-CARRIED = ("outcomes", "spawned", "branch_ids", "roots", "unrecoverable", "branches", "started", "seeds", "finished")
+CARRIED = (
+    "outcomes",
+    "spawned",
+    "branch_ids",
+    "roots",
+    "unrecoverable",
+    "branches",
+    "started",
+    "seeds",
+    "finished",
+    "evidence",
+)
 """The scheduler's state a continued flow run takes over (see :meth:`FlowScheduler.carried`)."""
 
 
@@ -90,6 +104,8 @@ class FlowScheduler:
     """Outcomes the nodes sent (their last item), not handled yet."""
     steps: int = 0
     """Scheduling steps under way (a node starting, a node's end being published): no cut while any is."""
+    evidence: dict[str, str] = attrs.field(factory=dict)
+    """Each finished node's final calibration evidence (:meth:`CalibrationBook.to_json`, from its outcome)."""
     limiter: anyio.CapacityLimiter = attrs.field(init=False)
     running: anyio.abc.TaskGroup | None = None
     closing: bool = False
@@ -200,6 +216,9 @@ class FlowScheduler:
             await self.publish(NodeStarted(operation=node.operation.kind, parent=node.spawned_by), node.id, branch_id)
             seed = self.seeds.get(node.id)
             arg = dict(self.node_arg) | {"node": node.id, "branch_id": branch_id, "seed": seed, "root_branch": root}
+            # The calibration evidence its dependencies finished with (all finished: deterministic).
+            books = (CalibrationBook.from_json(self.evidence[d]) for d in node.depends_on if d in self.evidence)
+            arg["evidence"] = shared_evidence(books).to_json()
             await workflow.start_child_workflow(
                 NODE_WORKFLOW,
                 arg,
@@ -238,6 +257,8 @@ class FlowScheduler:
         outcome = self.finished.pop(node.id)
         self.started.remove(node.id)
         self.unrecoverable += int(outcome["unrecoverable"])
+        if "calibrations" in outcome:
+            self.evidence[node.id] = outcome["calibrations"]
         if "branch" in outcome:
             self.branches[node.id] = outcome["branch"] | {"branch_id": self.branch_ids[node.id]}
         return outcome

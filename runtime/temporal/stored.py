@@ -24,6 +24,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from runtime.model_calibration import shared_evidence
 from runtime.store.journal import RunStore
 from runtime.store.run import ENGINE_META_KEY
 from runtime.temporal.bodies import BodyStore
@@ -64,10 +65,22 @@ def parents_first(branches: Mapping[str, Mapping[str, Any]]) -> list[Mapping[str
 
 
 async def store_branches(path: str, branches: Mapping[str, Mapping[str, Any]], bodies: BodyStore) -> int:
-    """Write every node's final branch into the store at ``path``; return how many."""
+    """Write every node's final branch into the store at ``path``; return how many.
+
+    The run's calibration book goes in too (for a later run to start from,
+    :func:`runtime.store.run.stored_calibration`): every branch's final
+    evidence joined (:func:`runtime.model_calibration.shared_evidence`) with
+    what the store held.
+    """
     async with await RunStore.open_existing(path) as store:
+        evidence = [store.calibration]
         for seed in parents_first(branches):
             texts = {digest: bodies.get(digest).decode("utf-8") for digest in seed_digests(seed)}
-            store.branch_created(branch_from_seed(seed, texts, seed["branch_id"]))
+            branch = branch_from_seed(seed, texts, seed["branch_id"])
+            store.branch_created(branch)
+            evidence.append(branch.calibrations)
+        book = shared_evidence(evidence)
+        if book.entries:
+            store.calibration_changed(book)
         await store.flush()
     return len(branches)

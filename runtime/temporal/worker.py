@@ -156,6 +156,7 @@ def build_worker(
         )
     bodies = BodyActivities(codec.store)
     activities = [host.provider_attempt, host.tool_call, host.write_events, bodies.put_bodies, bodies.get_bodies]
+    activities.append(host.count_tokens)
     shared = Worker(
         client,
         task_queue=task_queue,
