@@ -35,6 +35,7 @@ counts the candidate whole (which also raises what it must).
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections.abc import Sequence
 
 import attrs
@@ -42,7 +43,7 @@ import attrs
 from runtime.compile_view import layout_alone
 from runtime.compiler import Request
 from runtime.measure import TokenCounter
-from runtime.messages import AssistantResponse, Message, Note, ToolResult
+from runtime.messages import AssistantResponse, Message, Note, ToolCall, ToolResult
 from runtime.prefix import common_prefix
 from runtime.rendering import CompileError, RenderedMessage, ResultProjection
 
@@ -82,24 +83,26 @@ class SpliceBase:
         if running is None:
             return None
         counted, totals, tails = running
-        position: dict[str, int] = {}
+        position = {message.id: at for at, message in enumerate(whole)}
+        if len(position) != len(whole):
+            return None  # a message twice in the view
         results_at: dict[str, list[int]] = {}
+        called_at: list[tuple[str, int]] = []
         thinking_before = 0
         for at, message in enumerate(whole):
-            if message.id in position:
-                return None
-            position[message.id] = at
             if isinstance(message, ToolResult):
                 results_at.setdefault(message.call_id, []).append(at)
-            elif isinstance(message, AssistantResponse) and message.context is not None:
-                thinking_before = at + 1
-        reach = [-1]
-        for message in whole:
-            furthest = reach[-1]
-            if isinstance(message, AssistantResponse):
-                for call in message.tool_calls:
-                    furthest = max(furthest, *results_at.get(call.call_id, (-1,)))
-            reach.append(furthest)
+            elif isinstance(message, AssistantResponse):
+                if message.context is not None:
+                    thinking_before = at + 1
+                for part in message.parts:
+                    if isinstance(part, ToolCall):
+                        called_at.append((part.call_id, at))
+        # reach[q]: the furthest result of a call made before position q.
+        furthest_from = [-1] * (len(whole) + 1)
+        for call, at in called_at:
+            furthest_from[at + 1] = max(furthest_from[at + 1], *results_at.get(call, (-1,)))
+        reach = list(itertools.accumulate(furthest_from, max))
         starts: list[int] = []
         starts_message: list[int] = []
         for index, rendered in enumerate(request.messages):

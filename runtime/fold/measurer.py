@@ -58,15 +58,18 @@ class ViewMeasurer:
         return measure_request(self.compile(view), self.counter, self.scale, self.images)
 
     def estimate(self, view: Sequence[Message]) -> int:
-        base = self._splice.base
-        if base is not None:
-            counted = base.counted_for(view, self.counter, self.projection)
+        splice = self._splice
+        if splice.counted is not None:
+            # A second view after one counted whole: the first becomes the base (a one-off estimate builds none).
+            view_counted, request_counted = splice.counted
+            splice.counted = None
+            splice.base = SpliceBase.build(view_counted, request_counted, self.counter)
+        if splice.base is not None:
+            counted = splice.base.counted_for(view, self.counter, self.projection)
             if counted is not None:
                 return scaled_estimate(counted, self.scale)
         request = self.compile(view)
-        self._splice.base = SpliceBase.build(view, request, self.counter)
-        if self._splice.base is not None:
-            return scaled_estimate(self._splice.base.counted, self.scale)
+        splice.counted, splice.base = (tuple(view), request), None
         return measure_request(request, self.counter, self.scale, self.images).estimate
 
     def messages_estimate(self, messages: Sequence[Message]) -> int:
@@ -93,3 +96,5 @@ class _Splice:
     """The view a :class:`ViewMeasurer` last counted whole, as a base to count candidates from."""
 
     base: SpliceBase | None = None
+    counted: tuple[tuple[Message, ...], Request] | None = None
+    """The view last counted whole and its request, until a later estimate makes them the base."""
