@@ -173,3 +173,28 @@ def test_counting_by_lines_equals_counting_whole(lines) -> None:
     counter = TokenCounter()
     assert counter.count_lines(text) == count_tokens(text)
     assert counter.count_lines(text) == count_tokens(text)  # the cached whole
+
+
+def test_the_running_totals_are_the_piece_by_piece_sums() -> None:
+    conversation = _conversation([(250, True)] * 5, {1})
+    branch = conversation.branch()
+    request = compile_request(system=branch.system, tools=(), view=branch.view(), settings=SETTINGS)
+    counter = TokenCounter()
+    running = counter.running(request.pieces())
+    assert running is not None
+    counted, totals, tails = running
+    pieces = request.pieces()
+    contributions = TokenCounter().count_each([text for _, text in pieces])
+    assert counted == sum(contributions) == measure_request(request, TokenCounter(), 1.0).counted
+    before = len(pieces.head)
+    flat = [text for _, text in pieces.flat()]
+    for index in range(len(request.messages) + 1):
+        assert totals[index] == sum(contributions[:before])
+        assert tails[index] == "".join(flat[:before])[-64:]
+        if index < len(request.messages):
+            before += len(pieces.segment(index))
+    # extend() continues a running state exactly as counting on would.
+    rest, _ = counter.extend(
+        tails[2], [p for i in range(2, len(request.messages)) for p in pieces.segment(i)] + list(pieces.foot)
+    )
+    assert totals[2] + rest == counted
