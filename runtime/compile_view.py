@@ -204,3 +204,20 @@ def forget_layouts() -> None:
     """Drop every remembered layout (for benchmarks measuring a compile from nothing)."""
     with _lock:
         _layouts.clear()
+
+
+def layout_alone(view: Sequence[Message], projection: ResultProjection | None = None) -> tuple[RenderedMessage, ...]:
+    """The rendered messages of ``view`` laid out from nothing, without reading or filling the memo.
+
+    For a short window of a longer view (:mod:`runtime.measure_splice`): the memo keeps whole views.
+    """
+    results: dict[str, ToolResult] = {}
+    for message in view:
+        if isinstance(message, ToolResult):
+            if message.call_id in results:
+                raise CompileError(f"two results for tool call {message.call_id!r} in the view")
+            results[message.call_id] = message
+    builder = _Builder(None)
+    builder.run(view, results, set(), projection)
+    builder.flush()
+    return tuple(builder.out)

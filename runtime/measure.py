@@ -57,6 +57,9 @@ DEFAULT_CACHE_CHARS = 64 * 1024 * 1024
 DEFAULT_JUNCTION_ENTRIES = 262_144
 """Default bound of the junction-correction cache, in entries."""
 
+LINE_COUNT_MIN_CHARS = 1024
+"""A text never counted that is shorter than this is counted whole by :meth:`TokenCounter.count_lines`."""
+
 TOP_PARTS = 5
 """How many of the largest parts a :class:`Measurement` keeps."""
 
@@ -64,6 +67,7 @@ TOP_PARTS = 5
 _SPLIT = r"[A-Za-z](?=[\x00-\x26\x28-\x40\x5b-\x60\x7b-\x7f])|[0-9](?=[\x00-\x2f\x3a-\x7f])"
 _FIRST_SPLIT = re.compile(_SPLIT)
 _LAST_SPLIT = re.compile(r"(?s).*(?:" + _SPLIT + ")")
+_ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
 
 # A product within this distance of an integer is taken as that integer, so
 # binary float noise (100000 x 1.1 = 110000.00000000001) never adds a token.
@@ -139,13 +143,57 @@ class TokenCounter:
             return cached
         self._misses += 1
         tokens = count_tokens(text)
+        self._remember(text, tokens)
+        return tokens
+
+    def _remember(self, text: str, tokens: int) -> None:
         if len(text) <= self.max_chars:
             self._counts[text] = tokens
             self._cached_chars += len(text)
             while self._cached_chars > self.max_chars:
                 evicted, _ = self._counts.popitem(last=False)
                 self._cached_chars -= len(evicted)
+
+    def count_lines(self, text: str) -> int:
+        """``count(text)``, a text never counted being counted line by line where that is exact.
+
+        A JSON piece is cut before each escaped line break (``\\n``) that follows an
+        ASCII letter or digit: a hard split (see the module docstring), so the
+        lines' counts add up to the whole text's exactly. Each line is cached: a
+        text that repeats most of an earlier one's lines (a fold note over one more
+        round) costs its new lines.
+        """
+        if text in self._counts or len(text) < LINE_COUNT_MIN_CHARS:
+            return self.count(text)
+        lines = _lines_of(text)
+        if len(lines) < 2:
+            return self.count(text)
+        self._misses += 1
+        tokens = sum(self.count(line) for line in lines)
+        self._remember(text, tokens)
         return tokens
+
+    def extend(self, tail: str, pieces: Iterable[tuple[str, str]], *, lines: bool = False) -> tuple[int, str]:
+        """The tokens ``pieces`` add after a payload ending in ``tail``, and the payload's tail after them.
+
+        Each piece adds its count plus its junction correction, as in
+        :meth:`count_each`; with ``lines``, a piece never counted is counted by
+        :meth:`count_lines`.
+        """
+        total = 0
+        for _, piece in pieces:
+            tokens = self.count_lines(piece) if lines else self.count(piece)
+            if tail and piece:
+                tokens += self._junction(tail, piece[:JUNCTION_WINDOW])
+            total += tokens
+            tail = piece[-JUNCTION_WINDOW:] if len(piece) >= JUNCTION_WINDOW else (tail + piece)[-JUNCTION_WINDOW:]
+        return total, tail
+
+    def running(self, pieces: SegmentedPieces) -> tuple[int, list[int], list[str]] | None:
+        """``(counted, totals, tails)`` of a segmented request without cache marks: the running count and the
+        payload's last :data:`JUNCTION_WINDOW` characters before each message segment and after the last one
+        (see :mod:`runtime.measure_prefix`); None when it cannot be measured segment by segment."""
+        return self._chains.running(pieces)
 
     def count_each(self, pieces: Iterable[str]) -> list[int]:
         """Each piece's tokens in place: its own count plus its junction correction.
@@ -210,6 +258,21 @@ class TokenCounter:
         if len(self._junctions) > self.max_junctions:
             self._junctions.popitem(last=False)
         return correction
+
+
+def _lines_of(text: str) -> list[str]:
+    """``text`` cut before each escaped line break (``\\n``) that follows an ASCII letter or digit (a hard split)."""
+    parts = text.split("\\n")
+    lines: list[str] = []
+    current = parts[0]
+    for part in parts[1:]:
+        if current and current[-1] in _ALNUM:
+            lines.append(current)
+            current = "\\n" + part
+        else:
+            current += "\\n" + part
+    lines.append(current)
+    return lines
 
 
 def local_junction(tail: str, head: str) -> tuple[str, str]:

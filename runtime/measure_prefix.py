@@ -153,6 +153,20 @@ class Chains:
         largest = sorted((*top, (-envelope, -1, 0, ENVELOPE)))[:_TOP]
         return total, [(label, -negative) for negative, _, _, label in largest]
 
+    def running(self, pieces: SegmentedPieces) -> tuple[int, list[int], list[str]] | None:
+        """``(counted, totals, tails)`` for ``pieces`` when every message segment is reusable (no cache mark):
+        the count, and the running count and tail before each message segment and after the last one."""
+        if pieces.reusable < len(pieces.keys):
+            return None
+        done = self.measure(pieces)
+        if done is None:
+            return None
+        chain = self._chains[0]
+        count = len(pieces.keys)
+        if len(chain.keys) != count:
+            return None
+        return done[0], chain.totals[: count + 1], chain.tails[: count + 1]
+
     def _keep(self, chain: _Chain) -> None:
         if chain in self._chains:
             self._chains.remove(chain)

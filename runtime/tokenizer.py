@@ -28,6 +28,7 @@ import gzip
 import hashlib
 import os
 import threading
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -71,6 +72,10 @@ class TokenizerDataError(RuntimeError):
 
 _lock = threading.Lock()
 _encoding: tiktoken.Encoding | None = None
+_count: Callable[[str], int] | None = None
+
+# Texts the buffer count is checked on when the encoding is built (words, digits, punctuation, a special token).
+_PROBE = "Hello, world: 12345 tokens; <|endoftext|> caf\u00e9\n\t}],{"
 
 
 def _load_ranks() -> dict[bytes, int]:
@@ -171,20 +176,61 @@ def encoding() -> tiktoken.Encoding:
                 # importing foldline.
                 import tiktoken
 
-                _encoding = tiktoken.Encoding(
+                built = tiktoken.Encoding(
                     name="o200k_base",
                     pat_str=_PAT_STR,
                     mergeable_ranks=_ranks(),
                     special_tokens=_SPECIAL_TOKENS,
                 )
+                global _count
+                _count = _counter(built)
+                _encoding = built
     return _encoding
+
+
+def _counter(built: tiktoken.Encoding) -> Callable[[str], int]:
+    """How :func:`count_tokens` counts with ``built``.
+
+    tiktoken's ``encode_ordinary`` returns a list of Python ints (made, then
+    freed: about a tenth of a count's cost). Its core's
+    ``encode_to_tiktoken_buffer(text, set())`` encodes the same tokens (no
+    special token allowed, so none is matched) into a buffer of 4-byte tokens
+    whose byte length gives the count without making them. The core is
+    private API, so it is used only when it is there and counts probe texts
+    exactly as ``encode_ordinary`` does; else the list is counted.
+    """
+    ordinary = built.encode_ordinary
+
+    def by_list(text: str) -> int:
+        return len(ordinary(text))
+
+    to_buffer = getattr(getattr(built, "_core_bpe", None), "encode_to_tiktoken_buffer", None)
+    if to_buffer is None:
+        return by_list
+    none: set[str] = set()
+
+    def by_buffer(text: str) -> int:
+        try:
+            return memoryview(to_buffer(text, none)).nbytes // 4
+        except UnicodeEncodeError:  # lone surrogates: encode_ordinary repairs the text first
+            return by_list(text)
+
+    try:
+        agrees = all(by_buffer(probe) == by_list(probe) for probe in (_PROBE, "", _PROBE * 3))
+    except Exception:  # a changed private API: the public one
+        return by_list
+    return by_buffer if agrees else by_list
 
 
 def count_tokens(text: str) -> int:
     """Tokens of ``text`` in o200k_base; special-token text counts as plain text.
 
-    ``encode_ordinary`` gives the tokens ``encode(text, disallowed_special=())``
-    gives (no special token is allowed, so none is matched), without scanning
-    for special tokens first.
+    The length of ``encode_ordinary(text)``: the tokens ``encode(text, disallowed_special=())`` gives (no
+    special token is allowed, so none is matched), counted without making them (see :func:`_counter`).
     """
-    return len(encoding().encode_ordinary(text))
+    count = _count
+    if count is None:
+        encoding()
+        count = _count
+        assert count is not None
+    return count(text)

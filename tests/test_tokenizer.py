@@ -5,6 +5,8 @@ import hashlib
 from importlib import resources
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from runtime import tokenizer
 
@@ -48,3 +50,52 @@ def test_the_fast_rank_parse_equals_a_line_by_line_parse() -> None:
 def test_ordinary_encoding_counts_like_encode_with_no_special_tokens() -> None:
     text = "a <|endoftext|> b <|endofprompt|> 上下文 🙂 def f(x):\n    return x"
     assert tokenizer.count_tokens(text) == len(tokenizer.encoding().encode(text, disallowed_special=()))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    text=st.lists(
+        st.one_of(
+            st.text(max_size=12),
+            st.sampled_from(["<|endoftext|>", "<|endofprompt|>", "\ud800", "\n", "}],{", "12345"]),
+        ),
+        max_size=12,
+    ).map("".join)
+)
+def test_the_count_is_the_length_of_encode_ordinary(text: str) -> None:
+    """The buffer count (no token list made) equals the list's length, surrogates and special-token text included."""
+    assert tokenizer.count_tokens(text) == len(tokenizer.encoding().encode_ordinary(text))
+
+
+def test_the_buffer_count_is_the_one_in_use_with_this_tiktoken() -> None:
+    """The installed tiktoken has the core buffer encoder and it passed the probe (else the list is counted)."""
+    tokenizer.encoding()
+    assert tokenizer._count is not None and tokenizer._count.__name__ == "by_buffer"
+
+
+class _WithoutBuffer:
+    """An encoding whose core has no buffer encoder (a tiktoken without that private API)."""
+
+    def __init__(self) -> None:
+        self._core_bpe = object()
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        return tokenizer.encoding().encode_ordinary(text)
+
+
+class _WrongBuffer(_WithoutBuffer):
+    """An encoding whose core's buffer encoder counts differently from encode_ordinary."""
+
+    def __init__(self) -> None:
+        class Core:
+            def encode_to_tiktoken_buffer(self, text: str, allowed: set[str]) -> bytes:
+                return b"\x00" * 4 * (len(text) + 1)
+
+        self._core_bpe = Core()
+
+
+@pytest.mark.parametrize("built", [_WithoutBuffer(), _WrongBuffer()], ids=["no buffer encoder", "wrong count"])
+def test_without_a_usable_buffer_encoder_the_list_is_counted(built: object) -> None:
+    count = tokenizer._counter(built)  # type: ignore[arg-type]
+    assert count.__name__ == "by_list"
+    assert count("hello world") == 2

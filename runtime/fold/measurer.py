@@ -4,7 +4,9 @@ The fold never counts tokens its own way: a candidate view is compiled with
 the same system text, tools, settings and result projection as the request it
 stands for, and measured with the branch's counter and scale (one counter
 everywhere). The compiler's block memo and the counter's piece cache make a
-candidate cost O(what changed).
+candidate cost O(what changed); a candidate that differs from the view last
+counted whole in one window is counted from that view
+(:mod:`runtime.measure_splice`): the same number, for the cost of the window.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import attrs
 from runtime.compiler import Request, RequestSettings, ResultProjection, ToolSpec, compile_request, render_blocks
 from runtime.image_count import measure_request
 from runtime.image_rules import MESSAGES_IMAGES, ImageRule
-from runtime.measure import Measurement, TokenCounter
+from runtime.measure import Measurement, TokenCounter, scaled_estimate
+from runtime.measure_splice import SpliceBase
 from runtime.messages import Message, SystemMessage
 
 
@@ -44,6 +47,7 @@ class ViewMeasurer:
     projection: ResultProjection | None = None
     images: ImageRule = MESSAGES_IMAGES
     """The rule the images are counted by (the wire's, as for the request the view stands for)."""
+    _splice: _Splice = attrs.field(factory=lambda: _Splice(), init=False, repr=False)
 
     def compile(self, view: Sequence[Message]) -> Request:
         return compile_request(
@@ -54,7 +58,19 @@ class ViewMeasurer:
         return measure_request(self.compile(view), self.counter, self.scale, self.images)
 
     def estimate(self, view: Sequence[Message]) -> int:
-        return self.measure(view).estimate
+        splice = self._splice
+        if splice.counted is not None:
+            # A second view after one counted whole: the first becomes the base (a one-off estimate builds none).
+            view_counted, request_counted = splice.counted
+            splice.counted = None
+            splice.base = SpliceBase.build(view_counted, request_counted, self.counter)
+        if splice.base is not None:
+            counted = splice.base.counted_for(view, self.counter, self.projection)
+            if counted is not None:
+                return scaled_estimate(counted, self.scale)
+        request = self.compile(view)
+        splice.counted, splice.base = (tuple(view), request), None
+        return measure_request(request, self.counter, self.scale, self.images).estimate
 
     def messages_estimate(self, messages: Sequence[Message]) -> int:
         """The scaled estimate of ``messages`` compiled alone (no system text, no tools)."""
@@ -73,3 +89,12 @@ class ViewMeasurer:
 
     def with_scale(self, scale: float) -> ViewMeasurer:
         return attrs.evolve(self, scale=scale)
+
+
+@attrs.define(eq=False)
+class _Splice:
+    """The view a :class:`ViewMeasurer` last counted whole, as a base to count candidates from."""
+
+    base: SpliceBase | None = None
+    counted: tuple[tuple[Message, ...], Request] | None = None
+    """The view last counted whole and its request, until a later estimate makes them the base."""

@@ -69,7 +69,11 @@ def span_digest(messages: Sequence[Message]) -> str:
 
 def fold_id(stage: str, messages: Sequence[Message]) -> str:
     """A fold's id: deterministic from its stage and the digests of what it replaced."""
-    return "f-" + sha256_hex(stage + "\n" + span_digest(messages))[:12]
+    return _fold_id_of(stage, span_digest(messages))
+
+
+def _fold_id_of(stage: str, digest: str) -> str:
+    return "f-" + sha256_hex(stage + "\n" + digest)[:12]
 
 
 def _original(result: ToolResult, record: RecordAccess) -> tuple[ToolResult, int]:
@@ -146,19 +150,21 @@ def build_note(
     *,
     summary: str | None = None,
     summary_note: str | None = None,
+    lines_of: Callable[[Unit], Sequence[str]] | None = None,
 ) -> Note:
     """A note standing for ``units`` (in view order), written by ``stage``.
 
     ``summary`` (clipped to :data:`SUMMARY_MAX_CHARS`) goes first when given;
     ``summary_note`` is one line saying why there is none (e.g. the summary
-    request failed).
+    request failed). ``lines_of`` gives a unit's :func:`unit_lines` (a memo of
+    them, for a caller building many notes over the same units).
     """
     if not units:
         raise ValueError("build_note: a note must replace at least one unit")
     replaced = [m for unit in units for m in unit.members]
     first_index = min(unit.key for unit in units)
     digest = span_digest(replaced)
-    parts = [note_header(fold_id(stage, replaced), stage, len(replaced), first_index, digest)]
+    parts = [note_header(_fold_id_of(stage, digest), stage, len(replaced), first_index, digest)]
     if summary is not None and summary.strip():
         text = summary.strip()
         if len(text) > SUMMARY_MAX_CHARS:
@@ -166,7 +172,8 @@ def build_note(
         parts.append("Summary:\n" + text)
     elif summary_note:
         parts.append(summary_note)
-    lines = [line for unit in units for line in unit_lines(unit, record)]
+    listed = lines_of if lines_of is not None else (lambda unit: unit_lines(unit, record))
+    lines = [line for unit in units for line in listed(unit)]
     if lines:
         parts.append(CALLS_HEADING + "\n" + "\n".join(lines))
     return Note(text="\n".join(parts), replaced=tuple(m.id for m in replaced), first_index=first_index, stage=stage)

@@ -8,7 +8,7 @@ import attrs
 
 from runtime.fold.marks import FoldMark
 from runtime.fold.measurer import Measurer
-from runtime.fold.notes import build_note
+from runtime.fold.notes import build_note, unit_lines
 from runtime.fold.plan_values import FoldInput, FoldPlan, PassRecord
 from runtime.fold.settings import (
     FoldSettings,
@@ -44,6 +44,8 @@ class PlanRun:
     summaries: int = 0
     held_back: bool = False
     """A tool_io pass left a round that would overshoot far for the clip stage."""
+    _lines: dict[int, tuple[Unit, list[str]]] = attrs.field(factory=dict, init=False)
+    """Each unit's listing lines, by the unit's identity (the unit is kept, so its id is not reused)."""
 
     def __attrs_post_init__(self) -> None:
         self.view = list(self.inp.view)
@@ -131,6 +133,14 @@ class PlanRun:
         self.passes.append(PassRecord(stage, "rolled_back", before, after, summary_usage, detail))
         return False
 
+    def unit_lines(self, unit: Unit) -> list[str]:
+        """``unit``'s listing lines, built once per fold (a pass builds notes over the same units many times)."""
+        entry = self._lines.get(id(unit))
+        if entry is None:
+            entry = (unit, unit_lines(unit, self.inp.record))
+            self._lines[id(unit)] = entry
+        return entry[1]
+
     def replace_runs(self, units: Sequence[Unit], take: Sequence[int], stage: str) -> tuple[list[Message], list[Note]]:
         """The view with each contiguous run of the taken units replaced by one note."""
         chosen = set(take)
@@ -144,7 +154,7 @@ class PlanRun:
         notes: list[Note] = []
         note_at: dict[int, Note] = {}
         for run in runs:
-            note = build_note(stage, [units[i] for i in run], self.inp.record)
+            note = build_note(stage, [units[i] for i in run], self.inp.record, lines_of=self.unit_lines)
             notes.append(note)
             note_at[run[0]] = note
         return rebuild_view(self.view, units, chosen, note_at), notes
