@@ -34,6 +34,7 @@ import attrs
 
 from actors.branch import Turn
 from actors.cache_step import anchor_locations
+from actors.fold_recalls import recall_profile
 from actors.publisher import Publisher
 from actors.shape import RequestShape
 from runtime.cache import TailSkip
@@ -189,6 +190,9 @@ class Folding:
     """Where the cycle of this turn's last commit began."""
     spent: CycleStart | None = None
     """The turn's spending before the folds of the send being prepared (their summaries not in it)."""
+    floor: int = 0
+    """Where the last full fold stopped when it missed its target (0: it reached it, or none ran): no
+    candidate is expected to land below it."""
 
     # -- cache placement with folding ---------------------------------------------------
 
@@ -233,6 +237,7 @@ class Folding:
         self.growth = view_growth(self.turn, measurer)
         if self.growth is None:
             return
+        recalls = recall_profile(self.turn, measurer)
         self.cost = decide_fold(
             tokens=m.estimate,
             growth=self.growth,
@@ -241,6 +246,9 @@ class Folding:
             kept_prefix_tokens=measurer.estimate(view[: self._kept_prefix(view)]),
             prices=fold.prices,
             caching=fold.caching,
+            recalls=recalls,
+            floor_tokens=self.floor,
+            elapsed_requests=None if recalls is None else recalls.requests,
         )
 
     def _kept_prefix(self, view: Sequence[Message]) -> int:
@@ -306,6 +314,8 @@ class Folding:
                         self.turn.hold_marks(plan.held_marks)
                 break
             await self._commit(plan)
+            if mode == "full":
+                self.floor = 0 if plan.target_reached else plan.estimate_after
             view = self.turn.branch.view()
             request = self.shape.compile(view, intent)
             m = self.shape.measure(request)
