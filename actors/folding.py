@@ -15,7 +15,8 @@ Under the ``cost`` fold policy (:attr:`runtime.fold.settings.FoldSettings.by_cos
 the line and the target are the cost model's (:func:`runtime.fold.cost.decide_fold`),
 asked before each main send with the branch's growth per request, measured from its
 own record by :func:`view_growth` (the fixed fractions hold until two requests'
-growth is known). Each ``FoldCommitted`` carries the prediction the commit was
+growth is known), the recalls it made (:func:`actors.fold_recalls.recall_profile`), where
+the last full fold stopped when it missed its target, and the requests made so far. Each ``FoldCommitted`` carries the prediction the commit was
 chosen on and what the cycle the previous commit of this turn started really cost.
 
 It also decides the protected first round, names the cache anchors and the

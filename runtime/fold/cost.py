@@ -23,6 +23,20 @@ request that is ``J(a, b) = (F + w R(a)) g / (b - a) + rho (a + b) / 2``:
   ``J`` at its own best line; a candidate that does not bring the context under the
   hard limit is never taken while one that does exists.
 
+Three things the cycle above leaves out, priced or bounded since (issue 19, second pass):
+
+- **recalls**: a fold sends the model to ``read_result`` for what it needs again. Each recall is an
+  extra request carrying the context at the read price, its call at the output price and its page
+  written once; how often a candidate causes one comes from the branch's own recalls and how far
+  back each original stood (:class:`RecallProfile`). With recalls seen, ``J`` gains
+  ``rate(K, b - a) x recall cost`` and the line is searched rather than given by ``b*``.
+- **the floor**: no candidate lands below the prefix a fold keeps, nor below where the last fold
+  stopped short of its target; one assumed to land there rewrote nothing and looked free, and the
+  model committed every request or two (``fits``; ``staged-curl`` at token factor 1.37).
+- **the ceiling's need**: how long the work goes on is unknown; it is estimated as long again as it
+  has gone, and under the hard limit a commit waits while ``tokens + g x elapsed`` stays under it
+  (:func:`decide_fold`).
+
 Prices are in base-input-token units (fresh input 1); :func:`prices_for` builds them
 from a model's price tier. ``fold_policy = "fixed"`` keeps the fixed fractions
 (:class:`runtime.fold.settings.FoldSettings`); this module is what ``"cost"`` asks.
