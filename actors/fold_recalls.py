@@ -35,9 +35,20 @@ def _recalled_index(message: Message, position: int) -> int | None:
     return index
 
 
-def recall_profile(turn: Turn, measurer: Measurer) -> RecallProfile | None:
-    """The branch's recalls so far (None before its first main response)."""
+def recall_profile(turn: Turn, measurer: Measurer, memo: dict[str, int] | None = None) -> RecallProfile | None:
+    """The branch's recalls so far (None before its first main response).
+
+    ``memo`` keeps each measured message's counted tokens by id between calls (a message's
+    blocks never change), so asking before every request does not count the record again.
+    """
     branch = turn.branch
+    memo = {} if memo is None else memo
+
+    def tokens_of(message: Message) -> int:
+        if message.id not in memo:
+            memo[message.id] = measurer.block_tokens(message)[0]
+        return memo[message.id]
+
     delivered, in_view = branch.state.delivered, set(branch.view_ids())
     counted: list[bool] = []
     requests = 0
@@ -63,9 +74,9 @@ def recall_profile(turn: Turn, measurer: Measurer) -> RecallProfile | None:
     start = min(index for _, index in recalls)
     running = [0]  # tokens of counted messages from ``start`` up to (not including) each position
     for position in range(start, len(counted)):
-        tokens = measurer.block_tokens(branch.message_at(position))[0] if counted[position] else 0
+        tokens = tokens_of(branch.message_at(position)) if counted[position] else 0
         running.append(running[-1] + tokens)
     scale = measurer.scale
     distances = tuple(scale * (running[at - start] - running[index + 1 - start]) for at, index in recalls)
-    pages = [measurer.block_tokens(branch.message_at(at))[0] * scale for at, _ in recalls]
+    pages = [tokens_of(branch.message_at(at)) * scale for at, _ in recalls]
     return RecallProfile(requests, distances, page_tokens=sum(pages) / len(pages))

@@ -191,6 +191,8 @@ class Folding:
     """Where the cycle of this turn's last commit began."""
     spent: CycleStart | None = None
     """The turn's spending before the folds of the send being prepared (their summaries not in it)."""
+    recall_tokens: dict[str, int] = attrs.field(factory=dict)
+    """Counted tokens of the messages :func:`recall_profile` measured, by id (see there)."""
     floor: int = 0
     """Where the last full fold stopped when it missed its target (0: it reached it, or none ran): no
     candidate is expected to land below it."""
@@ -238,7 +240,7 @@ class Folding:
         self.growth = view_growth(self.turn, measurer)
         if self.growth is None:
             return
-        recalls = recall_profile(self.turn, measurer)
+        recalls = recall_profile(self.turn, measurer, self.recall_tokens)
         self.cost = decide_fold(
             tokens=m.estimate,
             growth=self.growth,

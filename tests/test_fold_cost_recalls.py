@@ -240,3 +240,25 @@ async def test_the_recall_profile_measures_each_read_result_from_its_original() 
     assert profile.requests == 3
     assert profile.distances == (pytest.approx(2.0 * (10 + 90 + 20)),)
     assert profile.page_tokens == pytest.approx(2.0 * 300)
+
+
+@pytest.mark.anyio
+async def test_the_memo_counts_each_message_once_across_calls() -> None:
+    counted: list[str] = []
+
+    class Counting(Counted):
+        def block_tokens(self, message: Message) -> tuple[int, int]:
+            counted.append(message.id)
+            return super().block_tokens(message)
+
+    branch = Branch.create(system=None)
+    memo: dict[str, int] = {}
+    async with branch.turn() as turn:
+        turn.append(Instruction("t" * 400))
+        turn.append(AssistantResponse((TextPart("a" * 40),)))
+        turn.append(_read_result(0, "p" * 1_200))
+        turn.deliver(m.id for m in branch.view())
+        first = recall_profile(turn, Counting(), memo)
+        assert recall_profile(turn, Counting(), memo) == first
+    assert first is not None and first.distances == (pytest.approx(2.0 * 10),)
+    assert sorted(counted) == sorted(set(counted))  # nothing counted twice
