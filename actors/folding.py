@@ -15,8 +15,8 @@ Under the ``cost`` fold policy (:attr:`runtime.fold.settings.FoldSettings.by_cos
 the line and the target are the cost model's (:func:`runtime.fold.cost.decide_fold`),
 asked before each main send with the branch's growth per request, measured from its
 own record by :func:`view_growth` (the fixed fractions hold until two requests'
-growth is known), the recalls it made (:func:`actors.fold_recalls.recall_profile`), where
-the last full fold stopped when it missed its target, and the requests made so far. Each ``FoldCommitted`` carries the prediction the commit was
+growth is known), the recalls it made (:func:`actors.fold_recalls.recall_profile`) and the requests made so
+far, all read from the record, so a resumed run decides as the uninterrupted one did. Each ``FoldCommitted`` carries the prediction the commit was
 chosen on and what the cycle the previous commit of this turn started really cost.
 
 It also decides the protected first round, names the cache anchors and the
@@ -193,9 +193,6 @@ class Folding:
     """The turn's spending before the folds of the send being prepared (their summaries not in it)."""
     recall_tokens: dict[str, int] = attrs.field(factory=dict)
     """Counted tokens of the messages :func:`recall_profile` measured, by id (see there)."""
-    floor: int = 0
-    """Where the last full fold stopped when it missed its target (0: it reached it, or none ran): no
-    candidate is expected to land below it."""
 
     # -- cache placement with folding ---------------------------------------------------
 
@@ -250,7 +247,6 @@ class Folding:
             prices=fold.prices,
             caching=fold.caching,
             recalls=recalls,
-            floor_tokens=self.floor,
             elapsed_requests=None if recalls is None else recalls.requests,
         )
 
@@ -317,8 +313,6 @@ class Folding:
                         self.turn.hold_marks(plan.held_marks)
                 break
             await self._commit(plan)
-            if mode == "full":
-                self.floor = 0 if plan.target_reached else plan.estimate_after
             view = self.turn.branch.view()
             request = self.shape.compile(view, intent)
             m = self.shape.measure(request)

@@ -1,7 +1,7 @@
 """The cost model prices recalls, lands no candidate below what a fold keeps, and folds only for the ceiling.
 
 Issue 19's second pass: reading folded material back (``read_result``) is an extra request and a page;
-a candidate assumed to land below the kept prefix or below where the last fold stopped looked free
+a candidate assumed to land below the kept prefix looked free
 and made the model commit every request (``fits``; ``staged-curl`` at token factor 1.37); a fold the
 ceiling is not expected to need is not committed.
 """
@@ -144,15 +144,6 @@ def test_a_kept_prefix_above_the_target_is_not_a_free_commit() -> None:
     )
     assert decision.choice is not None and decision.choice.tokens_after >= 22_500
     assert decision.line is not None and decision.line > 22_500 + 2_200
-
-
-def test_where_the_last_fold_stopped_is_the_floor_of_the_next() -> None:
-    common = {"tokens": 15_000, "growth": 3_500.0, "ceiling": 50_000, "margin": 0.045, "kept_prefix_tokens": 5_000}
-    free = decide_fold(**common, prices=PRICES, caching=True)  # type: ignore[arg-type]
-    floored = decide_fold(**common, prices=PRICES, caching=True, floor_tokens=9_000)  # type: ignore[arg-type]
-    assert free.line is not None and floored.line is not None and floored.choice is not None
-    assert floored.choice.tokens_after >= 9_000
-    assert floored.line > free.line
 
 
 # -- folding only for the ceiling -----------------------------------------------------------------

@@ -30,9 +30,9 @@ Three things the cycle above leaves out, priced or bounded since (issue 19, seco
   written once; how often a candidate causes one comes from the branch's own recalls and how far
   back each original stood (:class:`RecallProfile`). With recalls seen, ``J`` gains
   ``rate(K, b - a) x recall cost`` and the line is searched rather than given by ``b*``.
-- **the floor**: no candidate lands below the prefix a fold keeps, nor below where the last fold
-  stopped short of its target; one assumed to land there rewrote nothing and looked free, and the
-  model committed every request or two (``fits``; ``staged-curl`` at token factor 1.37).
+- **the floor**: no candidate lands below the prefix a fold keeps; one assumed to land there
+  rewrote nothing and looked free, and the model committed every request or two (``fits``;
+  ``staged-curl`` at token factor 1.37).
 - **the ceiling's need**: how long the work goes on is unknown; it is estimated as long again as it
   has gone, and under the hard limit a commit waits while ``tokens + g x elapsed`` stays under it
   (:func:`decide_fold`).
@@ -352,7 +352,7 @@ def target_candidate(
     ceiling: int, target: float, kept_prefix_tokens: int, summary_output_tokens: int, floor_tokens: int = 0
 ) -> Candidate:
     """The candidate the target rule describes: the context left at ``target x ceiling`` (or at
-    ``floor_tokens``, what the planner could not fold below last time, when that is higher),
+    ``floor_tokens`` when that is higher: the runtime passes the kept prefix, below which no fold lands),
     everything after the kept prefix (protected head, earlier notes) rewritten and kept as the tail,
     one summary produced."""
     _positive("ceiling", ceiling)
@@ -398,13 +398,12 @@ def decide_fold(
     caching: bool,
     targets: Sequence[float] = COST_TARGETS,
     recalls: RecallProfile | None = None,
-    floor_tokens: int = 0,
     elapsed_requests: int | None = None,
 ) -> CostDecision:
     """The cost policy's decision before one request: commit now or wait, and to which target.
 
-    Each of ``targets`` is a candidate by :func:`target_candidate` (the context left at the target or
-    at ``floor_tokens``, everything after the kept prefix rewritten, one summary). Without caching
+    Each of ``targets`` is a candidate by :func:`target_candidate` (the context left at the target, or
+    at the kept prefix when that is higher; everything after the kept prefix rewritten, one summary). Without caching
     nothing is rewritten and every carried token costs fresh input (:data:`UNCACHED`, output at
     ``prices.output``). ``recalls`` prices reading folded material back (:class:`RecallProfile`).
 
@@ -418,12 +417,13 @@ def decide_fold(
     """
     if not caching:
         prices = attrs.evolve(UNCACHED, output=prices.output)
-    # No candidate lands below the prefix a fold keeps, nor below where the last fold stopped short of
-    # its target: a candidate assumed to land there would see a commit rewriting nothing, as free.
-    floor = max(floor_tokens, kept_prefix_tokens)
+    # No candidate lands below the prefix a fold keeps: one assumed to land there would see a commit
+    # rewriting nothing, as free.
     candidates = []
     for target in targets:
-        candidate = target_candidate(ceiling, target, kept_prefix_tokens, SUMMARY_OUTPUT_TOKENS, floor)
+        candidate = target_candidate(
+            ceiling, target, kept_prefix_tokens, SUMMARY_OUTPUT_TOKENS, floor_tokens=kept_prefix_tokens
+        )
         candidates.append(candidate if caching else attrs.evolve(candidate, rewrite_tokens=0))
     state = CostState(tokens=tokens, growth=growth, ceiling=ceiling, margin=margin)
     decision = choose(candidates, state, prices, recalls)
