@@ -23,8 +23,10 @@ from runtime.fold.cost import (
     CostState,
     RecallProfile,
     best_line,
+    commit_cost,
     decide_fold,
     per_request,
+    predicted_cycle,
     target_candidate,
 )
 from runtime.messages import AssistantResponse, Instruction, Message, TextPart, ToolCall, ToolResult
@@ -117,6 +119,22 @@ def test_frequent_recalls_lengthen_the_cycle_or_keep_more_and_cost_less_than_ign
     state = CostState(tokens=45_000, growth=4_000.0, ceiling=100_000)
     ignoring = per_request(blind.choice, blind.line, state, PRICES, profile)
     assert ignoring is not None and priced.predicted_per_request < ignoring
+
+
+def test_the_predicted_cycle_includes_the_expected_recalls() -> None:
+    profile = RecallProfile(10, (20_000.0,) * 10, page_tokens=4_000.0)
+    common = {"tokens": 70_000, "growth": 4_000.0, "ceiling": 100_000, "margin": 0.045, "kept_prefix_tokens": 2_000}
+    priced = decide_fold(**common, prices=PRICES, caching=True, recalls=profile)  # type: ignore[arg-type]
+    choice, line, horizon = priced.choice, priced.line, priced.horizon_requests
+    assert choice is not None and line is not None and horizon is not None
+    state = CostState(tokens=70_000, growth=4_000.0, ceiling=100_000)
+    recalls = profile.rate(choice.tail, line - choice.tokens_after) * profile.cost(
+        (choice.tokens_after + line) / 2, PRICES
+    )
+    assert recalls > 0
+    blind = commit_cost(choice, PRICES) + horizon * (0.1 * (choice.tokens_after + line) / 2 + 1.25 * 4_000)
+    assert predicted_cycle(priced, 4_000.0, PRICES) == pytest.approx(blind + horizon * recalls)
+    assert per_request(choice, line, state, PRICES, profile) == pytest.approx(priced.predicted_per_request)
 
 
 # -- no candidate below what a fold keeps ---------------------------------------------------------

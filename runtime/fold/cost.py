@@ -444,10 +444,13 @@ def decide_fold(
 
 def predicted_cycle(decision: CostDecision, growth: float, prices: CostPrices) -> float | None:
     """What the cycle a commit starts is predicted to cost, in BIT: the commit, then each request's
-    carrying and its new tokens at the write price, until the next commit (None without a choice)."""
+    carrying, its expected recalls and its new tokens at the write price, until the next commit (None
+    without a choice). The per-request figure is the decision's own (recalls included when priced)."""
     choice, line, horizon = decision.choice, decision.line, decision.horizon_requests
     if choice is None or line is None or horizon is None:
         return None
+    if decision.predicted_per_request is not None:
+        return horizon * (decision.predicted_per_request + prices.write * growth)
     carrying = prices.read * (choice.tokens_after + line) / 2
     return commit_cost(choice, prices) + horizon * (carrying + prices.write * growth)
 
