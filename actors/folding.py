@@ -15,7 +15,8 @@ Under the ``cost`` fold policy (:attr:`runtime.fold.settings.FoldSettings.by_cos
 the line and the target are the cost model's (:func:`runtime.fold.cost.decide_fold`),
 asked before each main send with the branch's growth per request, measured from its
 own record by :func:`view_growth` (the fixed fractions hold until two requests'
-growth is known). Each ``FoldCommitted`` carries the prediction the commit was
+growth is known), the recalls it made (:func:`actors.fold_recalls.recall_profile`) and the requests made so
+far, all read from the record, so a resumed run decides as the uninterrupted one did. Each ``FoldCommitted`` carries the prediction the commit was
 chosen on and what the cycle the previous commit of this turn started really cost.
 
 It also decides the protected first round, names the cache anchors and the
@@ -34,6 +35,7 @@ import attrs
 
 from actors.branch import Turn
 from actors.cache_step import anchor_locations
+from actors.fold_recalls import recall_profile
 from actors.publisher import Publisher
 from actors.shape import RequestShape
 from runtime.cache import TailSkip
@@ -189,6 +191,8 @@ class Folding:
     """Where the cycle of this turn's last commit began."""
     spent: CycleStart | None = None
     """The turn's spending before the folds of the send being prepared (their summaries not in it)."""
+    recall_tokens: dict[str, int] = attrs.field(factory=dict)
+    """Counted tokens of the messages :func:`recall_profile` measured, by id (see there)."""
 
     # -- cache placement with folding ---------------------------------------------------
 
@@ -233,6 +237,7 @@ class Folding:
         self.growth = view_growth(self.turn, measurer)
         if self.growth is None:
             return
+        recalls = recall_profile(self.turn, measurer, self.recall_tokens)
         self.cost = decide_fold(
             tokens=m.estimate,
             growth=self.growth,
@@ -241,6 +246,8 @@ class Folding:
             kept_prefix_tokens=measurer.estimate(view[: self._kept_prefix(view)]),
             prices=fold.prices,
             caching=fold.caching,
+            recalls=recalls,
+            elapsed_requests=None if recalls is None else recalls.requests,
         )
 
     def _kept_prefix(self, view: Sequence[Message]) -> int:

@@ -209,7 +209,12 @@ def test_growth_stays_within_the_increments_seen(estimates: list[int]) -> None:
 def test_the_target_rule_as_a_candidate() -> None:
     candidate = target_candidate(20_000, 0.6, kept_prefix_tokens=1_500, summary_output_tokens=300)
     assert candidate == Candidate(
-        "target 0.6", tokens_after=12_000, rewrite_tokens=10_500, summary_output_tokens=300, target=0.6
+        "target 0.6",
+        tokens_after=12_000,
+        rewrite_tokens=10_500,
+        summary_output_tokens=300,
+        target=0.6,
+        tail_tokens=10_500,
     )
     assert target_candidate(20_000, 0.1, 50_000, 0).rewrite_tokens == 0
     with pytest.raises(ValueError, match="target"):

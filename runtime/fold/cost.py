@@ -23,6 +23,20 @@ request that is ``J(a, b) = (F + w R(a)) g / (b - a) + rho (a + b) / 2``:
   ``J`` at its own best line; a candidate that does not bring the context under the
   hard limit is never taken while one that does exists.
 
+Three things the cycle above leaves out, priced or bounded since (issue 19, second pass):
+
+- **recalls**: a fold sends the model to ``read_result`` for what it needs again. Each recall is an
+  extra request carrying the context at the read price, its call at the output price and its page
+  written once; how often a candidate causes one comes from the branch's own recalls and how far
+  back each original stood (:class:`RecallProfile`). With recalls seen, ``J`` gains
+  ``rate(K, b - a) x recall cost`` and the line is searched rather than given by ``b*``.
+- **the floor**: no candidate lands below the prefix a fold keeps; one assumed to land there
+  rewrote nothing and looked free, and the model committed every request or two (``fits``;
+  ``staged-curl`` at token factor 1.37).
+- **the ceiling's need**: how long the work goes on is unknown; it is estimated as long again as it
+  has gone, and under the hard limit a commit waits while ``tokens + g x elapsed`` stays under it
+  (:func:`decide_fold`).
+
 Prices are in base-input-token units (fresh input 1); :func:`prices_for` builds them
 from a model's price tier. ``fold_policy = "fixed"`` keeps the fixed fractions
 (:class:`runtime.fold.settings.FoldSettings`); this module is what ``"cost"`` asks.
@@ -100,6 +114,12 @@ class Candidate:
     summary_output_tokens: int = 0
     target: float | None = None
     """The share of the ceiling the planner is asked to fold to (None: a depth named otherwise)."""
+    tail_tokens: int | None = None
+    """What the fold keeps after its kept prefix (what a recall may still find in view); None: the rewrite."""
+
+    @property
+    def tail(self) -> int:
+        return self.rewrite_tokens if self.tail_tokens is None else self.tail_tokens
 
     def __attrs_post_init__(self) -> None:
         _non_negative("Candidate.tokens_after", self.tokens_after)
@@ -109,6 +129,51 @@ class Candidate:
             raise ValueError(
                 f"Candidate {self.label!r}: rewrites {self.rewrite_tokens} tokens of a context of {self.tokens_after}"
             )
+
+
+RECALL_CALL_TOKENS = 60
+"""Output tokens a recall's own call is expected to take (a ``read_result`` call and its framing)."""
+
+
+@attrs.frozen
+class RecallProfile:
+    """What reading folded material back has cost this branch: the recalls it made, and how far back.
+
+    ``distances`` are, for each ``read_result`` the branch sent, the tokens of content that had
+    entered the view after the original and before the recall; ``requests`` the main requests over
+    which they were seen; ``page_tokens`` the mean page a recall brought back. A fold that keeps a
+    verbatim tail of ``K`` tokens and runs ``span`` tokens to its next commit leaves a recall at
+    distance ``d`` out of view for the share ``clamp((d - K) / span, 0, 1)`` of its cycle (the
+    original was folded if it was more than ``K`` back at the commit, which came uniformly ``0`` to
+    ``span`` tokens before): the expected recalls per request are the sum of those shares over
+    ``requests``. Only recalls that missed the view are seen (one served from view leaves no trace), so
+    a shallow policy under-counts what a deeper one would cause; the count rises once it goes deeper.
+    """
+
+    requests: int
+    distances: tuple[float, ...] = ()
+    page_tokens: float = 0.0
+    call_tokens: float = RECALL_CALL_TOKENS
+
+    def __attrs_post_init__(self) -> None:
+        if isinstance(self.requests, bool) or not isinstance(self.requests, int) or self.requests < 1:
+            raise ValueError(f"RecallProfile.requests: {self.requests!r} is not a positive integer")
+        for distance in self.distances:
+            _non_negative("RecallProfile.distances", distance)
+        _non_negative("RecallProfile.page_tokens", self.page_tokens)
+        _non_negative("RecallProfile.call_tokens", self.call_tokens)
+
+    def rate(self, tail: float, span: float) -> float:
+        """Expected recalls per request for a fold keeping ``tail`` tokens and running ``span`` tokens."""
+        if span <= 0:
+            return float(len(self.distances)) / self.requests
+        missed = sum(min(1.0, max(0.0, (d - tail) / span)) for d in self.distances)
+        return missed / self.requests
+
+    def cost(self, carried: float, prices: CostPrices) -> float:
+        """One recall, in BIT: an extra request carrying ``carried`` tokens at the read price, its call
+        at the output price, and its page written once."""
+        return prices.read * carried + prices.output * self.call_tokens + prices.write * self.page_tokens
 
 
 @attrs.frozen
@@ -166,15 +231,36 @@ def commit_cost(candidate: Candidate, prices: CostPrices) -> float:
     return prices.write * candidate.rewrite_tokens + prices.output * candidate.summary_output_tokens
 
 
-def best_line(candidate: Candidate, state: CostState, prices: CostPrices) -> float:
-    """Where the next commit should come after landing ``candidate``: ``min(b*, hard)``."""
+def best_line(
+    candidate: Candidate, state: CostState, prices: CostPrices, recalls: RecallProfile | None = None
+) -> float:
+    """Where the next commit should come after landing ``candidate``: ``min(b*, hard)``.
+
+    With recalls seen (``recalls`` has distances) the line is the least ``J`` over
+    :data:`LINE_POINTS` evenly spaced lines from one round after the fold to the hard limit
+    (recalls make ``J`` lose its closed form), ``b*`` among them.
+    """
     room = math.sqrt(2 * state.growth * commit_cost(candidate, prices) / prices.read)
     # At least one request between commits: a free commit would otherwise have no cycle to spread over.
-    return min(candidate.tokens_after + max(room, state.growth), state.hard)
+    closed = min(candidate.tokens_after + max(room, state.growth), state.hard)
+    if recalls is None or not recalls.distances:
+        return closed
+    low, high = candidate.tokens_after + state.growth, state.hard
+    lines = [closed] + [low + (high - low) * i / (LINE_POINTS - 1) for i in range(LINE_POINTS) if high > low]
+    scored = [
+        (cost, line) for line in lines if (cost := per_request(candidate, line, state, prices, recalls)) is not None
+    ]
+    return min(scored)[1] if scored else closed
 
 
-def per_request(candidate: Candidate, line: float, state: CostState, prices: CostPrices) -> float | None:
-    """``J(a, b)`` for landing ``candidate`` and committing again at ``line``.
+LINE_POINTS = 33
+"""How many commit lines :func:`best_line` tries when recalls are priced."""
+
+
+def per_request(
+    candidate: Candidate, line: float, state: CostState, prices: CostPrices, recalls: RecallProfile | None = None
+) -> float | None:
+    """``J(a, b)`` for landing ``candidate`` and committing again at ``line``, recalls included.
 
     None when the span leaves no room for one request's growth: such a commit frees too
     little to run on (the lesson of commits that free nothing) and is never chosen.
@@ -183,15 +269,21 @@ def per_request(candidate: Candidate, line: float, state: CostState, prices: Cos
     if span < state.growth - 1e-9 * max(1.0, state.growth):  # tolerance: line = after + growth rounds
         return None
     horizon = span / state.growth
-    return commit_cost(candidate, prices) / horizon + prices.read * (candidate.tokens_after + line) / 2
+    carried = (candidate.tokens_after + line) / 2
+    cost = commit_cost(candidate, prices) / horizon + prices.read * carried
+    if recalls is not None and recalls.distances:
+        cost += recalls.rate(candidate.tail, span) * recalls.cost(carried, prices)
+    return cost
 
 
-def choose(candidates: Sequence[Candidate], state: CostState, prices: CostPrices) -> CostDecision:
+def choose(
+    candidates: Sequence[Candidate], state: CostState, prices: CostPrices, recalls: RecallProfile | None = None
+) -> CostDecision:
     """Whether to commit now and which candidate to land (see the module docstring)."""
     scored: list[tuple[float, int, Candidate, float]] = []
     for index, candidate in enumerate(candidates):
-        line = best_line(candidate, state, prices)
-        cost = per_request(candidate, line, state, prices)
+        line = best_line(candidate, state, prices, recalls)
+        cost = per_request(candidate, line, state, prices, recalls)
         if cost is not None:
             scored.append((cost, index, candidate, line))
     if not scored:
@@ -256,19 +348,26 @@ class GrowthMeter:
         return sum(positive) / len(positive) if positive else None
 
 
-def target_candidate(ceiling: int, target: float, kept_prefix_tokens: int, summary_output_tokens: int) -> Candidate:
-    """The candidate the target rule describes: the context left at ``target x ceiling``, everything after
-    the kept prefix (protected head, earlier notes) rewritten, one summary produced."""
+def target_candidate(
+    ceiling: int, target: float, kept_prefix_tokens: int, summary_output_tokens: int, floor_tokens: int = 0
+) -> Candidate:
+    """The candidate the target rule describes: the context left at ``target x ceiling`` (or at
+    ``floor_tokens`` when that is higher: the runtime passes the kept prefix, below which no fold lands),
+    everything after the kept prefix (protected head, earlier notes) rewritten and kept as the tail,
+    one summary produced."""
     _positive("ceiling", ceiling)
+    _non_negative("floor_tokens", floor_tokens)
     if not 0 < target < 1:
         raise ValueError(f"target: {target!r} is not in (0, 1)")
-    after = int(ceiling * target)
+    after = max(int(ceiling * target), int(floor_tokens))
+    kept = after - min(kept_prefix_tokens, after)
     return Candidate(
         f"target {target:g}",
         tokens_after=after,
-        rewrite_tokens=max(0, after - min(kept_prefix_tokens, after)),
+        rewrite_tokens=max(0, kept),
         summary_output_tokens=summary_output_tokens,
         target=target,
+        tail_tokens=max(0, kept),
     )
 
 
@@ -298,28 +397,60 @@ def decide_fold(
     prices: CostPrices,
     caching: bool,
     targets: Sequence[float] = COST_TARGETS,
+    recalls: RecallProfile | None = None,
+    elapsed_requests: int | None = None,
 ) -> CostDecision:
     """The cost policy's decision before one request: commit now or wait, and to which target.
 
-    Each of ``targets`` is a candidate by :func:`target_candidate` (the context left at the target,
-    everything after the kept prefix rewritten, one summary). Without caching nothing is rewritten
-    and every carried token costs fresh input (:data:`UNCACHED`, output at ``prices.output``).
+    Each of ``targets`` is a candidate by :func:`target_candidate` (the context left at the target, or
+    at the kept prefix when that is higher; everything after the kept prefix rewritten, one summary). Without caching
+    nothing is rewritten and every carried token costs fresh input (:data:`UNCACHED`, output at
+    ``prices.output``). ``recalls`` prices reading folded material back (:class:`RecallProfile`).
+
+    **The ceiling's need** (``elapsed_requests``, the main requests of the work so far): how long the
+    work will go on is not known, so it is estimated as long again as it has gone (the median of the
+    remaining length when nothing else is known, Gott's delta-t argument). Under the hard limit a fold
+    is committed only when the ceiling is expected to be reached within that estimate
+    (``tokens + growth x elapsed >= hard``): a fold the ceiling never requires costs a summary request,
+    a rewrite and the recalls it causes, and changes what the model reads, for a saving in carrying
+    that the work may not last to collect.
     """
     if not caching:
         prices = attrs.evolve(UNCACHED, output=prices.output)
+    # No candidate lands below the prefix a fold keeps: one assumed to land there would see a commit
+    # rewriting nothing, as free.
     candidates = []
     for target in targets:
-        candidate = target_candidate(ceiling, target, kept_prefix_tokens, SUMMARY_OUTPUT_TOKENS)
+        candidate = target_candidate(
+            ceiling, target, kept_prefix_tokens, SUMMARY_OUTPUT_TOKENS, floor_tokens=kept_prefix_tokens
+        )
         candidates.append(candidate if caching else attrs.evolve(candidate, rewrite_tokens=0))
-    return choose(candidates, CostState(tokens=tokens, growth=growth, ceiling=ceiling, margin=margin), prices)
+    state = CostState(tokens=tokens, growth=growth, ceiling=ceiling, margin=margin)
+    decision = choose(candidates, state, prices, recalls)
+    if decision.commit and tokens <= state.hard and elapsed_requests is not None:
+        expected = tokens + growth * elapsed_requests
+        if expected < state.hard:
+            return attrs.evolve(
+                decision,
+                commit=False,
+                reason=(
+                    f"the ceiling is not expected to be needed: {tokens} tokens growing {growth:.0f} a request "
+                    f"reach {expected:.0f} in another {elapsed_requests} requests, under the hard limit "
+                    f"{state.hard:.0f}"
+                ),
+            )
+    return decision
 
 
 def predicted_cycle(decision: CostDecision, growth: float, prices: CostPrices) -> float | None:
     """What the cycle a commit starts is predicted to cost, in BIT: the commit, then each request's
-    carrying and its new tokens at the write price, until the next commit (None without a choice)."""
+    carrying, its expected recalls and its new tokens at the write price, until the next commit (None
+    without a choice). The per-request figure is the decision's own (recalls included when priced)."""
     choice, line, horizon = decision.choice, decision.line, decision.horizon_requests
     if choice is None or line is None or horizon is None:
         return None
+    if decision.predicted_per_request is not None:
+        return horizon * (decision.predicted_per_request + prices.write * growth)
     carrying = prices.read * (choice.tokens_after + line) / 2
     return commit_cost(choice, prices) + horizon * (carrying + prices.write * growth)
 
