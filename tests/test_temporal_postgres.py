@@ -175,3 +175,21 @@ def test_a_flow_on_temporal_keeps_its_bodies_and_events_in_postgres(cluster: str
     lines = [json.loads(line) for line in (tmp_path / "signals.jsonl").read_text().splitlines()]
     assert [e["seq"] for e in events] == list(range(1, len(lines) + 1))
     assert events == lines
+    # `foldline events` reads the table as it reads a store: one canonical line an event, --type filters.
+    read = [sys.executable, "-m", "runtime.cli", "events", cluster, "--run", report["run_id"]]
+    printed = subprocess.run(read, env=env, capture_output=True, text=True, timeout=60)
+    assert printed.returncode == 0, printed.stderr
+    assert [json.loads(line) for line in printed.stdout.splitlines()] == lines
+    only = subprocess.run([*read, "--type", "NodeFinished"], env=env, capture_output=True, text=True, timeout=60)
+    assert [json.loads(line) for line in only.stdout.splitlines()] == [e for e in lines if e["type"] == "NodeFinished"]
+    missing = subprocess.run([*read[:-1], "no-such-run"], env=env, capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 1 and "no events of run 'no-such-run'" in missing.stderr
+
+
+def test_events_from_an_unreachable_postgres_table_exit_2_without_the_password(tmp_path: Path) -> None:
+    url = f"postgresql://me:s3cret@/postgres?host={tmp_path}"
+    done = subprocess.run(
+        [sys.executable, "-m", "runtime.cli", "events", url, "--run", "r1"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2 and "cannot use the Postgres sink postgresql://me:***@" in done.stderr
+    assert "s3cret" not in done.stderr + done.stdout

@@ -236,7 +236,10 @@ def run_replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def add_events_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("path", help="a run's store (or a file a SqliteSink wrote)")
+    parser.add_argument(
+        "path", help="a run's store (or a file a SqliteSink wrote), or a Temporal run's postgresql://... events table"
+    )
+    parser.add_argument("--run", metavar="RUN_ID", help="with a postgresql://... table: the run whose events to print")
     parser.add_argument(
         "--type",
         action="append",
@@ -258,6 +261,12 @@ def run_events(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     types = None
     if args.types:
         types = {name.strip() for entry in args.types for name in entry.split(",") if name.strip()}
+    if args.path.startswith(("postgres://", "postgresql://")):
+        return _postgres_events(args, types, out, err)
+    if args.run is not None:
+        return _fail(
+            err, f"--run {args.run!r}: only a postgresql://... events table holds several runs", EXIT_BAD_INPUT
+        )
     try:
         last = 0
         order = "rowid" if args.follow else "seq"
@@ -276,6 +285,39 @@ def run_events(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return _fail(err, f"malformed store: {exc}", EXIT_FAILED)
     except KeyboardInterrupt:
         return EXIT_OK
+
+
+def _postgres_events(args: argparse.Namespace, types: set[str] | None, out: TextIO, err: TextIO) -> int:
+    """A Temporal run's events from the Postgres table its ``--events-db postgresql://...`` wrote, in seq order."""
+    if not args.run:
+        return _fail(
+            err, "events: a postgresql://... table holds many runs: name one with --run RUN_ID", EXIT_BAD_INPUT
+        )
+    if args.follow:
+        return _fail(
+            err, "events --follow: not built for a postgresql://... table (it reads a store file)", EXIT_BAD_INPUT
+        )
+    try:
+        from runtime.temporal.sinks import PostgresEventSink
+    except ImportError:
+        return _fail(
+            err,
+            "events: a postgresql://... table needs the temporal extra: pip install -e '.[temporal]'",
+            EXIT_BAD_INPUT,
+        )
+    sink = PostgresEventSink(args.path)
+    try:
+        events = sink.events(args.run)
+    except ConfigError as exc:
+        return _fail(err, str(exc), EXIT_BAD_INPUT)
+    finally:
+        sink.close()
+    if not events:
+        return _fail(err, f"events: no events of run {args.run!r} in that table", EXIT_FAILED)
+    for event in events:
+        if types is None or event.get("type") in types:
+            print(canonical_json(event), file=out)
+    return EXIT_OK
 
 
 # -- inspect -----------------------------------------------------------------------------------------------------------
