@@ -144,3 +144,39 @@ def test_an_openai_scenario_on_temporal_sends_what_it_sends_in_process(server: s
     stored = [p.read_bytes() for p in bodies.rglob("*") if p.is_file()]
     assert stored and all(CHAT_KEY.encode() not in b for b in stored)
     assert CHAT_KEY not in signals.read_text() + report.read_text() + done.stderr + done.stdout
+
+
+def test_a_standalone_worker_serves_the_provider_a_scenario_describes(tmp_path: Path, monkeypatch: Any) -> None:
+    """`foldline worker --provider-from SCENARIO` opens that scenario's provider (kind openai here), key from its env."""
+    from runtime.providers.openai import OpenAIProvider
+    from runtime.temporal.command import WorkerOptions, _worker_providers
+
+    scenario = _scenario(tmp_path, "http://127.0.0.1:9/v1")
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.setenv(KEY_ENV, CHAT_KEY)
+    options = WorkerOptions(temporal="127.0.0.1:1", bodies=str(tmp_path), provider_from=str(scenario))
+
+    async def opened() -> tuple[list[str], Any]:
+        async with _worker_providers(options) as providers:
+            return sorted(providers), providers["openai"]
+
+    kinds, provider = asyncio.run(opened())
+    assert kinds == ["openai"] and isinstance(provider, OpenAIProvider)
+    assert provider.base_url == "http://127.0.0.1:9/v1" and CHAT_KEY not in repr(provider)
+
+
+def test_a_worker_given_a_bad_provider_scenario_exits_2_naming_it(tmp_path: Path) -> None:
+    scenario = _scenario(tmp_path, "http://127.0.0.1:9/v1")
+    env = {k: v for k, v in os.environ.items() if k not in (KEY_ENV, "ANTHROPIC_API_KEY")}
+    cases = [
+        (tmp_path / "missing.toml", "missing.toml"),
+        (scenario, f"the environment variable {KEY_ENV} is not set"),  # its key from the worker's environment
+    ]
+    for path, expected in cases:
+        done = subprocess.run(
+            [sys.executable, "-m", "runtime.cli", "worker", "--temporal", "127.0.0.1:1", "--bodies", str(tmp_path),
+             "--provider-from", str(path)],
+            env=env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        assert expected in done.stderr and "Traceback" not in done.stderr

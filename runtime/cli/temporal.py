@@ -43,6 +43,12 @@ def add_worker_arguments(worker: argparse.ArgumentParser) -> None:
     worker.add_argument("--bodies", metavar="DIR", required=True, help="the body store every worker reaches")
     worker.add_argument("--sim-url", metavar="URL", help="serve the `simulated` provider from this simulator")
     worker.add_argument(
+        "--provider-from",
+        metavar="SCENARIO",
+        help="also serve the provider this scenario's [provider] table describes (any kind, openai included; "
+        "its key from the variable its api_key_env names, in this worker's environment)",
+    )
+    worker.add_argument(
         "--slots",
         metavar="N,N",
         help="the affinity task queues (QUEUE@N) this worker serves besides the shared one (default: all)",
@@ -72,6 +78,11 @@ def worker(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from runtime.temporal.command import WorkerOptions, run_worker
 
     options = WorkerOptions(
-        temporal=args.temporal, bodies=args.bodies, task_queue=args.task_queue, sim_url=args.sim_url, slots=args.slots
+        temporal=args.temporal,
+        bodies=args.bodies,
+        task_queue=args.task_queue,
+        sim_url=args.sim_url,
+        slots=args.slots,
+        provider_from=args.provider_from,
     )
     return run_worker(options, out, err)

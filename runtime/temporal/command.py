@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -72,6 +72,8 @@ class WorkerOptions:
     sim_url: str | None = None
     slots: str | None = None
     """Comma-separated affinity slots (None: all)."""
+    provider_from: str | None = None
+    """A scenario whose ``[provider]`` table the worker also serves (any kind; its key from its ``api_key_env``)."""
 
 
 def parse_slots(text: str | None) -> list[int] | None:
@@ -297,25 +299,47 @@ async def _run_with_provider(
 
 
 def _worker_providers(args: WorkerOptions) -> AbstractAsyncContextManager[dict[str, Any]]:
+    """The providers a ``foldline worker`` serves, by kind: from its environment, ``--sim-url``, ``--provider-from``."""
     from runtime.providers.anthropic import AnthropicProvider
 
     @asynccontextmanager
     async def opened() -> AsyncIterator[dict[str, Any]]:
         providers: dict[str, Any] = {}
-        if os.environ.get("ANTHROPIC_API_KEY"):
-            providers["anthropic"] = AnthropicProvider.create(api_key=os.environ["ANTHROPIC_API_KEY"])
-        if args.sim_url:
-            key = os.environ.get("FOLDLINE_SIM_KEY", "sim-worker")
-            providers["simulated"] = AnthropicProvider.create(api_key=key, base_url=args.sim_url, name="simulated")
-        if not providers:
-            raise ConfigError("foldline worker: no provider (set ANTHROPIC_API_KEY or pass --sim-url URL)")
-        try:
-            yield providers
-        finally:
+        async with AsyncExitStack() as stack:
+            if os.environ.get("ANTHROPIC_API_KEY"):
+                providers["anthropic"] = AnthropicProvider.create(api_key=os.environ["ANTHROPIC_API_KEY"])
+            if args.sim_url:
+                key = os.environ.get("FOLDLINE_SIM_KEY", "sim-worker")
+                providers["simulated"] = AnthropicProvider.create(api_key=key, base_url=args.sim_url, name="simulated")
             for provider in providers.values():
-                await provider.aclose()
+                stack.push_async_callback(provider.aclose)
+            if args.provider_from is not None:
+                kind, provider = await _scenario_provider(args.provider_from, providers, stack)
+                providers[kind] = provider
+            if not providers:
+                raise ConfigError(
+                    "foldline worker: no provider (set ANTHROPIC_API_KEY, pass --sim-url URL or --provider-from SCENARIO)"
+                )
+            yield providers
 
     return opened()
+
+
+async def _scenario_provider(path: str, served: dict[str, Any], stack: AsyncExitStack) -> tuple[str, Any]:
+    """The provider a scenario's ``[provider]`` table describes, opened as ``foldline run`` opens it (its kind too)."""
+    from actors.tools import BUILTIN_TOOLS
+    from runtime.config.loader import load_scenario
+    from runtime.providers.factory import open_provider
+    from runtime.scenario_run import build_policies
+
+    scenario = load_scenario(path, tool_names=BUILTIN_TOOLS.names())
+    spec = scenario.provider
+    if spec.kind in served:
+        raise ConfigError(
+            f"--provider-from {path}: provider.kind {spec.kind!r} is served already (from the environment or --sim-url)"
+        )
+    provider = await stack.enter_async_context(open_provider(spec, build_policies(scenario), clock=time.time))
+    return spec.kind, provider
 
 
 async def _serve(args: WorkerOptions, err: TextIO) -> None:
