@@ -9,8 +9,9 @@ Importing structlog costs about a quarter of importing the runtime (it brings
 asyncio, and rich when that is installed), so nothing here imports it until it
 is needed: :func:`get_logger` gives a logger that resolves
 ``structlog.get_logger(name)`` on its first call, :func:`bound_contextvars`
-imports structlog when a run or node binds its ids, and
-:func:`configure_logging` when the command line configures it. What a logger
+imports structlog when a run or node binds its ids, and the configuration
+:func:`configure_logging` was given is applied then (at once when structlog
+is imported already). What a logger
 does is structlog's: the same processors, the same context variables.
 """
 
@@ -45,9 +46,7 @@ class LazyLogger:
             raise AttributeError(attribute)
         logger = self._logger
         if logger is None:
-            import structlog
-
-            logger = self._logger = structlog.get_logger(self.name)
+            logger = self._logger = _structlog().get_logger(self.name)
         return getattr(logger, attribute)
 
     def __repr__(self) -> str:
@@ -62,35 +61,51 @@ def get_logger(name: str) -> Any:
 @contextmanager
 def bound_contextvars(**values: object) -> Iterator[None]:
     """``structlog.contextvars.bound_contextvars``: bind ``values`` for every log line inside."""
-    import structlog
-
-    with structlog.contextvars.bound_contextvars(**values):
+    with _structlog().contextvars.bound_contextvars(**values):
         yield
 
 
 def configure_logging(
     *, level: str = "warning", fmt: Literal["console", "json"] = "console", stream: TextIO | None = None
 ) -> None:
-    """Route foldline's structlog output to ``stream`` (stderr by default)."""
+    """Route foldline's structlog output to ``stream`` (stderr by default).
+
+    The level is checked at once; structlog is configured when it is first
+    imported (a command that never logs never imports it), or at once when
+    it is imported already.
+    """
     numeric = logging.getLevelName(level.upper())
     if not isinstance(numeric, int):
         raise ValueError(f"unknown log level {level!r}")
+    _PENDING[:] = [(numeric, fmt, stream or sys.stderr)]
+    if "structlog" in sys.modules:
+        _structlog()
+
+
+_PENDING: list[tuple[int, str, TextIO]] = []
+"""The configuration :func:`configure_logging` was given and structlog has not taken yet."""
+
+
+def _structlog() -> Any:
+    """structlog, imported, with the configuration :func:`configure_logging` was last given applied."""
     import structlog
 
-    out = stream or sys.stderr
-    renderer: structlog.types.Processor
-    if fmt == "json":
-        renderer = structlog.processors.JSONRenderer(sort_keys=True)
-    else:
-        renderer = structlog.dev.ConsoleRenderer(colors=out.isatty())
-    structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            renderer,
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(out),
-        cache_logger_on_first_use=False,
-    )
+    if _PENDING:
+        numeric, fmt, out = _PENDING.pop()
+        renderer: structlog.types.Processor
+        if fmt == "json":
+            renderer = structlog.processors.JSONRenderer(sort_keys=True)
+        else:
+            renderer = structlog.dev.ConsoleRenderer(colors=out.isatty())
+        structlog.configure(
+            processors=[
+                structlog.contextvars.merge_contextvars,
+                structlog.processors.add_log_level,
+                structlog.processors.TimeStamper(fmt="iso", utc=True),
+                renderer,
+            ],
+            wrapper_class=structlog.make_filtering_bound_logger(numeric),
+            logger_factory=structlog.PrintLoggerFactory(out),
+            cache_logger_on_first_use=False,
+        )
+    return structlog

@@ -22,7 +22,8 @@ for argv in json.loads(sys.argv[1]):
             codes.append(main(argv, out=out, err=err))
         except SystemExit as exc:
             codes.append(exc.code)
-print(json.dumps({"codes": codes, "anthropic": sorted(m for m in sys.modules if m.split(".")[0] == "anthropic")}))
+anthropic = sorted(m for m in sys.modules if m.split(".")[0] == "anthropic")
+print(json.dumps({"codes": codes, "anthropic": anthropic, "structlog": "structlog" in sys.modules}))
 """
 
 
@@ -49,6 +50,7 @@ def test_help_argument_errors_and_a_bad_scenario_leave_the_sdk_unimported(tmp_pa
     )
     assert result["codes"] == [0, 2, 2, 2, 2, 0]
     assert result["anthropic"] == []
+    assert result["structlog"] is False  # configured by the command line, imported only by a first log line
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import structlog
 
 from runtime.logs import LazyLogger, bound_contextvars, configure_logging, get_logger
@@ -98,3 +99,28 @@ def test_the_lazy_logger_follows_the_configuration_in_force_at_each_call() -> No
     with structlog.testing.capture_logs() as logs:
         logger.error("captured", code=2)
     assert logs == [{"event": "captured", "code": 2, "log_level": "error"}]
+
+
+CONFIGURED_PROBE = """
+import io, json, sys
+from runtime.logs import configure_logging, get_logger
+out = io.StringIO()
+configure_logging(level="info", fmt="json", stream=out)
+before = "structlog" in sys.modules
+get_logger("foldline.probe").info("first line", n=1)
+get_logger("foldline.probe").debug("below the level")
+print(json.dumps({"before": before, "lines": out.getvalue().splitlines()}))
+"""
+
+
+def test_configuring_logging_waits_for_the_first_log_line_and_then_applies() -> None:
+    """A command that never logs never imports structlog; the first line is logged as configured."""
+    done = subprocess.run(
+        [sys.executable, "-c", CONFIGURED_PROBE], capture_output=True, text=True, cwd=ROOT, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["before"] is False
+    assert [json.loads(line)["event"] for line in seen["lines"]] == ["first line"]
+    with pytest.raises(ValueError, match="unknown log level 'loud'"):
+        configure_logging(level="loud")

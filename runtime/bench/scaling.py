@@ -16,8 +16,8 @@ runs with its spread, the target it is held to and whether the median met it:
 - ``foldline --help`` and ``foldline run BAD.toml`` to its exit-2 message,
   ``import runtime.runtime`` and the tokenizer's load, each in a fresh process.
   Where ``PYTHONDONTWRITEBYTECODE`` is set, every start compiles each module
-  from source, so the import is also measured (reported) with the bytecode
-  cache on, as an installed package runs.
+  from source, so the import and both commands are also measured (reported)
+  with the bytecode cache on, as an installed package runs.
   The load is measured with the rank cache warm (as after a machine's first
   load, which fills it; the parent has loaded the tokenizer by then) and,
   reported beside it, with the cache turned off; "time to first count" is
@@ -241,19 +241,28 @@ async def bus(subscribers: int, target: float | None, events: int = 20_000, runs
     return Row(f"bus throughput, {subscribers} subscriber(s)", "events/s", tuple(samples), target, at_most=False)
 
 
-def _child_cpu_ms(args: list[str], expect: int) -> float:
+def _child_cpu_ms(args: list[str], expect: int, env: dict[str, str] | None = None) -> float:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    done = subprocess.run(args, capture_output=True, text=True, check=False)
+    environ = None if env is None else {**os.environ, **env}
+    done = subprocess.run(args, capture_output=True, text=True, check=False, env=environ)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != expect:
         raise RuntimeError(f"{' '.join(args[1:])} exited {done.returncode}, expected {expect}: {done.stderr[-300:]}")
     return (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
 
 
-def cli(name: str, arguments: list[str], expect: int, target_ms: float, runs: int = 5) -> Row:
+def cli(
+    name: str,
+    arguments: list[str],
+    expect: int,
+    target_ms: float | None,
+    runs: int = 5,
+    env: dict[str, str] | None = None,
+    note: str = "the whole process, interpreter start included",
+) -> Row:
     command = [sys.executable, "-m", "runtime.cli", *arguments]
-    samples = [_child_cpu_ms(command, expect) for _ in range(runs)]
-    return Row(name, "ms", tuple(samples), target_ms, note="the whole process, interpreter start included")
+    samples = [_child_cpu_ms(command, expect, env) for _ in range(runs)]
+    return Row(name, "ms", tuple(samples), target_ms, note=note)
 
 
 _PROBE = "import time\nstarted = time.process_time()\n{setup}\nprint(time.process_time() - started)\n"
@@ -309,21 +318,26 @@ async def run_scaling(progress: Callable[[Row], None] | None = None) -> list[Row
         bad.write_text('schema = "foldline.scenario/v1"\n[flow]\nname = 3\n', encoding="utf-8")
         done(cli("foldline --help", ["--help"], 0, 300.0))
         done(cli("foldline run BAD.toml to its exit-2 message", ["run", str(bad)], 2, 300.0))
-    bytecode = "none written (PYTHONDONTWRITEBYTECODE set)" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "on"
-    done(in_child("import runtime.runtime", "import runtime.runtime", 250.0, note=f"bytecode cache {bytecode}"))
-    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
-        # Every module was compiled from source above: what an installed package (bytecode written) costs.
-        cached = {"PYTHONDONTWRITEBYTECODE": ""}
-        in_child("bytecode warm-up", "import runtime.runtime", None, runs=1, env=cached)
-        done(
-            in_child(
-                "import runtime.runtime, bytecode cached",
-                "import runtime.runtime",
-                None,
-                env=cached,
-                note="the modules' bytecode written by a first import, as an installed package has it",
+        bytecode = "none written (PYTHONDONTWRITEBYTECODE set)" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "on"
+        done(in_child("import runtime.runtime", "import runtime.runtime", 250.0, note=f"bytecode cache {bytecode}"))
+        if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+            # Every module was compiled from source above: what an installed package (bytecode written) costs.
+            cached = {"PYTHONDONTWRITEBYTECODE": ""}
+            in_child("bytecode warm-up", "import runtime.runtime", None, runs=1, env=cached)
+            _child_cpu_ms([sys.executable, "-m", "runtime.cli", "run", str(bad)], 2, cached)  # the CLI's own modules
+            installed = "the modules' bytecode written by a first import, as an installed package has it"
+            done(
+                in_child(
+                    "import runtime.runtime, bytecode cached",
+                    "import runtime.runtime",
+                    None,
+                    env=cached,
+                    note=installed,
+                )
             )
-        )
+            done(cli("foldline --help, bytecode cached", ["--help"], 0, None, env=cached, note=installed))
+            args = ["run", str(bad)]
+            done(cli("foldline run BAD.toml, bytecode cached", args, 2, None, env=cached, note=installed))
     encoding()  # fills the rank cache if this machine has never loaded the tokenizer
     done(
         in_child(
