@@ -16,6 +16,7 @@ from runtime.fold.formats import parse_clip_marker
 from runtime.fold.notes import SUMMARY_MAX_CHARS, build_note, span_digest, structural_digest, transcript, unit_lines
 from runtime.fold.planner import SUMMARY_ALLOWANCE_TOKENS, SUMMARY_SYSTEM, FoldPlanner, SummaryResult
 from runtime.fold.protected import protected_ids
+from runtime.fold.recovery import RecoveryCorrupted, plan_restore, read_result
 from runtime.fold.settings import FoldSettings
 from runtime.fold.units import units_of
 from runtime.messages import (
@@ -23,6 +24,7 @@ from runtime.messages import (
     ClipInfo,
     ImagePart,
     Instruction,
+    Message,
     Note,
     RedactedThinkingPart,
     TextPart,
@@ -510,3 +512,174 @@ def test_with_caching_the_floor_keeps_what_precedes_the_newest_note() -> None:
     plan, needs = _plan(c, FoldSettings(ceiling=int(_estimate(c) * 0.9), caching=True))
     assert [need.stage for need in needs] == ["reset"]
     assert _passes(plan) == [("reset", "landed", "tail 2")]
+
+
+# -- recovery ---------------------------------------------------------------------------------------------------
+
+
+def _two_rounds() -> tuple[Conversation, dict[str, Message], Note]:
+    """A task, a round of two reads and a round of one, folded into one note; the ids sort against record order."""
+    c = Conversation()
+    c.task("Read.")
+    calls = [ToolCall.create(f"toolu_{n}", "read_file", {"path": f"{n}.md"}) for n in range(3)]
+    made = {
+        "R": AssistantResponse((calls[0], calls[1]), id="m9"),
+        "X1": ToolResult(calls[0].call_id, "read_file", calls[0].arguments_json, "one " * 50, id="m8"),
+        "X2": ToolResult(calls[1].call_id, "read_file", calls[1].arguments_json, "two " * 50, id="m7"),
+        "R2": AssistantResponse((calls[2],), id="m6"),
+        "Y": ToolResult(calls[2].call_id, "read_file", calls[2].arguments_json, "three " * 50, id="m5"),
+    }
+    for message in made.values():
+        c.add(message)
+    branch = c.branch()
+    note = build_note("tool_io", units_of(branch.view(), branch)[1:], branch)
+    c.add(note, in_view=False)
+    c.view = [c.view[0], note.id]
+    return c, made, note
+
+
+# recovery plan_restore mutmut_49, _51, _round_at mutmut_21: restoring a note brings back every original it stands
+# for, whole rounds in record order, and drops the note.
+def test_restoring_a_note_brings_back_its_rounds_in_record_order() -> None:
+    c, made, note = _two_rounds()
+    branch = c.branch()
+    plan = plan_restore(branch.view(), branch, start=branch.index_of(note.id))
+    order = [made[k].id for k in ("R", "X1", "X2", "R2", "Y")]
+    assert plan.view_ids == (c.view[0], *order)
+    assert plan.restored == tuple(order) and plan.dropped_notes == (note.id,)
+
+
+# recovery _unit_of_original mutmut_12, _15, _insert mutmut_17.._19: restoring the second result of a round brings
+# back its whole round, placed before the note that still stands for the rest (a tie in time goes before notes).
+def test_restoring_one_result_brings_back_its_round_before_the_note() -> None:
+    c, made, note = _two_rounds()
+    branch = c.branch()
+    plan = plan_restore(branch.view(), branch, start=branch.index_of(made["X2"].id))
+    assert plan.view_ids == (c.view[0], made["R"].id, made["X1"].id, made["X2"].id, note.id)
+    assert plan.dropped_notes == ()
+
+
+# recovery _insert mutmut_12: a round that belongs after everything in the view goes at the end, once.
+def test_a_restored_round_later_than_the_whole_view_goes_last() -> None:
+    c, made, note = _two_rounds()
+    branch = c.branch()
+    plan = plan_restore(branch.view(), branch, start=branch.index_of(made["Y"].id))
+    assert plan.view_ids == (c.view[0], note.id, made["R2"].id, made["Y"].id)
+
+
+# recovery _restore_targets mutmut_10: a range that starts at the system message restores what follows it.
+def test_a_range_from_the_system_message_restores_everything_folded() -> None:
+    c, made, note = _two_rounds()
+    branch = c.branch()
+    plan = plan_restore(branch.view(), branch, start=0, end=branch.index_of(made["Y"].id))
+    assert set(plan.restored) == {m.id for m in made.values()}
+
+
+# recovery _restore_targets mutmut_31, _44: a range goes on past a note inside it and past a message that nothing
+# stands for.
+def test_a_range_goes_on_past_an_earlier_note_and_an_unfolded_message() -> None:
+    c = Conversation()
+    c.task("Read.")
+    dropped = Instruction("Dropped from the view; nothing stands for it.")
+    c.add(dropped, in_view=False)
+    _, (first,) = c.round([read("a.md", 300)])
+    branch = c.branch()
+    earlier = build_note("tool_io", units_of(branch.view(), branch)[1:], branch)
+    c.add(earlier, in_view=False)
+    c.view = [c.view[0], earlier.id]
+    later, (second,) = c.round([read("b.md", 300)])
+    branch = c.branch()
+    plan = plan_restore(branch.view(), branch, start=branch.index_of(dropped.id), end=branch.index_of(second.id))
+    assert first.id in plan.restored
+    assert plan.already == (later.id, second.id)
+
+
+# recovery _round_at mutmut_7, _8, _12.._14, _20, _22, _25, _26: a round whose original result is missing (only a
+# copy names its call) is refused as corrupted, naming the round and the call.
+def test_a_round_missing_an_original_result_is_refused_naming_the_call() -> None:
+    c = Conversation()
+    c.task("Read.")
+    calls = [ToolCall.create("toolu_a", "read_file", {"path": "a"}), ToolCall.create("toolu_b", "read_file", {})]
+    response = AssistantResponse(tuple(calls))
+    c.add(response, in_view=False)
+    c.add(ToolResult.for_call(calls[0], "a"), in_view=False)
+    c.add(ToolResult("toolu_b", "read_file", "{}", "b", clipped_from="gone"), in_view=False)
+    c.add(Instruction("Go on."))
+    note = Note("folded", (response.id,), 2, "tool_io")
+    c.add(note)
+    branch = c.branch()
+    with pytest.raises(RecoveryCorrupted) as refused:
+        plan_restore(branch.view(), branch, start=branch.index_of(note.id))
+    assert str(refused.value) == "the round at #2 has no original result for calls ['toolu_b']"
+
+
+# recovery _unit_of_original mutmut_24: a result whose call is not in the record is refused as corrupted.
+def test_a_result_whose_call_is_not_in_the_record_is_refused() -> None:
+    c = Conversation()
+    c.task("Read.")
+    stray = ToolResult("toolu_z", "read_file", "{}", "z")
+    c.add(stray, in_view=False)
+    c.add(Note("folded", (stray.id,), 2, "tool_io"))
+    branch = c.branch()
+    with pytest.raises(RecoveryCorrupted) as refused:
+        plan_restore(branch.view(), branch, start=2)
+    assert str(refused.value) == "result #2 answers call 'toolu_z', whose call is not in the record"
+
+
+# recovery _unit_of_original mutmut_25, _insert mutmut_6: a folded instruction comes back alone, in its place.
+def test_a_folded_instruction_comes_back_alone() -> None:
+    c = Conversation()
+    c.task("First.")
+    old = c.task("An older request.")
+    c.view.remove(old.id)
+    c.add(Note("folded", (old.id,), 2, "tool_io"))
+    c.task("The current request.")
+    branch = c.branch()
+    plan = plan_restore(branch.view(), branch, start=2)
+    assert plan.restored == (old.id,)
+    assert plan.view_ids == (c.view[0], old.id, c.view[2])
+
+
+# recovery _unit_of_original mutmut_9: a record with no system message: a response at index one is found.
+def test_a_round_at_the_start_of_a_record_without_a_system_message() -> None:
+    c = Conversation(system=None)
+    c.task("Read.")
+    response, (result,) = c.round([read("a.md", 300)])
+    branch = c.branch()
+    note = build_note("tool_io", units_of(branch.view(), branch)[1:], branch)
+    c.add(note, in_view=False)
+    c.view = [c.view[0], note.id]
+    branch = c.branch()
+    plan = plan_restore(branch.view(), branch, start=branch.index_of(result.id))
+    assert plan.restored == (response.id, result.id)
+
+
+# recovery plan_restore mutmut_84: a corrupted member of a restored round is refused, naming its index.
+def test_a_corrupted_response_of_a_restored_round_is_refused_naming_it() -> None:
+    c = Conversation()
+    c.task("Read.")
+    call = ToolCall.create("toolu_c", "read_file", {"path": "a"})
+    response = AssistantResponse((call,))
+    object.__setattr__(response, "sha256", "0" * 64)  # the stored digest no longer matches the content
+    result = ToolResult.for_call(call, "text")
+    c.add(response, in_view=False)
+    c.add(result, in_view=False)
+    c.add(Note("folded", (result.id,), 3, "tool_io"))
+    branch = c.branch()
+    with pytest.raises(RecoveryCorrupted) as refused:
+        plan_restore(branch.view(), branch, start=3)
+    assert str(refused.value).startswith(f"record message #2 (id {response.id}, assistant) fails its SHA-256 check")
+
+
+# recovery read_result mutmut_37, _39, _47: under a result bound the answer fills the bound exactly when its header
+# is as wide as the widest one; a bound smaller than the header still reads one character.
+def test_read_result_fills_the_bound_and_reads_at_least_one_character() -> None:
+    c = Conversation()
+    c.task("t")
+    _, (result,) = c.round([read("big.md", 40_000)])
+    branch = c.branch()
+    index = branch.index_of(result.id)
+    full = read_result(branch, index, offset=30_000, limit=990, bound=1000)
+    assert len(full.text) == 1000 and full.next_offset == 30_000 + full.limit
+    tiny = read_result(branch, index, offset=0, bound=60)
+    assert tiny.limit == 1 and tiny.next_offset == 1
