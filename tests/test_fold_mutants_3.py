@@ -683,3 +683,24 @@ def test_read_result_fills_the_bound_and_reads_at_least_one_character() -> None:
     assert len(full.text) == 1000 and full.next_offset == 30_000 + full.limit
     tiny = read_result(branch, index, offset=0, bound=60)
     assert tiny.limit == 1 and tiny.next_offset == 1
+
+
+# -- the measurer -----------------------------------------------------------------------------------------------
+
+
+# measurer ViewMeasurer.compile mutmut_5, _10, messages_estimate mutmut_5, _10, block_tokens mutmut_3, _5: a
+# measurer under a result bound measures results as the request carries them (cut to the bound), in a whole view,
+# in messages measured alone and block by block.
+def test_a_measurer_under_a_result_bound_measures_results_cut_to_it() -> None:
+    c = Conversation()
+    c.task("Read.")
+    _, (result,) = c.round([read("big.md", 30_000)])
+    branch = c.branch()
+    view = branch.view()
+    bounded = measurer_for(branch, counter=COUNTER, bound=2000)
+    free = measurer_for(branch, counter=COUNTER)
+    assert "read_result" in bounded.compile(view).payload_text()
+    assert "read_result" not in free.compile(view).payload_text()
+    assert bounded.estimate(view) < free.estimate(view) - 5000
+    assert bounded.messages_estimate(view) < free.messages_estimate(view) - 5000
+    assert bounded.block_tokens(result)[1] < 2300 < 30_000 < free.block_tokens(result)[1]
