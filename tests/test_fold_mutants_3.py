@@ -8,13 +8,24 @@ text as the model reads it: its listing lines, its summary and its digests.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from actors.tools import synthetic_text
 from runtime.bench.conversations import Conversation, fold_input, measurer_for, run_planner
+from runtime.fold.bodies import Body, result_shape
 from runtime.fold.formats import parse_clip_marker
 from runtime.fold.notes import SUMMARY_MAX_CHARS, build_note, span_digest, structural_digest, transcript, unit_lines
 from runtime.fold.planner import SUMMARY_ALLOWANCE_TOKENS, SUMMARY_SYSTEM, FoldPlanner, SummaryResult
+from runtime.fold.projection import (
+    ProjectionError,
+    _cut_text,
+    bound_retained,
+    clipped_copy,
+    project,
+    project_body,
+)
 from runtime.fold.protected import protected_ids
 from runtime.fold.recovery import RecoveryCorrupted, plan_restore, read_result
 from runtime.fold.settings import FoldSettings
@@ -704,3 +715,89 @@ def test_a_measurer_under_a_result_bound_measures_results_cut_to_it() -> None:
     assert bounded.estimate(view) < free.estimate(view) - 5000
     assert bounded.messages_estimate(view) < free.messages_estimate(view) - 5000
     assert bounded.block_tokens(result)[1] < 2300 < 30_000 < free.block_tokens(result)[1]
+
+
+# -- projection -------------------------------------------------------------------------------------------------
+
+
+def _text_body(length: int) -> tuple[ToolResult, Body, int]:
+    original = ToolResult("toolu_1", "read_file", "{}", synthetic_text("k.md", length))
+    shape = result_shape(original)
+    return original, shape.bodies[0], len(shape.recovery)
+
+
+# projection bound_retained mutmut_33, _34, _39, _40, _42, _49.._51, _54.._58: k_N is the greatest retained count
+# whose cut body fits the bound (found here by trying every count from the top; the size is not monotonic in k,
+# as the marker's offsets change width).
+@pytest.mark.parametrize(
+    ("length", "bound"), [(1100, 1000), (1999, 1000), (2500, 1000), (5000, 1000), (3000, 2999), (2100, 1100)]
+)
+def test_k_n_is_the_greatest_count_whose_cut_body_fits_the_bound(length: int, bound: int) -> None:
+    _, body, total = _text_body(length)
+
+    def size(k: int) -> int:  # the cut body's length at k, marker included (the one the bound's search measures)
+        return len(_cut_text(body, k, index=7, total=total, bound=bound))
+
+    k = bound_retained(body, bound, index=7, total=total)
+    assert k == next(n for n in range(length - 1, 1, -1) if size(n) <= bound)
+    assert project_body(body, index=7, total=total, allowance=None, bound=bound).kept == k
+
+
+# projection bound_retained mutmut_43, _44, _46, _47, project_body mutmut_34: a bound that fits one head and one tail
+# character beside the marker keeps two; one character less is refused, saying why; so is an allowance under two.
+def test_the_smallest_bound_keeps_two_characters_and_below_it_the_cut_is_refused() -> None:
+    _, body, total = _text_body(1500)
+    smallest = next(b for b in range(100, 400) if len(_cut_text(body, 2, index=7, total=total, bound=b)) <= b)
+    assert bound_retained(body, smallest, index=7, total=total) == 2
+    with pytest.raises(ProjectionError) as refused:
+        bound_retained(body, smallest - 1, index=7, total=total)
+    assert str(refused.value) == (
+        f"result #7: a body of 1500 characters cannot be cut to fit tool_result_max_chars={smallest - 1} "
+        "with its head, tail and recovery marker"
+    )
+    with pytest.raises(ProjectionError) as too_small:
+        project_body(body, index=7, total=total, allowance=1, bound=None)
+    assert str(too_small.value) == "result #7: an allowance of 1 keeps no head and tail of its body"
+
+
+# projection project mutmut_43, _44, _50: a JSON result cut under the bound says it was cut and what it kept.
+def test_a_json_result_cut_under_the_bound_reports_the_cut() -> None:
+    original = ToolResult("toolu_1", "query", "{}", json.dumps(["a" * 3000]), output_format="json")
+    projection = project(original, index=3, allowance=None, bound=1000)
+    assert projection.cut is True
+    assert len(projection.kept) == 1 and 2 <= projection.kept[0] < 1000
+    assert len(json.loads(projection.output)) <= 1000
+    # project mutmut_23: one that needs no cut says so.
+    small = ToolResult("toolu_2", "query", "{}", json.dumps(["a" * 30]), output_format="json")
+    assert project(small, index=4, allowance=None, bound=1000).cut is False
+
+
+# projection clipped_copy mutmut_12: a result with nothing a clip may cut (only protected fields) is copied whole,
+# its clip info recording the allowance's head and tail.
+def test_a_copy_of_a_result_with_only_protected_fields_keeps_it_whole() -> None:
+    output = json.dumps({"success": False, "error": "e" * 3000})
+    original = ToolResult("toolu_3", "query", "{}", output, output_format="json")
+    copy = clipped_copy(original, index=5, allowance=1500, bound=None)
+    assert copy.output == output and copy.clipped_from == original.id
+    assert copy.clip is not None and (copy.clip.head, copy.clip.tail) == (1125, 375)
+
+
+# projection BoundProjection.memo_key mutmut_3, _6: the same original message at different record indexes (two
+# branches) renders with each branch's index in its clip marker.
+def test_one_original_renders_with_each_records_own_index() -> None:
+    call = ToolCall.create("toolu_m", "read_file", {"path": "m.md"})
+    response = AssistantResponse((call,))
+    original = ToolResult.for_call(call, synthetic_text("m.md", 5000))
+    markers = []
+    for extra in (0, 2):
+        c = Conversation()
+        c.task("Read.")
+        for i in range(extra):
+            c.task(f"Filler {i}.")
+        c.add(response)
+        c.add(original)
+        branch = c.branch()
+        text = measurer_for(branch, counter=COUNTER, bound=1500).compile(branch.view()).payload_text()
+        (marker,) = parse_clip_marker(text.replace('\\"', '"'))
+        markers.append(marker.index)
+    assert markers == [3, 5]
