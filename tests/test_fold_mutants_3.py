@@ -16,6 +16,7 @@ from actors.tools import synthetic_text
 from runtime.bench.conversations import Conversation, fold_input, measurer_for, run_planner
 from runtime.fold.bodies import Body, result_shape
 from runtime.fold.formats import parse_clip_marker
+from runtime.fold.marks import FoldMark
 from runtime.fold.notes import SUMMARY_MAX_CHARS, build_note, span_digest, structural_digest, transcript, unit_lines
 from runtime.fold.planner import SUMMARY_ALLOWANCE_TOKENS, SUMMARY_SYSTEM, FoldPlanner, SummaryResult
 from runtime.fold.projection import (
@@ -29,7 +30,7 @@ from runtime.fold.projection import (
 from runtime.fold.protected import protected_ids
 from runtime.fold.recovery import RecoveryCorrupted, plan_restore, read_result
 from runtime.fold.settings import FoldSettings
-from runtime.fold.units import units_of
+from runtime.fold.units import is_complete_round, units_of
 from runtime.messages import (
     AssistantResponse,
     ClipInfo,
@@ -801,3 +802,74 @@ def test_one_original_renders_with_each_records_own_index() -> None:
         (marker,) = parse_clip_marker(text.replace('\\"', '"'))
         markers.append(marker.index)
     assert markers == [3, 5]
+
+
+# -- plan_run and units -----------------------------------------------------------------------------------------
+
+
+# plan_run before_newest_note mutmut_15: with caching, the round right after the newest note is the first one the
+# ordinary stages may take.
+def test_with_caching_the_round_right_after_the_newest_note_is_foldable() -> None:
+    c = Conversation()
+    c.task("Read.")
+    c.round([read("first.md", 300)])
+    c.add(Note("[earlier note] " + "listing line\n" * 5, (), 3, "tool_io"))
+    rounds = [c.round([read(f"r/{i}.md", 3000)]) for i in range(8)]
+    c.deliver()
+    c.round([read("newest.md", 1500)])
+    plan, _ = _plan(c, FoldSettings(ceiling=int(_estimate(c) / 0.85), caching=True))
+    response, (result,) = rounds[0]
+    assert plan.stages[0] == "tool_io"
+    assert {response.id, result.id} <= set(plan.folded_ids)
+
+
+# plan_run attempt mutmut_48: marks whose note would cost more than the round they fold roll back, and stay pending.
+def test_marks_that_roll_back_stay_pending() -> None:
+    c = Conversation()
+    c.task("Read.")
+    c.round([("stat", {"path": "first"}, "ok")])
+    tiny = c.round([("stat", {"path": "tiny"}, "ok")])
+    for i in range(6):
+        c.round([read(f"d/{i}.md", 3000)])
+    c.deliver()
+    branch = c.branch()
+    mark = FoldMark(branch.index_of(tiny[0].id), branch.index_of(tiny[1][0].id))
+    _, _, plan, _ = plan_for(c, FoldSettings(ceiling=1_000_000), marks=(mark,), mode="light")
+    assert [(p.stage, p.outcome) for p in plan.passes][:1] == [("marks", "rolled_back")]
+    assert plan.held_marks == (mark,) and plan.agent_marks == 0
+
+
+# plan_run never mutmut_4: a fold over an empty view plans nothing.
+def test_a_fold_over_an_empty_view_plans_nothing() -> None:
+    c = Conversation()
+    plan, needs = _plan(c, FoldSettings(ceiling=1000))
+    assert needs == [] and plan.passes == () and plan.view_ids == ()
+
+
+# plan_run not_now mutmut_11: a just-recovered round is not folded again, complete as it is.
+def test_a_just_recovered_round_is_not_folded_again() -> None:
+    c = Conversation()
+    c.task("Read.")
+    c.round([("stat", {"path": "first"}, "ok")])
+    recovered = c.round([read("back.md", 3000)])
+    for i in range(6):
+        c.round([read(f"d/{i}.md", 3000)])
+    c.deliver()
+    c.round([read("newest.md", 3000)])
+    ids = frozenset({recovered[0].id, recovered[1][0].id})
+    plan, _ = _plan(c, FoldSettings(ceiling=int(_estimate(c) / 0.85), target=0.5), recovered=ids)
+    assert plan.landed and not ids & set(plan.folded_ids)
+
+
+# units is_complete_round mutmut_2, _3: a round missing a result in the view is incomplete; other units are complete.
+def test_a_round_missing_a_result_is_incomplete() -> None:
+    c = Conversation()
+    c.task("Read.")
+    _, results = c.round([read("a.md", 100), read("b.md", 100)])
+    branch = c.branch()
+    task_unit, whole = units_of(branch.view(), branch)
+    assert is_complete_round(whole) and is_complete_round(task_unit)
+    c.view.remove(results[1].id)
+    branch = c.branch()
+    (_, partial) = units_of(branch.view(), branch)
+    assert not is_complete_round(partial)

@@ -133,7 +133,7 @@ GROUPS: tuple[Group, ...] = (
             ),
             Module("runtime/cache/verdict.py", _CACHE_CORE),
         ),
-        _t("cache_mutants", "cache_mutants_2"),
+        _t("cache_mutants", "cache_mutants_2", "cache_mutants_3"),
     ),
     Group(
         "fold",
