@@ -175,7 +175,7 @@ GROUPS: tuple[Group, ...] = (
             Module("runtime/fold/target.py", _PLANNER),
             Module("runtime/fold/units.py", _t("projection_bound") + _PLANNER),
         ),
-        _t("fold_mutants", "fold_mutants_2", "fold_mutants_3"),
+        _t("fold_mutants", "fold_mutants_2", "fold_mutants_3", "fold_mutants_4"),
     ),
 )
 
