@@ -510,3 +510,22 @@ def test_with_caching_the_floor_keeps_what_precedes_the_newest_note() -> None:
     plan, needs = _plan(c, FoldSettings(ceiling=int(_estimate(c) * 0.9), caching=True))
     assert [need.stage for need in needs] == ["reset"]
     assert _passes(plan) == [("reset", "landed", "tail 2")]
+
+
+# planner _clip mutmut_8, _9: a copy whose original the model just read (read_result recovers the original while the
+# copy stays in the view) is not cut again by the clip.
+def test_the_clip_leaves_a_copy_whose_original_was_just_read() -> None:
+    c = Conversation()
+    c.task("Read.")
+    c.round([("stat", {"path": "first"}, "ok")])
+    _, (original,) = c.round([read("x.md", 20_000)])
+    c.deliver()
+    c.round([read("newest.md", 4000)])
+    first, _ = _plan(c, FoldSettings(ceiling=int(_estimate(c) / 0.85), target=0.7))
+    c.land(first)
+    assert [m.clipped_from for m in first.added] == [original.id]
+    settings = FoldSettings(ceiling=int(_estimate(c) / 0.85), target=0.5)
+    again, _ = _plan(c, settings)
+    assert [m.clipped_from for m in again.added] == [original.id]  # unread, the copy is cut again
+    after_read, _ = _plan(c, settings, recovered=frozenset({original.id}))
+    assert original.id not in [m.clipped_from for m in after_read.added]
