@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import attrs
 import pytest
 
 from actors.tools import synthetic_text
@@ -25,8 +26,11 @@ from runtime.fold.projection import (
 from runtime.fold.recovery import RecoveryCorrupted, plan_restore, read_result
 from runtime.fold.settings import FoldSettings
 from runtime.fold.units import is_complete_round, units_of
+from runtime.image_count import measure_request
+from runtime.image_rules import CHAT_IMAGES, MESSAGES_IMAGES
 from runtime.messages import (
     AssistantResponse,
+    ImagePart,
     Instruction,
     Message,
     Note,
@@ -383,3 +387,22 @@ def test_a_round_missing_a_result_is_incomplete() -> None:
     branch = c.branch()
     (_, partial) = units_of(branch.view(), branch)
     assert not is_complete_round(partial)
+
+
+# measurer ViewMeasurer.measure mutmut_4, messages_estimate mutmut_14, _18: a measurer counts images by its own
+# wire's rule (chat completions count an image differently from the Messages API), in a view and in messages alone.
+def test_a_measurer_counts_images_by_its_wires_rule() -> None:
+    image = ImagePart("image/png", "AAAA", "ab" * 32, 2000, 1000, 100_000)
+    c = Conversation()
+    c.add(Instruction("Look.", images=(image,)))
+    branch = c.branch()
+    view = branch.view()
+    messages = measurer_for(branch, counter=COUNTER)
+    chat = attrs.evolve(messages, images=CHAT_IMAGES)
+    assert chat.estimate(view) == measure_request(chat.compile(view), COUNTER, chat.scale, CHAT_IMAGES).estimate
+    assert messages.estimate(view) == measure_request(messages.compile(view), COUNTER, 1.0, MESSAGES_IMAGES).estimate
+    assert chat.estimate(view) < messages.estimate(view)
+    assert chat.messages_estimate(view) < messages.messages_estimate(view)
+    assert chat.messages_estimate(view) == chat.estimate(view) - (
+        messages.estimate(view) - messages.messages_estimate(view)
+    )
