@@ -17,6 +17,7 @@ from runtime.fold.notes import SUMMARY_MAX_CHARS, build_note, span_digest, struc
 from runtime.fold.planner import SUMMARY_ALLOWANCE_TOKENS, SUMMARY_SYSTEM, FoldPlanner, SummaryResult
 from runtime.fold.protected import protected_ids
 from runtime.fold.settings import FoldSettings
+from runtime.fold.target import TARGET_LOW
 from runtime.fold.units import units_of
 from runtime.messages import (
     AssistantResponse,
@@ -529,3 +530,51 @@ def test_the_clip_leaves_a_copy_whose_original_was_just_read() -> None:
     assert [m.clipped_from for m in again.added] == [original.id]  # unread, the copy is cut again
     after_read, _ = _plan(c, settings, recovered=frozenset({original.id}))
     assert original.id not in [m.clipped_from for m in after_read.added]
+
+
+# planner _fold mutmut_105: an epoch commit is deferred only when it frees strictly less than 1% of the ceiling: one
+# that frees exactly 1% lands.
+def test_an_epoch_commit_freeing_exactly_one_percent_of_the_ceiling_lands() -> None:
+    c = Conversation()
+    c.task("Read. " + synthetic_text("brief", 60_000))
+    c.round([("stat", {"path": "first"}, "ok")])
+    c.round([read("small.md", 500)])
+    c.deliver()
+    for i in range(3):
+        c.round([("stat", {"path": f"n{i}"}, "ok")])  # not delivered: nothing else may fold
+    plan, _ = _plan(c, FoldSettings(ceiling=10_000, caching=True))
+    (landed,) = plan.passes
+    freed = landed.estimate_before - landed.estimate_after
+    assert plan.deferred and freed < 100
+    ceiling = freed * 100  # 1% of it is exactly what the commit frees
+    assert 0.01 * ceiling == freed
+    exact, _ = _plan(c, FoldSettings(ceiling=ceiling, caching=True))
+    assert [p.estimate_before - p.estimate_after for p in exact.passes] == [freed]
+    assert not exact.deferred and exact.landed
+    above, _ = _plan(c, FoldSettings(ceiling=ceiling + 1, caching=True))
+    assert above.deferred
+
+
+# planner _tool_io mutmut_45: tool_io holds a round back only when folding it lands strictly below TARGET_LOW of the
+# target; landing exactly there, the round is folded (and the clip, which could also reach, is not needed).
+def test_a_round_landing_exactly_at_the_low_mark_is_not_held_back() -> None:
+    c = Conversation()
+    c.task("Read.")
+    c.round([("stat", {"path": "first"}, "ok")])
+    c.round([read(f"many/{i}.txt", 1000) for i in range(10)])
+    c.round([read("mid.md", 1018)])  # its size makes the estimate below a multiple of nine (checked)
+    for i in range(5):
+        c.round([read(f"t/{i}.md", 1000)])
+    c.round([read("big.md", 20_000)])
+    c.deliver()
+    branch = c.branch()
+    units = units_of(branch.view(), branch)
+    note = build_note("tool_io", [units[2]], branch)
+    folded = [m for u in units[:2] for m in u.members] + [note] + [m for u in units[3:] for m in u.members]
+    low = measurer_for(branch, counter=COUNTER).estimate(folded)  # the estimate with the oldest round folded
+    assert low % 9 == 0
+    settings = FoldSettings(ceiling=low * 20 // 9, target=0.5)  # TARGET_LOW of the target is exactly `low`
+    assert TARGET_LOW * settings.target_tokens == low
+    plan, needs = _plan(c, settings)
+    assert needs == [] and plan.stages == ("tool_io",)
+    assert [(p.detail, p.estimate_after) for p in plan.passes] == [("tail 6, the oldest 1 of 5 rounds", low)]
