@@ -34,6 +34,7 @@ from runtime.messages import (
     Instruction,
     Message,
     Note,
+    SystemMessage,
     ToolCall,
     ToolResult,
 )
@@ -358,6 +359,10 @@ def test_a_fold_over_an_empty_view_plans_nothing() -> None:
     c = Conversation()
     plan, needs = _plan(c, FoldSettings(ceiling=1000))
     assert needs == [] and plan.passes == () and plan.view_ids == ()
+    # Over the target with nothing in the view (a system prompt alone): every stage finds nothing to take.
+    alone = Conversation(system=SystemMessage("You read files. " + synthetic_text("system", 20_000)))
+    plan, needs = _plan(alone, FoldSettings(ceiling=3000))
+    assert needs == [] and plan.passes == () and plan.view_ids == () and not plan.target_reached
 
 
 # plan_run not_now mutmut_11: a just-recovered round is not folded again, complete as it is.
