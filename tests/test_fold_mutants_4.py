@@ -237,7 +237,7 @@ def test_a_measurer_under_a_result_bound_measures_results_cut_to_it() -> None:
 
 
 def _text_body(length: int) -> tuple[ToolResult, Body, int]:
-    original = ToolResult("toolu_1", "read_file", "{}", synthetic_text("k.md", length))
+    original = ToolResult("toolu_1", "read_file", "{}", synthetic_text("k.md", 6000)[:length])
     shape = result_shape(original)
     return original, shape.bodies[0], len(shape.recovery)
 
@@ -246,7 +246,19 @@ def _text_body(length: int) -> tuple[ToolResult, Body, int]:
 # whose cut body fits the bound (found here by trying every count from the top; the size is not monotonic in k,
 # as the marker's offsets change width).
 @pytest.mark.parametrize(
-    ("length", "bound"), [(1100, 1000), (1999, 1000), (2500, 1000), (5000, 1000), (3000, 2999), (2100, 1100)]
+    ("length", "bound"),
+    # The last three: the search's first estimate overshoots (it steps down), and undershoots (it steps up).
+    [
+        (1100, 1000),
+        (1999, 1000),
+        (2500, 1000),
+        (5000, 1000),
+        (3000, 2999),
+        (2100, 1100),
+        (1100, 335),
+        (1500, 335),
+        (2330, 1534),
+    ],
 )
 def test_k_n_is_the_greatest_count_whose_cut_body_fits_the_bound(length: int, bound: int) -> None:
     _, body, total = _text_body(length)
