@@ -298,6 +298,9 @@ def test_a_json_result_cut_under_the_bound_reports_the_cut() -> None:
     # project mutmut_23: one that needs no cut says so.
     small = ToolResult("toolu_2", "query", "{}", json.dumps(["a" * 30]), output_format="json")
     assert project(small, index=4, allowance=None, bound=1000).cut is False
+    # project mutmut_64, _69: so does a mapping result with a field cut.
+    mapping = ToolResult("toolu_4", "query", "{}", json.dumps({"content": "c" * 3000}), output_format="json")
+    assert project(mapping, index=5, allowance=None, bound=1000).cut is True
 
 
 # projection clipped_copy mutmut_12: a result with nothing a clip may cut (only protected fields) is copied whole,
