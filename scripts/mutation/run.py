@@ -99,7 +99,7 @@ _PLANNER = _t(
 GROUPS: tuple[Group, ...] = (
     Group("calibration", (Module("runtime/calibration.py", _t("calibration", "ceiling")),)),
     Group("ceiling", (Module("runtime/ceiling.py", _t("ceiling", "send_ceiling")),)),
-    Group("measure", (Module("runtime/measure.py", _t("measure", "measure_compiled", "ceiling")),)),
+    Group("measure", (Module("runtime/measure.py", _t("measure", "measure_compiled", "ceiling", "measure_mutants")),)),
     Group(
         "compiler",
         (Module("runtime/compiler.py", _t("compiler", "measure_compiled", "store_codec", "store_pairing")),),
