@@ -12,6 +12,19 @@ import pytest
 from actors.tools import synthetic_text
 from runtime.bench.conversations import Conversation, measurer_for
 from runtime.fold.bodies import Body, result_shape
+from runtime.fold.cost import (
+    COST_TARGETS,
+    SUMMARY_OUTPUT_TOKENS,
+    UNCACHED,
+    Candidate,
+    CostDecision,
+    CostPrices,
+    CostState,
+    choose,
+    decide_fold,
+    per_request,
+    target_candidate,
+)
 from runtime.fold.formats import parse_clip_marker
 from runtime.fold.marks import FoldMark
 from runtime.fold.notes import build_note
@@ -426,3 +439,49 @@ def test_a_measurer_counts_images_by_its_wires_rule() -> None:
     assert chat.messages_estimate(view) == chat.estimate(view) - (
         messages.estimate(view) - messages.messages_estimate(view)
     )
+
+
+# -- cost -------------------------------------------------------------------------------------------------------
+
+
+def _by_choose(caching: bool, prices: CostPrices, margin: float) -> CostDecision:
+    """decide_fold's decision spelled out: the target candidates, choose, at the prices in force."""
+    candidates = [target_candidate(200_000, t, 5_000, SUMMARY_OUTPUT_TOKENS) for t in COST_TARGETS]
+    if not caching:
+        candidates = [attrs.evolve(c, rewrite_tokens=0) for c in candidates]
+    state = CostState(tokens=170_000, growth=4000.0, ceiling=200_000, margin=margin)
+    return choose(candidates, state, prices if caching else attrs.evolve(UNCACHED, output=prices.output))
+
+
+# cost decide_fold mutmut_6, _18, _38: decide_fold is choose over the target candidates: with caching at the given
+# prices, everything after the kept prefix rewritten; without, nothing rewritten and every carried token at the
+# fresh price, the summary's output still at the given output price; at the given margin.
+@pytest.mark.parametrize("caching", [True, False])
+def test_decide_fold_is_choose_over_the_target_candidates(caching: bool) -> None:
+    prices = CostPrices(output=40.0)
+    margin = 0.2
+    decision = decide_fold(
+        tokens=170_000,
+        growth=4000.0,
+        ceiling=200_000,
+        margin=margin,
+        kept_prefix_tokens=5_000,
+        prices=prices,
+        caching=caching,
+    )
+    assert decision == _by_choose(caching, prices, margin)
+    assert decision != _by_choose(caching, CostPrices(), margin)  # the output price counts, cached or not
+    assert decision != _by_choose(caching, prices, 0.045)  # so does the margin
+    assert decision != _by_choose(not caching, prices, margin)
+
+
+# cost per_request mutmut_5: a line one request's growth above the candidate leaves room for that request even when
+# the floating-point sum rounds the span a hair below the growth (the tolerance scales with the growth).
+def test_a_line_one_growth_above_the_candidate_leaves_room_despite_rounding() -> None:
+    growth = 10_000.3
+    candidate = Candidate("deep", tokens_after=1_000_000_007, rewrite_tokens=0)
+    line = candidate.tokens_after + growth
+    assert line - candidate.tokens_after < growth  # the sum rounded the span down
+    state = CostState(tokens=1_000_000_000, growth=growth, ceiling=2_000_000_000)
+    assert per_request(candidate, line, state, CostPrices()) is not None
+    assert per_request(candidate, line - 1.0, state, CostPrices()) is None
