@@ -387,7 +387,11 @@ def test_a_fold_over_an_empty_view_plans_nothing() -> None:
     c = Conversation()
     plan, needs = _plan(c, FoldSettings(ceiling=1000))
     assert needs == [] and plan.passes == () and plan.view_ids == ()
-    # Over the target with nothing in the view (a system prompt alone): every stage finds nothing to take.
+
+
+# plan_run never mutmut_4: over the target with nothing in the view (a system prompt alone), every stage finds
+# nothing to take.
+def test_a_fold_of_a_system_prompt_alone_over_the_target_takes_nothing() -> None:
     alone = Conversation(system=SystemMessage("You read files. " + synthetic_text("system", 20_000)))
     plan, needs = _plan(alone, FoldSettings(ceiling=3000))
     assert needs == [] and plan.passes == () and plan.view_ids == () and not plan.target_reached
