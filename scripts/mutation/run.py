@@ -102,7 +102,14 @@ GROUPS: tuple[Group, ...] = (
     Group("measure", (Module("runtime/measure.py", _t("measure", "measure_compiled", "ceiling", "measure_mutants")),)),
     Group(
         "compiler",
-        (Module("runtime/compiler.py", _t("compiler", "measure_compiled", "store_codec", "store_pairing")),),
+        (
+            Module(
+                "runtime/compiler.py",
+                _t("compiler", "measure_compiled", "store_codec", "store_pairing")
+                # Request.prepared, image_tokens and context_digest are reached by these:
+                + _t("incremental_measure", "thinking_rule", "vision", "chat_image_measure"),
+            ),
+        ),
     ),
     Group("sim_cache_engine", (Module("runtime/sim/cache_engine.py", _t("sim_cache_engine")),)),
     Group(
