@@ -284,6 +284,15 @@ def test_k_n_is_the_greatest_count_whose_cut_body_fits_the_bound(length: int, bo
     assert project_body(body, index=7, total=total, allowance=None, bound=bound).kept == k
 
 
+# projection bound_retained mutmut_10, _22, _23: a million-character result is cut under a small bound and under a
+# large one at once: the search for k_N starts near it (a search that walked the body would not finish).
+@pytest.mark.parametrize("bound", [2000, 500_000])
+def test_a_million_character_result_is_cut_under_any_bound(bound: int) -> None:
+    original = ToolResult("toolu_1", "read_file", "{}", "line of text\n" * 80_000)
+    projection = project(original, index=3, allowance=None, bound=bound)
+    assert len(projection.output) <= bound and bound - 250 < projection.kept[0] < bound
+
+
 # projection bound_retained mutmut_43, _44, _46, _47, project_body mutmut_34: a bound that fits one head and one tail
 # character beside the marker keeps two; one character less is refused, saying why; so is an allowance under two.
 def test_the_smallest_bound_keeps_two_characters_and_below_it_the_cut_is_refused() -> None:
