@@ -99,10 +99,17 @@ _PLANNER = _t(
 GROUPS: tuple[Group, ...] = (
     Group("calibration", (Module("runtime/calibration.py", _t("calibration", "ceiling")),)),
     Group("ceiling", (Module("runtime/ceiling.py", _t("ceiling", "send_ceiling")),)),
-    Group("measure", (Module("runtime/measure.py", _t("measure", "measure_compiled", "ceiling")),)),
+    Group("measure", (Module("runtime/measure.py", _t("measure", "measure_compiled", "ceiling", "measure_mutants")),)),
     Group(
         "compiler",
-        (Module("runtime/compiler.py", _t("compiler", "measure_compiled", "store_codec", "store_pairing")),),
+        (
+            Module(
+                "runtime/compiler.py",
+                _t("compiler", "measure_compiled", "store_codec", "store_pairing")
+                # Request.prepared, image_tokens and context_digest are reached by these:
+                + _t("incremental_measure", "thinking_rule", "vision", "chat_image_measure"),
+            ),
+        ),
     ),
     Group("sim_cache_engine", (Module("runtime/sim/cache_engine.py", _t("sim_cache_engine")),)),
     Group(
@@ -133,7 +140,7 @@ GROUPS: tuple[Group, ...] = (
             ),
             Module("runtime/cache/verdict.py", _CACHE_CORE),
         ),
-        _t("cache_mutants", "cache_mutants_2"),
+        _t("cache_mutants", "cache_mutants_2", "cache_mutants_3"),
     ),
     Group(
         "fold",
@@ -175,7 +182,7 @@ GROUPS: tuple[Group, ...] = (
             Module("runtime/fold/target.py", _PLANNER),
             Module("runtime/fold/units.py", _t("projection_bound") + _PLANNER),
         ),
-        _t("fold_mutants", "fold_mutants_2"),
+        _t("fold_mutants", "fold_mutants_2", "fold_mutants_3", "fold_mutants_4"),
     ),
 )
 
