@@ -99,7 +99,13 @@ _PLANNER = _t(
 GROUPS: tuple[Group, ...] = (
     Group("calibration", (Module("runtime/calibration.py", _t("calibration", "ceiling")),)),
     Group("ceiling", (Module("runtime/ceiling.py", _t("ceiling", "send_ceiling")),)),
-    Group("measure", (Module("runtime/measure.py", _t("measure", "measure_compiled", "ceiling", "measure_mutants")),)),
+    Group(
+        "measure",
+        (
+            Module("runtime/measure.py", _t("measure", "measure_compiled", "ceiling", "measure_mutants")),
+            Module("runtime/measure_splice.py", _t("measure_splice", "fold_planner", "fold_target")),
+        ),
+    ),
     Group(
         "compiler",
         (
@@ -152,7 +158,9 @@ GROUPS: tuple[Group, ...] = (
             ),
             Module("runtime/fold/clip.py", _PLANNER),
             Module("runtime/fold/context_tool.py", _t("context_tool")),
-            Module("runtime/fold/cost.py", _t("fold_cost_mutants", "fold_cost", "bench_cost_strategy")),
+            Module(
+                "runtime/fold/cost.py", _t("fold_cost_mutants", "fold_cost", "fold_cost_recalls", "bench_cost_strategy")
+            ),
             Module(
                 "runtime/fold/formats.py",
                 _t(
