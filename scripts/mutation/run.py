@@ -102,7 +102,9 @@ GROUPS: tuple[Group, ...] = (
     Group(
         "measure",
         (
-            Module("runtime/measure.py", _t("measure", "measure_compiled", "ceiling", "measure_mutants")),
+            Module(
+                "runtime/measure.py", _t("measure", "measure_compiled", "ceiling", "measure_mutants", "measure_splice")
+            ),
             Module("runtime/measure_splice.py", _t("measure_splice", "fold_planner", "fold_target")),
         ),
     ),
