@@ -8,11 +8,10 @@ ceiling is not expected to need is not committed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_fold_by_cost import Counted  # the measurer the growth meter's tests count with
 
 from actors.branch import Branch
 from actors.fold_recalls import recall_profile
@@ -202,26 +201,6 @@ def test_past_the_hard_limit_a_fold_runs_however_short_the_work_so_far() -> None
 
 
 # -- the profile from the branch's own record -----------------------------------------------------
-
-
-class Counted:
-    """A measurer counting each message's text length in tokens of four characters, at scale 2."""
-
-    scale = 2.0
-
-    def estimate(self, view: Sequence[Message]) -> int:
-        return sum(self.block_tokens(m)[0] for m in view)
-
-    def block_tokens(self, message: Message) -> tuple[int, int]:
-        if isinstance(message, ToolResult):
-            size = len(message.output)
-        elif isinstance(message, AssistantResponse):
-            size = sum(len(p.text) for p in message.parts if isinstance(p, TextPart))
-        elif isinstance(message, Instruction):
-            size = len(message.text)
-        else:
-            size = 4_000
-        return size // 4, size
 
 
 def _read_result(index: int, page: str, *, action: str = "read_result") -> ToolResult:

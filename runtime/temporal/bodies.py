@@ -98,6 +98,24 @@ def redacted(dsn: str) -> str:
     return f"{scheme}://{userinfo.split(':', 1)[0]}:***@{host}"
 
 
+CREATE_BODIES = "CREATE TABLE IF NOT EXISTS foldline_bodies (digest text PRIMARY KEY, body bytea NOT NULL)"
+
+
+def postgres_connect(dsn: str, create: str, option: str, needs: str, noun: str) -> Any:
+    """One autocommit psycopg 3 connection to ``dsn`` with ``create`` run; every failure a ConfigError naming
+    ``option`` (the password never shown): what the Postgres body store and events sink share."""
+    try:
+        import psycopg
+    except ImportError:
+        raise ConfigError(f"{option}: the {needs} needs psycopg 3: pip install -e '.[temporal]'") from None
+    try:
+        connection = psycopg.connect(dsn, autocommit=True, connect_timeout=10)
+        connection.execute(create)
+    except psycopg.Error as exc:
+        raise ConfigError(f"{option}: cannot use the Postgres {noun} {redacted(dsn)}: {exc}") from None
+    return connection
+
+
 @attrs.define(eq=False)
 class PostgresBodyStore:
     """Bodies in a Postgres table every host reaches: ``foldline_bodies(digest text primary key, body bytea)``.
@@ -112,20 +130,7 @@ class PostgresBodyStore:
 
     def _connect(self) -> Any:
         if self._connection is None or self._connection.closed:
-            try:
-                import psycopg
-            except ImportError:
-                raise ConfigError(
-                    "--bodies: the Postgres body store needs psycopg 3: pip install -e '.[temporal]'"
-                ) from None
-            try:
-                connection = psycopg.connect(self.dsn, autocommit=True, connect_timeout=10)
-                connection.execute(
-                    "CREATE TABLE IF NOT EXISTS foldline_bodies (digest text PRIMARY KEY, body bytea NOT NULL)"
-                )
-            except psycopg.Error as exc:
-                raise ConfigError(f"--bodies: cannot use the Postgres store {redacted(self.dsn)}: {exc}") from None
-            self._connection = connection
+            self._connection = postgres_connect(self.dsn, CREATE_BODIES, "--bodies", "Postgres body store", "store")
         return self._connection
 
     def put(self, digest: str, body: bytes) -> None:

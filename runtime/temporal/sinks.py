@@ -29,7 +29,7 @@ from typing import Any, Protocol
 import attrs
 
 from runtime.errors import ConfigError
-from runtime.temporal.bodies import redacted
+from runtime.temporal.bodies import postgres_connect, redacted
 
 POSTGRES_SCHEMES = ("postgres://", "postgresql://")
 
@@ -76,18 +76,7 @@ class PostgresEventSink:
 
     def _connect(self) -> Any:
         if self._connection is None or self._connection.closed:
-            try:
-                import psycopg
-            except ImportError:
-                raise ConfigError(
-                    "--events-db: the Postgres events sink needs psycopg 3: pip install -e '.[temporal]'"
-                ) from None
-            try:
-                connection = psycopg.connect(self.dsn, autocommit=True, connect_timeout=10)
-                connection.execute(CREATE_EVENTS)
-            except psycopg.Error as exc:
-                raise ConfigError(f"--events-db: cannot use the Postgres sink {redacted(self.dsn)}: {exc}") from None
-            self._connection = connection
+            self._connection = postgres_connect(self.dsn, CREATE_EVENTS, "--events-db", "Postgres events sink", "sink")
         return self._connection
 
     def write(self, events: Sequence[Mapping[str, Any]]) -> int:
