@@ -161,7 +161,8 @@ GROUPS: tuple[Group, ...] = (
             Module("runtime/fold/clip.py", _PLANNER),
             Module("runtime/fold/context_tool.py", _t("context_tool")),
             Module(
-                "runtime/fold/cost.py", _t("fold_cost_mutants", "fold_cost", "fold_cost_recalls", "bench_cost_strategy")
+                "runtime/fold/cost.py",
+                _t("fold_cost_mutants", "fold_cost", "fold_cost_recalls", "bench_cost_strategy", "fold_mutants_5"),
             ),
             Module(
                 "runtime/fold/formats.py",
@@ -176,7 +177,7 @@ GROUPS: tuple[Group, ...] = (
                 ),
             ),
             Module("runtime/fold/marks.py", _t("fold_planner", "context_tool", "turn_invariants", "fold_properties")),
-            Module("runtime/fold/measurer.py", _PLANNER),
+            Module("runtime/fold/measurer.py", _PLANNER + _t("measure_splice", "fold_mutants_5")),
             Module("runtime/fold/notes.py", _PLANNER + _t("engine_fold")),
             Module("runtime/fold/plan_run.py", _PLANNER),
             Module("runtime/fold/plan_values.py", _PLANNER + _t("engine_fold")),
