@@ -151,7 +151,12 @@ def test_a_window_of_half_the_view_is_spliced_and_one_over_half_is_not() -> None
     result = view[2]
     assert isinstance(result, ToolResult)
     clipped = attrs.evolve(result, output=result.output[:40], clipped_from=result.id, id="clipped-a")
-    for candidate in (view[:2] + [clipped] + view[3:], [*view, _note("end")], [*view[:3], _note("instead")]):
+    for candidate in (
+        view[:2] + [clipped] + view[3:],
+        [*view, _note("end")],
+        [*view[:3], _note("instead")],
+        [view[0], _note("after the task"), *view[1:]],  # one rendered message laid out (_window mutmut_43: three)
+    ):
         spliced = base.counted_for(candidate, counter, None)  # two rendered messages laid out of four
         assert spliced is not None
         assert spliced == _whole(candidate, branch.system)
@@ -252,14 +257,24 @@ def _delayed() -> Conversation:
         if i in (4, 6):
             c.task(f"Meanwhile {i}.")
             c.answer(f"Noted {i}.")
+        if i == 8:
+            c.answer("Still reading.")  # a reply right after the call, before its result
         c.add(ToolResult.for_call(call, synthetic_text(f"s{i}.md", 200)))
+    # Two calls in one reply whose results come in reverse order, a reply between them.
+    first, second = (ToolCall.create(f"toolu_p{i}", "read_file", {"path": f"p{i}.md"}) for i in range(2))
+    c.add(AssistantResponse((TextPart("Both."), first, second)))
+    c.add(ToolResult.for_call(second, synthetic_text("p1.md", 200)))
+    c.answer("One is in.")
+    c.add(ToolResult.for_call(first, synthetic_text("p0.md", 200)))
+    c.task("Sum up.")
     return c
 
 
 # _window mutmut_20, _21, _22 (the walk back from a start that a call before it reaches past), _47, _48 (the walk
 # forward), build mutmut_18, _35, _41 (how far each call's result lies): where a reply starts a rendered message
-# between a call and its result, the window widens to the starts no call crosses, so a note put anywhere is spliced;
-# and every window cut out or replaced counts as whole or declines.
+# between a call and its result (and where two results come in reverse order around a reply), the window widens to
+# the starts no call crosses, so a note put anywhere is spliced; every window cut out or replaced counts as whole or
+# declines.
 def test_a_window_widens_past_a_call_whose_result_comes_later() -> None:
     c = _delayed()
     branch = c.branch()
@@ -267,10 +282,10 @@ def test_a_window_widens_past_a_call_whose_result_comes_later() -> None:
     counter = TokenCounter()
     base = _base(view, branch.system, counter)
     for at in range(len(view) + 1):
-        candidate = view[:at] + [_note(f"at {at}")] + view[at:]
-        spliced = base.counted_for(candidate, counter, None)
-        assert spliced is not None, at
-        assert spliced == _whole(candidate, branch.system)
+        spliced = _spliced_or_whole(base, view[:at] + [_note(f"at {at}")] + view[at:], branch.system, counter)
+        # (A note put in the last rendered message's window would end it in a user message joined by the closing
+        # instruction: declined, and the same window is the whole tail.)
+        assert spliced is not None or at >= len(view) - 2, at
     for lo in range(len(view)):
         for hi in range(lo + 1, len(view) + 1):
             for replacement in ([], [_note(f"{lo}-{hi}")]):
@@ -373,3 +388,21 @@ def test_a_view_with_a_message_twice_is_measured_piece_by_piece() -> None:
     measured = measure(request.pieces(), counter, 1.25)
     assert measured == measure(list(request.pieces()), TokenCounter(), 1.25)
     assert measured.counted == count_tokens("".join(piece for _, piece in request.pieces()))
+
+
+# _count mutmut_20, _23, _25 (the window's pieces counted whole, not by lines): a long note in a window is counted
+# line by line, so the next candidate, whose note repeats those lines and adds one, costs its new line.
+def test_a_window_counts_a_long_note_by_its_lines() -> None:
+    branch = _conversation(12).branch()
+    view = list(branch.view())
+    counter = TokenCounter()
+    base = _base(view, branch.system, counter)
+    lines = [f"Round {i} read f{i}.md and found 3 sections" for i in range(40)]
+    entries = counter.stats().entries
+    for count in (39, 40):
+        note = Note("\n".join(lines[:count]), ("m",), 0, "tool_io")
+        candidate = view[:1] + [note] + view[5:]
+        spliced = base.counted_for(candidate, counter, None)
+        assert spliced is not None
+        assert spliced == _whole(candidate, branch.system)
+    assert counter.stats().entries >= entries + 40  # each line of the notes is known by itself
