@@ -103,9 +103,12 @@ GROUPS: tuple[Group, ...] = (
         "measure",
         (
             Module(
-                "runtime/measure.py", _t("measure", "measure_compiled", "ceiling", "measure_mutants", "measure_splice")
+                "runtime/measure.py",
+                _t("measure", "measure_compiled", "ceiling", "measure_mutants", "measure_splice", "measure_mutants_2"),
             ),
-            Module("runtime/measure_splice.py", _t("measure_splice", "fold_planner", "fold_target")),
+            Module(
+                "runtime/measure_splice.py", _t("measure_mutants_2", "measure_splice", "fold_planner", "fold_target")
+            ),
         ),
     ),
     Group(
