@@ -118,7 +118,7 @@ GROUPS: tuple[Group, ...] = (
                 "runtime/compiler.py",
                 _t("compiler", "measure_compiled", "store_codec", "store_pairing")
                 # Request.prepared, image_tokens and context_digest are reached by these:
-                + _t("incremental_measure", "thinking_rule", "vision", "chat_image_measure"),
+                + _t("incremental_measure", "thinking_rule", "vision", "chat_image_measure", "mutants_6"),
             ),
         ),
     ),
@@ -161,7 +161,7 @@ GROUPS: tuple[Group, ...] = (
                 "runtime/fold/bodies.py",
                 _t("fold_clip", "projection_bound", "fold_summary_policy", "recovery", "context_tool"),
             ),
-            Module("runtime/fold/clip.py", _PLANNER),
+            Module("runtime/fold/clip.py", _PLANNER + _t("mutants_6")),
             Module("runtime/fold/context_tool.py", _t("context_tool")),
             Module(
                 "runtime/fold/cost.py",
@@ -181,12 +181,13 @@ GROUPS: tuple[Group, ...] = (
             ),
             Module("runtime/fold/marks.py", _t("fold_planner", "context_tool", "turn_invariants", "fold_properties")),
             Module("runtime/fold/measurer.py", _PLANNER + _t("measure_splice", "fold_mutants_5")),
-            Module("runtime/fold/notes.py", _PLANNER + _t("engine_fold")),
+            Module("runtime/fold/notes.py", _PLANNER + _t("engine_fold", "fold_determinism")),
             Module("runtime/fold/plan_run.py", _PLANNER),
             Module("runtime/fold/plan_values.py", _PLANNER + _t("engine_fold")),
             Module("runtime/fold/planner.py", _PLANNER),
             Module(
-                "runtime/fold/projection.py", _t("projection_bound", "fold_summary_policy", "context_tool") + _PLANNER
+                "runtime/fold/projection.py",
+                _t("projection_bound", "fold_summary_policy", "context_tool") + _PLANNER + _t("mutants_6"),
             ),
             Module("runtime/fold/protected.py", _t("fold_summary_policy", "turn_invariants") + _PLANNER),
             Module(
