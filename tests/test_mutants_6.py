@@ -124,3 +124,13 @@ def test_a_cut_that_does_not_lower_the_estimate_is_not_kept() -> None:
         bound=None,
     )
     assert len(kept.copies) == 1 and kept.estimate < estimate
+
+
+# projection.x_bound_retained__mutmut_58: the last walk up adds one character at a time. Here the marker narrows
+# as the kept count grows, so the first estimate stops one short, and 800 characters would not fit.
+def test_the_bound_is_met_where_the_marker_narrows_as_more_is_kept() -> None:
+    body = Body(None, 400, "x" * 1200, False)
+    k = bound_retained(body, 1002, index=3, total=1600)
+    fitted = project_body(body, index=3, total=1600, allowance=None, bound=1002)
+    assert k == fitted.kept == 799 and len(fitted.text) <= 1002
+    assert len(project_body(body, index=3, total=1600, allowance=800, bound=None).text) > 1002
