@@ -70,15 +70,22 @@ def test_with_caching_an_unprotected_round_before_the_newest_note_stays() -> Non
     assert early.id in free.folded_ids
 
 
-# plan_run PlanRun.plan mutmut_4.._12, _29: a deferred plan carries the view as it was and no fold.
-def test_a_deferred_plan_is_the_view_unchanged_with_its_estimate() -> None:
+def a_brief_then_small_rounds() -> Conversation:
+    """A 60k-character brief, two delivered rounds (a stat, a small read), then three undelivered stats: a
+    conversation where only a little may fold (so an epoch commit frees little and may be deferred)."""
     c = Conversation()
     c.task("Read. " + synthetic_text("brief", 60_000))
     c.round([("stat", {"path": "first"}, "ok")])
     c.round([read("small.md", 500)])
     c.deliver()
     for i in range(3):
-        c.round([("stat", {"path": f"n{i}"}, "ok")])
+        c.round([("stat", {"path": f"n{i}"}, "ok")])  # not delivered: nothing else may fold
+    return c
+
+
+# plan_run PlanRun.plan mutmut_4.._12, _29: a deferred plan carries the view as it was and no fold.
+def test_a_deferred_plan_is_the_view_unchanged_with_its_estimate() -> None:
+    c = a_brief_then_small_rounds()
     branch = c.branch()
     estimate = measurer_for(branch, counter=COUNTER).estimate(branch.view())
     settings = FoldSettings(ceiling=int(estimate / 0.85), caching=True)

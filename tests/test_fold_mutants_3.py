@@ -31,6 +31,7 @@ from runtime.messages import (
     ToolCall,
     ToolResult,
 )
+from tests.test_fold_mutants_2 import a_brief_then_small_rounds
 from tests.test_fold_planner import COUNTER, plan_for, read
 
 IMAGE = ImagePart("image/png", "AAAA", "ab" * 32, 10, 20, 100)
@@ -535,13 +536,7 @@ def test_the_clip_leaves_a_copy_whose_original_was_just_read() -> None:
 # planner _fold mutmut_105: an epoch commit is deferred only when it frees strictly less than 1% of the ceiling: one
 # that frees exactly 1% lands.
 def test_an_epoch_commit_freeing_exactly_one_percent_of_the_ceiling_lands() -> None:
-    c = Conversation()
-    c.task("Read. " + synthetic_text("brief", 60_000))
-    c.round([("stat", {"path": "first"}, "ok")])
-    c.round([read("small.md", 500)])
-    c.deliver()
-    for i in range(3):
-        c.round([("stat", {"path": f"n{i}"}, "ok")])  # not delivered: nothing else may fold
+    c = a_brief_then_small_rounds()
     plan, _ = _plan(c, FoldSettings(ceiling=10_000, caching=True))
     (landed,) = plan.passes
     freed = landed.estimate_before - landed.estimate_after

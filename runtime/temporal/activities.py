@@ -139,14 +139,19 @@ class ActivityHost:
     sinks: dict[str, EventSink] = attrs.field(factory=dict)
     """The events sinks this worker has opened, by location (a Postgres sink keeps its connection)."""
 
-    @activity.defn(name="foldline.provider_attempt")
-    async def provider_attempt(self, arg: dict[str, Any]) -> dict[str, Any]:
-        kind = str(arg["provider"])
+    def _provider(self, kind: str) -> PayloadSender:
+        """This worker's provider of ``kind``; a ProviderError naming the kinds it has when it has none."""
         provider = self.providers.get(kind)
         if provider is None:
             raise ProviderError(
                 f"this worker has no {kind!r} provider (it has: {', '.join(sorted(self.providers)) or 'none'})"
             )
+        return provider
+
+    @activity.defn(name="foldline.provider_attempt")
+    async def provider_attempt(self, arg: dict[str, Any]) -> dict[str, Any]:
+        kind = str(arg["provider"])
+        provider = self._provider(kind)
         payload = json.loads(arg["payload"])
         node_id, key = arg.get("node_id"), arg.get("cache_key")
         if isinstance(provider, KeyRoutedSender) and key:
@@ -174,11 +179,7 @@ class ActivityHost:
     async def count_tokens(self, arg: dict[str, Any]) -> dict[str, Any]:
         """The provider's input-token count of a compiled request's payload: ``{"tokens": n}`` or ``{"error": ...}``."""
         kind = str(arg["provider"])
-        provider = self.providers.get(kind)
-        if provider is None:
-            raise ProviderError(
-                f"this worker has no {kind!r} provider (it has: {', '.join(sorted(self.providers)) or 'none'})"
-            )
+        provider = self._provider(kind)
         if not isinstance(provider, PayloadCounter):
             message = f"count_tokens: this worker's {kind!r} provider has no count-tokens endpoint"
             return {"error": {"message": message, "status": None, "error_type": "count_unavailable"}}
