@@ -68,6 +68,11 @@ class Settled:
     note: str | None = None
 
 
+def branch_calibration(env: RunEnv, branch: Branch, model: str) -> ModelCalibration:
+    """``branch``'s calibration of ``model``: what the run started from, with the branch's own evidence."""
+    return env.calibration.get(model).combined(branch.calibrations.get(model))
+
+
 def uncalibrated_prior(env: RunEnv, branch: Branch, model: str) -> float:
     """The scale ``branch`` measures ``model`` at least: its family's prior while no exact count is to be had.
 
@@ -78,7 +83,7 @@ def uncalibrated_prior(env: RunEnv, branch: Branch, model: str) -> float:
     """
     if env.provider.counts_tokens:
         return 1.0
-    if env.calibration.get(model).combined(branch.calibrations.get(model)).calibrated:
+    if branch_calibration(env, branch, model).calibrated:
         return 1.0
     return default_model_table().token_prior(model)
 
@@ -98,7 +103,7 @@ class ExactCounts:
 
     def calibration(self, model: str) -> ModelCalibration:
         """The branch's calibration of ``model``: what the run started from, with the branch's own evidence."""
-        return self.env.calibration.get(model).combined(self.turn.branch.calibrations.get(model))
+        return branch_calibration(self.env, self.turn.branch, model)
 
     def adopt(self, model: str) -> None:
         """The branch takes the run's scale for ``model`` when it is larger than its own."""

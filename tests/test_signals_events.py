@@ -458,18 +458,21 @@ def test_frozen_data_is_the_data_deep_frozen(example: Any, type_string: str, dat
     assert_deep_frozen(frozen)
 
 
+FOLD_BEFORE_COST_FIELDS = {
+    "stages": ["tool_io"],
+    "agent_marks": 0,
+    "host_stages": 1,
+    "tokens_freed": 900,
+    "target_reached": True,
+    "estimate_before": 17_000,
+    "estimate_after": 16_100,
+}
+"""A FoldCommitted's data as written before the cost fields existed."""
+
+
 def test_fold_committed_written_before_the_cost_fields_still_reads() -> None:
     """The cost fields are additive: data without them reads, each as None."""
-    old = {
-        "stages": ["tool_io"],
-        "agent_marks": 0,
-        "host_stages": 1,
-        "tokens_freed": 900,
-        "target_reached": True,
-        "estimate_before": 17_000,
-        "estimate_after": 16_100,
-    }
-    event = FoldCommitted.from_data(old)
+    event = FoldCommitted.from_data(FOLD_BEFORE_COST_FIELDS)
     assert event.policy is None and event.target_tokens is None
     assert event.predicted_bit is None and event.realised_bit is None and event.realised_requests is None
 
@@ -485,14 +488,6 @@ def test_fold_committed_written_before_the_cost_fields_still_reads() -> None:
     ],
 )
 def test_fold_committed_refuses_a_bad_cost_field(field: str, value: Any, expected: str) -> None:
-    base = {
-        "stages": ["tool_io"],
-        "agent_marks": 0,
-        "host_stages": 1,
-        "tokens_freed": 900,
-        "target_reached": True,
-        "estimate_before": 17_000,
-        "estimate_after": 16_100,
-    }
+    base = FOLD_BEFORE_COST_FIELDS
     with pytest.raises(InvalidEventError, match=re.escape(expected)):
         FoldCommitted(**{**base, field: value})

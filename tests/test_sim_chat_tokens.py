@@ -36,18 +36,9 @@ from runtime.sim.config import SimConfig  # noqa: E402
 from runtime.sim.default_model import DefaultModel  # noqa: E402
 from runtime.sim.server import SimServer, serve_simulator  # noqa: E402
 from runtime.tokenizer import count_tokens  # noqa: E402
+from tests.test_sim_chat import TOOLS  # noqa: E402  (the chat face tests' one tool)
 
 KEY = "sk-sim-chat-tokens-test"
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "look",
-            "description": "Look a term up.",
-            "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
-        },
-    }
-]
 MESSAGES: list[dict[str, Any]] = [
     {"role": "system", "content": "You turn meeting notes into action items."},
     {"role": "user", "name": "dana", "content": "We agreed to ship the parser on Friday and to review the cache."},
