@@ -37,8 +37,15 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
-import httpx2
-import openai
+
+try:
+    import httpx2
+    import openai
+except ImportError as exc:  # the optional extra is missing: say which
+    raise ModuleNotFoundError(
+        f"the openai provider needs the openai SDK ({exc}); install foldline's openai extra: pip install 'foldline[openai]'",
+        name=exc.name,
+    ) from exc
 
 from runtime.compiler import Request
 from runtime.image_rules import CHAT_IMAGES, ImageRule

@@ -41,9 +41,7 @@ def _provider_class() -> type[OpenAIProvider]:
     try:
         from runtime.providers.openai import OpenAIProvider
     except ImportError as exc:  # the optional extra is missing
-        raise ConfigError(
-            f"provider.kind: \"openai\" needs the openai SDK ({exc}); install foldline's openai extra: pip install 'foldline[openai]'"
-        ) from None
+        raise ConfigError(f'provider.kind: "openai": {exc}') from None
     return OpenAIProvider
 
 
