@@ -42,6 +42,7 @@ from actors.exact_count import METHOD, ExactCounts, Settled
 from actors.folding import Folding, FoldRun
 from actors.publisher import Publisher
 from actors.shape import RequestShape
+from actors.side_answers import recorded_answer, summary_of
 from runtime.cache import Placement, ReadVerdict
 from runtime.cache.rewrites import find_rewrite, stable_digests
 from runtime.calibration import MIN_CALIBRATION_TOKENS
@@ -158,6 +159,10 @@ class SendPipeline:
         self.progress.summaries += 1
         request_id = self.env.ids.request_id(branch.id, branch.state.request_serial, self.progress.summaries)
         prompt = Instruction(f"{need.system}\n\n{need.prompt}")
+        answered = recorded_answer(branch, self.shape.compile_side(prompt))
+        if answered is not None:  # answered and stored before (its usage counted then): not asked again
+            log.info("fold summary taken from the record", branch=branch.id, reply=answered.id)
+            return summary_of(answered.text, None)
         outgoing: Outgoing | None = None
         try:
             outgoing = await self._prepare_side(prompt, request_id)
@@ -171,10 +176,7 @@ class SendPipeline:
                 self.turn.record_request(self._record_of(outgoing, "failed", None))
             log.info("fold summary request failed", branch=branch.id, error=str(exc))
             return SummaryResult(failure=f"the summary request failed: {exc}")
-        text = (await self._take_in(outgoing, reply, attempt_start, duration)).text
-        if not text.strip():
-            return SummaryResult(failure="the summary request answered with no text", usage=reply.usage)
-        return SummaryResult(text=text, usage=reply.usage)
+        return summary_of((await self._take_in(outgoing, reply, attempt_start, duration)).text, reply.usage)
 
     # -- compile, measure, fold, decide, place marks ------------------------------------
 
@@ -362,7 +364,11 @@ class SendPipeline:
         event without the response it belongs to (a store pairs the two).
         """
         self.progress.usage = self.progress.usage + reply.usage
-        message = reply.message(outgoing.request.context_digest() if reply.has_thinking else None)
+        # A summary's reply names what it answered, so a fold asking for it again finds it (actors.side_answers).
+        answers = outgoing.side
+        message = reply.message(
+            outgoing.request.context_digest() if reply.has_thinking or answers else None, answers=answers
+        )
         plan = outgoing.plan
         verdict = None
         if plan is not None and not outgoing.side:
@@ -379,7 +385,7 @@ class SendPipeline:
             if plan is not None:
                 self.turn.set_ledger(record_cache_outcome(plan, reply.usage, attempt_start=attempt_start, env=self.env))
             if outgoing.side:
-                for carried in outgoing.carried:
+                for carried in (*outgoing.carried, message):
                     self.turn.add_to_record(carried)
             else:
                 self.turn.append(message)

@@ -236,7 +236,7 @@ class AssistantResponse:
             "stop_reason": self.stop_reason,
         }
         if self.context is not None:
-            # Only replies with thinking carry it: every other reply keeps its digest.
+            # Only replies with thinking and fold summaries' replies carry it: every other reply keeps its digest.
             value["context"] = self.context
         return value
 

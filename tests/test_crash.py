@@ -132,8 +132,35 @@ def _execute_counting(kill_at: int) -> Any:
     return execute_unit, lambda: executed
 
 
-def _child(kill_at: int, argv: list[str], log: str) -> None:
-    """In a forked child: run one store command (SIGKILLed at statement ``kill_at``, 0 = never), then exit."""
+def _kill_after_a_summary() -> None:
+    """Make the store's writer commit one unit a transaction and SIGKILL the process as it begins the
+    transaction after the one that stored a fold's summary request (a side request: no node): the summary
+    is answered and stored, the fold it serves not yet committed."""
+    from runtime.store import writer
+
+    stored = {"seen": False, "committed": False}
+    commit, execute_unit = writer.SqliteWriter._commit, writer.SqliteWriter.execute_unit
+
+    def execute_noting_summaries(self: Any, connection: Any, unit: Any) -> None:
+        execute_unit(self, connection, unit)
+        stored["seen"] = stored["seen"] or any(
+            sql.startswith("INSERT INTO requests") and params[2] is None for sql, params in unit
+        )
+
+    def commit_then_kill(self: Any, connection: Any, units: Any) -> None:
+        if stored["committed"]:
+            os.kill(os.getpid(), signal.SIGKILL)
+        commit(self, connection, units)
+        stored["committed"] = stored["seen"]
+
+    writer.MAX_UNITS_PER_TRANSACTION = 1
+    writer.SqliteWriter.execute_unit = execute_noting_summaries  # type: ignore[method-assign]
+    writer.SqliteWriter._commit = commit_then_kill  # type: ignore[method-assign]
+
+
+def _child(kill_at: int, argv: list[str], log: str, after_summary: bool = False) -> None:
+    """In a forked child: run one store command (SIGKILLed at statement ``kill_at``, 0 = never, or after
+    a summary's transaction), then exit."""
     from runtime.cli.store import main
     from runtime.store import writer
 
@@ -142,6 +169,8 @@ def _child(kill_at: int, argv: list[str], log: str) -> None:
     os.dup2(fd, 2)
     execute_unit, executed = _execute_counting(kill_at)
     writer.SqliteWriter.execute_unit = execute_unit  # type: ignore[method-assign]
+    if after_summary:
+        _kill_after_a_summary()
     code = 1
     try:
         code = main(argv)
@@ -161,7 +190,7 @@ def _serve_job(job: dict[str, Any]) -> dict[str, Any]:
     """Fork a child for one store command; kill it from outside after ``kill_after`` seconds if asked."""
     pid = os.fork()
     if pid == 0:
-        _child(int(job.get("kill_at", 0)), job["argv"], job["log"])
+        _child(int(job.get("kill_at", 0)), job["argv"], job["log"], bool(job.get("after_summary")))
     if "kill_after" in job:
         watched, deadline = Path(job["wait_for"]), time.monotonic() + 60
         while not watched.exists() and time.monotonic() < deadline:
@@ -260,13 +289,16 @@ class Driver:
         answer: dict[str, Any] = json.loads(line)
         return answer
 
-    def command(self, *argv: str, kill_at: int = 0, kill_after: float | None = None) -> dict[str, Any]:
-        """Run ``foldline ARGV`` in a child killed at statement ``kill_at`` or ``kill_after`` seconds after
-        its store appears; return its exit (negative: the signal) and its output."""
+    def command(
+        self, *argv: str, kill_at: int = 0, kill_after: float | None = None, after_summary: bool = False
+    ) -> dict[str, Any]:
+        """Run ``foldline ARGV`` in a child killed at statement ``kill_at``, ``kill_after`` seconds after
+        its store appears, or right after it stored a fold's summary request (``after_summary``); return
+        its exit (negative: the signal) and its output."""
         assert self.process.stdin is not None
         self._jobs += 1
         log = str(self.directory / f"job{self._jobs}.log")
-        job: dict[str, Any] = {"argv": list(argv), "kill_at": kill_at, "log": log}
+        job: dict[str, Any] = {"argv": list(argv), "kill_at": kill_at, "log": log, "after_summary": after_summary}
         if kill_after is not None:
             job.update(kill_after=kill_after, wait_for=argv[argv.index("--store") + 1])
         self.process.stdin.write(json.dumps(job) + "\n")
@@ -328,6 +360,25 @@ def test_sigkill_at_a_statement_then_resume_equals_the_uninterrupted_run(
     resumed = driver.command("resume", str(store), "--quiet")
     assert resumed["returncode"] == 0, f"{where}: {resumed}"
     assert outcome_of(store) == expected, where
+
+
+@pytest.mark.slow
+def test_a_kill_between_a_summary_and_its_fold_commit_resumes_without_sending_it_again(
+    driver: Driver, expected: dict[str, Any], tmp_path: Path
+) -> None:
+    # The window a loaded machine's writer opens (it then commits a summary's unit alone): the summary
+    # request was answered and stored, its fold not committed. The resumed fold uses the stored answer:
+    # the same records, one summary request, its usage counted once.
+    store = tmp_path / "s.db"
+    killed = driver.command("run", str(driver.scenario), "--store", str(store), "--quiet", after_summary=True)
+    assert killed["returncode"] == -signal.SIGKILL, killed
+    from runtime.store.reader import StoreReader
+
+    with StoreReader(store) as reader:
+        assert [r.node_id for r in reader.requests() if r.status == "sent"].count(None) == 1
+    resumed = driver.command("resume", str(store), "--quiet")
+    assert resumed["returncode"] == 0, resumed
+    assert outcome_of(store) == expected
 
 
 @pytest.mark.slow

@@ -93,7 +93,7 @@ class ProviderReply:
     def has_thinking(self) -> bool:
         return any(block.get("type") in ("thinking", "redacted_thinking") for block in self.content)
 
-    def message(self, context: str | None = None) -> AssistantResponse:
+    def message(self, context: str | None = None, *, answers: bool = False) -> AssistantResponse:
         """The response as a new record message: its blocks in order.
 
         Text, tool calls, and ``thinking`` / ``redacted_thinking`` blocks
@@ -101,7 +101,9 @@ class ProviderReply:
         digest of the conversation the request carried
         (:meth:`~runtime.compiler.Request.context_digest`); a reply with
         thinking keeps it, so a later request knows whether its blocks may go
-        back. Each call makes a new message with a new id: the pipeline makes it once.
+        back; so does every reply when ``answers`` is set (a fold summary's
+        reply: :mod:`actors.side_answers` finds it by what it answered).
+        Each call makes a new message with a new id: the pipeline makes it once.
         """
         parts: list[Part] = []
         for block in self.content:
@@ -115,7 +117,8 @@ class ProviderReply:
             elif kind == "redacted_thinking":
                 parts.append(RedactedThinkingPart(str(block.get("data", ""))))
         thinking = any(isinstance(p, (ThinkingPart, RedactedThinkingPart)) for p in parts)
-        return AssistantResponse(tuple(parts), stop_reason=self.stop_reason, context=context if thinking else None)
+        kept = context if thinking or answers else None
+        return AssistantResponse(tuple(parts), stop_reason=self.stop_reason, context=kept)
 
 
 class Provider(Protocol):
