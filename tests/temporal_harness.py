@@ -87,6 +87,14 @@ async def _node_runs(client: Any, store: Any, flow_id: str, nodes: Any) -> list[
     return runs
 
 
+def _signals_sent(node: str, history: Any) -> dict[str, Any]:
+    """How many signals a run of a node's workflow sent its flow, over how many seconds of workflow time."""
+    events = list(history.events)
+    sent = sum(1 for e in events if e.HasField("signal_external_workflow_execution_initiated_event_attributes"))
+    micros = events[-1].event_time.ToMicroseconds() - events[0].event_time.ToMicroseconds()
+    return {"node": node, "signals": sent, "seconds": micros / 1e6}
+
+
 async def _scheduled(store: Any, runs: list[tuple[str, Any, dict[str, Any]]]) -> dict[str, Any]:
     """Where the branch workflows' activities were scheduled, and the cache keys provider attempts carried."""
     from runtime.temporal.worker import data_converter
@@ -167,6 +175,10 @@ async def replay(address: str, bodies: str, scenario_path: str, fallback_path: s
         "replayed_histories": len(histories),
         "flow_runs": [len(list(h.events)) for h in flow_runs[::-1]],
         "replayed_events": sum(len(list(h.events)) for h in histories),
+        "node_signals": [_signals_sent(node, history) for node, history, _ in runs],
+        "flow_signals": sum(
+            1 for h in flow_runs for e in h.events if e.HasField("workflow_execution_signaled_event_attributes")
+        ),
         "seeds": len(seeds),
         "seed_rows": rows,
         "seed_bytes": max(len(json.dumps(seed)) for seed in seeds),

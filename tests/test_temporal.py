@@ -644,6 +644,26 @@ def test_a_fold_flow_replays_deterministically_from_its_history(harness_run: dic
 
 @needs_server
 @pytest.mark.slow
+def test_a_node_signals_its_flow_at_most_once_a_second_of_workflow_time(harness_run: dict[str, Any]) -> None:
+    """The flow's history grows by the nodes' signals: a node sends its items once they have waited FLUSH_EVERY
+    (the workflow's timer), at once only for a spawn request or at its end. Bounded by workflow time, so a slow
+    machine changes the figures, never the bound. (Before, what a node published while a signal was on its way
+    went at once as well: fold.toml's reader signalled once per workflow task, 73 times in 10 s.)"""
+    from collections import Counter
+
+    from runtime.temporal.node_host import FLUSH_EVERY
+
+    spawns = Counter(e.node_id for e in read_jsonl(Path(harness_run["signals"])) if e.type == "ChildSpawned")
+    runs = harness_run["node_signals"]
+    assert {run["node"] for run in runs} == {"reader", "lead", "digest"} and spawns == {"lead": 1}
+    for run in runs:  # one flush an interval, one spawn request each, one at the run's end
+        bound = int(run["seconds"] / FLUSH_EVERY.total_seconds()) + spawns[run["node"]] + 1
+        assert 1 <= run["signals"] <= bound, run
+    assert harness_run["flow_signals"] == sum(run["signals"] for run in runs)  # every signal reached the flow once
+
+
+@needs_server
+@pytest.mark.slow
 def test_a_flows_activities_prefer_its_own_queue_and_the_root_branch_key(harness_run: dict[str, Any]) -> None:
     replayed = harness_run
     # Every activity of the flow went to its own queue; the provider saw the root branch's key

@@ -117,6 +117,11 @@ class Outbox:
         of the node's history) and the flow one more; holding items up to the
         interval sends a node's events of a burst of quick requests in one
         signal, and a node's last events with its outcome.
+
+        A flush sends what was pending when it began; what the node publishes
+        while a signal is on its way waits for the next interval (sending it
+        as well would chain one signal per workflow task for as long as the
+        node keeps publishing, which is what a busy node does).
         """
         handle = flow_handle()
         while True:
@@ -127,10 +132,11 @@ class Outbox:
                 with contextlib.suppress(TimeoutError):  # the interval passed: send what is there
                     await workflow.wait_condition(self.due, timeout=FLUSH_EVERY)
             self.urgent = False
-            while self.pending:
-                batch, self.pending = self.pending[:EVENT_BATCH], self.pending[EVENT_BATCH:]
-                await handle.signal(ITEMS_SIGNAL, {"node": self.node_id, "items": batch})
+            items, self.pending = self.pending, []
+            for start in range(0, len(items), EVENT_BATCH):
+                batch = items[start : start + EVENT_BATCH]
                 self.sent += len(batch)
+                await handle.signal(ITEMS_SIGNAL, {"node": self.node_id, "items": batch})
 
 
 @attrs.define(eq=False)
