@@ -101,7 +101,10 @@ async def _scheduled(store: Any, runs: list[tuple[str, Any, dict[str, Any]]]) ->
 
     queues: dict[str, list[str]] = {}
     keys: dict[str, set[str]] = {}
+    node_queues: dict[str, set[str]] = {}
     for node, history, _ in runs:
+        started = history.events[0].workflow_execution_started_event_attributes
+        node_queues.setdefault(node, set()).add(started.task_queue.name)
         for event in history.events:
             if event.HasField("activity_task_scheduled_event_attributes"):
                 scheduled = event.activity_task_scheduled_event_attributes
@@ -109,7 +112,25 @@ async def _scheduled(store: Any, runs: list[tuple[str, Any, dict[str, Any]]]) ->
                 if scheduled.activity_type.name == "foldline.provider_attempt":
                     [arg] = await data_converter(store).decode(scheduled.input.payloads)
                     keys.setdefault(node, set()).add(arg["cache_key"])
-    return {"queues": queues, "cache_keys": {node: sorted(k) for node, k in keys.items()}}
+    return {
+        "queues": queues,
+        "cache_keys": {node: sorted(k) for node, k in keys.items()},
+        "node_queues": {node: sorted(q) for node, q in node_queues.items()},
+    }
+
+
+def _flow_activities(history: Any) -> list[list[str]]:
+    """[type, task queue, how it ended] of every activity a flow run scheduled."""
+    out: dict[int, list[str]] = {}
+    for event in history.events:
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            scheduled = event.activity_task_scheduled_event_attributes
+            out[event.event_id] = [scheduled.activity_type.name, scheduled.task_queue.name, "open"]
+        for name in ("completed", "failed", "timed_out"):
+            field = f"activity_task_{name}_event_attributes"
+            if event.HasField(field):
+                out[getattr(event, field).scheduled_event_id][2] = name
+    return list(out.values())
 
 
 async def _run_flow(client: Any, scenario_path: str, flow_id: str, queue: str, slots: Any, **extra: Any) -> Any:
@@ -165,10 +186,10 @@ async def replay(address: str, bodies: str, scenario_path: str, fallback_path: s
     seeds = [first["seed"] for node, _, first in runs if first.get("seed") is not None]
     seeds = list({json.dumps(seed, sort_keys=True): seed for seed in seeds}.values())
     rows = [row for seed in seeds for row in seed["record"]]
-    # A worker serving no affinity slot: each branch's first activity waits 1 s on the flow's slot, then every
-    # activity goes to the shared queue.
+    # A worker serving no affinity slot: the flow's probe waits 1 s on its slot, then its nodes run on the shared queue.
     fallback = await _run_flow(client, fallback_path, "fallback-1", "fallback", [], affinity_wait_s=1)
     fallback_runs = await _node_runs(client, store, "fallback-1", fallback["report"]["nodes"])
+    fallback_flow = await client.get_workflow_handle("fallback-1").fetch_history()
     out = {
         "report": result["report"],
         "branch_histories": branches,
@@ -190,6 +211,8 @@ async def replay(address: str, bodies: str, scenario_path: str, fallback_path: s
         "fallback_status": fallback["report"]["status"],
         "fallback_queue": affinity_queue("fallback", "fallback-1"),
         "fallback": await _scheduled(store, fallback_runs),
+        "fallback_flow_activities": _flow_activities(fallback_flow),
+        "flow_activities": [a for h in flow_runs for a in _flow_activities(h)],
     } | await _scheduled(store, runs)
     out["bad"] = await submit_bad(address, bodies)
     print(json.dumps(out), flush=True)

@@ -664,18 +664,27 @@ def test_a_node_signals_its_flow_at_most_once_a_second_of_workflow_time(harness_
 
 @needs_server
 @pytest.mark.slow
-def test_a_flows_activities_prefer_its_own_queue_and_the_root_branch_key(harness_run: dict[str, Any]) -> None:
+def test_a_flows_nodes_run_on_its_own_queue_and_the_provider_sees_the_root_branch_key(
+    harness_run: dict[str, Any],
+) -> None:
     replayed = harness_run
-    # Every activity of the flow went to its own queue; the provider saw the root branch's key
-    # (the child shares its emitter's, the emitter and the reader their own).
+    # A worker served the flow's slot (its probe started there): every node workflow ran on that queue and sent
+    # its provider attempts to it; the provider saw the root branch's key (the child shares its emitter's, the
+    # emitter and the reader their own).
+    probes = [a for a in replayed["flow_activities"] if a[0] == "foldline.serves"]
+    assert probes == [["foldline.serves", replayed["affinity_queue"], "completed"]]
+    assert replayed["node_queues"] == {node: [replayed["affinity_queue"]] for node in ("reader", "lead", "digest")}
     assert {q for qs in replayed["queues"].values() for q in qs} == {replayed["affinity_queue"]}
     roots, keys = replayed["roots"], replayed["cache_keys"]
     assert roots["digest"] == roots["lead"] != roots["reader"]
     assert all(keys[node] == [roots[node]] for node in keys) and set(keys) == {"reader", "lead", "digest"}
-    # No worker on the flow's slot: each branch's first activity waited there, then the shared queue took over.
+    # No worker on the flow's slot: the probe waited there (1 s) and timed out, then every node ran on the shared
+    # queue, its provider attempts with it.
     assert replayed["fallback_status"] == "ok"
-    for queues in replayed["fallback"]["queues"].values():
-        assert queues[0] == replayed["fallback_queue"] and set(queues[1:]) == {"fallback"}, queues
+    fallback = replayed["fallback"]
+    assert replayed["fallback_flow_activities"] == [["foldline.serves", replayed["fallback_queue"], "timed_out"]]
+    assert fallback["node_queues"] and all(q == ["fallback"] for q in fallback["node_queues"].values())
+    assert all(set(queues) == {"fallback"} for queues in fallback["queues"].values()), fallback["queues"]
 
 
 def test_worker_slots_are_parsed_or_refused() -> None:
@@ -784,7 +793,7 @@ def test_the_count_activity_is_the_providers_count_and_a_failure_comes_back_as_a
 def test_the_activity_provider_counts_for_the_kinds_whose_workers_can() -> None:
     from runtime.temporal.flow_host import COUNT_RETRIES, QUICK_TIMEOUT, ActivityProvider, ActivityRoute
 
-    route = ActivityRoute(None, "br-1")
+    route = ActivityRoute("br-1")
     assert ActivityProvider("simulated", "simulated", 2, route).counts_tokens
     assert ActivityProvider("anthropic", "anthropic", 2, route).counts_tokens
     assert not ActivityProvider("openai", "openai", 2, route).counts_tokens  # decides on the prior, as in process

@@ -246,13 +246,13 @@ async def _put_bodies(host: NodeHost, bodies: Mapping[str, str]) -> None:
     fresh = {d: b for d, b in bodies.items() if d not in host.stored}
     if fresh:
         assert host.route is not None
-        await host.route.execute("foldline.put_bodies", {"bodies": fresh}, BODY_RETRIES, heartbeats=False)
+        await host.route.local("foldline.put_bodies", {"bodies": fresh}, BODY_RETRIES)
         host.stored.update(fresh)
 
 
 async def _fetch(route: ActivityRoute, seed: Mapping[str, Any], branch_id: str) -> Branch:
     arg = {"digests": seed_digests(seed)}
-    bodies = await route.execute("foldline.get_bodies", arg, BODY_RETRIES, heartbeats=False)
+    bodies = await route.local("foldline.get_bodies", arg, BODY_RETRIES)
     return branch_from_seed(seed, bodies, branch_id)
 
 
@@ -270,10 +270,8 @@ async def _branch(arg: Mapping[str, Any], node: Node, registry: Any, route: Acti
 
 
 def route_of(arg: Mapping[str, Any]) -> ActivityRoute:
-    """Where this node's activities go (the flow's affinity queue, its root branch as the cache key)."""
-    route = ActivityRoute(arg.get("affinity_queue"), str(arg.get("root_branch") or arg["branch_id"]))
-    if arg.get("affinity_wait_s"):
-        route.wait = timedelta(seconds=float(arg["affinity_wait_s"]))
+    """How this node's activities run (its root branch as the cache key)."""
+    route = ActivityRoute(str(arg.get("root_branch") or arg["branch_id"]))
     if arg.get("heartbeat_s"):
         route.heartbeat = timedelta(seconds=float(arg["heartbeat_s"]))
     return route
@@ -316,7 +314,6 @@ async def run_node_workflow(host: NodeHost, arg: Mapping[str, Any]) -> dict[str,
     ids = CountingIds(prefix=workflow_id if not continued else f"{workflow_id}.c{continued}")
     host.outbox = outbox = Outbox(node.id, sent=int(carry.get("sent", 0)))
     host.route = route = route_of(arg)
-    route.fell_back = bool(carry.get("fell_back", False))
     registry = activity_registry(BUILTIN_TOOLS, route)
     outcome: dict[str, Any] | None = None
     async with anyio.create_task_group() as tg:
@@ -368,7 +365,6 @@ async def run_node_workflow(host: NodeHost, arg: Mapping[str, Any]) -> dict[str,
             "asked": host.asked,
             "stored": sorted(host.stored),
             "continued": continued + 1,
-            "fell_back": route.fell_back,
         }
         workflow.continue_as_new(dict(arg) | {"resume": snapshot, "seed": None, "carry": carried})
     return outcome
