@@ -154,6 +154,41 @@ async def _run_flow(client: Any, scenario_path: str, flow_id: str, queue: str, s
             return await client.execute_workflow(FLOW_WORKFLOW, arg | extra, id=flow_id, task_queue=queue)
 
 
+async def _remote_probe(address: str, client: Any, store: Any, scenario_path: str) -> dict[str, Any]:
+    """The flow's worker serves no slot; a worker serving only the flow's slot starts once the flow's probe waits there
+    (the history says when), so the probe, not the flow's own worker, finds the queue served."""
+    from actors.tools import BUILTIN_TOOLS
+    from runtime.config.loader import load_scenario
+    from runtime.providers.factory import open_provider
+    from runtime.scenario_run import build_policies
+    from runtime.temporal.activities import ActivityHost
+    from runtime.temporal.flow_host import affinity_queue
+    from runtime.temporal.worker import build_worker, connect
+    from runtime.temporal.workflows import FLOW_WORKFLOW
+
+    flow_id, queue = "remote-1", "remote"
+    slot = int(affinity_queue(queue, flow_id).rpartition("@")[2])
+    scenario = load_scenario(scenario_path, tool_names=BUILTIN_TOOLS.names())
+    arg = {"scenario_text": Path(scenario_path).read_text(), "scenario_label": scenario_path, "run_id": "run-remote"}
+    async with open_provider(scenario.provider, build_policies(scenario), clock=time.time) as provider:
+        host = ActivityHost({scenario.provider.kind: provider}, BUILTIN_TOOLS)
+        async with build_worker(client, host, task_queue=queue, slots=[]):
+            handle = await client.start_workflow(
+                FLOW_WORKFLOW, arg | {"affinity_wait_s": 300}, id=flow_id, task_queue=queue
+            )
+            while not any(a[0] == "foldline.serves" for a in _flow_activities(await handle.fetch_history())):
+                await anyio.sleep(0.1)
+            other = await connect(address, store)  # another worker (one client registers one worker a queue)
+            async with build_worker(other, host, task_queue=queue, slots=[slot]):
+                result = await handle.result()
+    runs = await _node_runs(client, store, flow_id, result["report"]["nodes"])
+    return {
+        "status": result["report"]["status"],
+        "queue": affinity_queue(queue, flow_id),
+        "flow_activities": _flow_activities(await handle.fetch_history()),
+    } | await _scheduled(store, runs)
+
+
 async def replay(address: str, bodies: str, scenario_path: str, fallback_path: str, signals: str) -> None:
     from temporalio.worker import Replayer
 
@@ -190,6 +225,7 @@ async def replay(address: str, bodies: str, scenario_path: str, fallback_path: s
     fallback = await _run_flow(client, fallback_path, "fallback-1", "fallback", [], affinity_wait_s=1)
     fallback_runs = await _node_runs(client, store, "fallback-1", fallback["report"]["nodes"])
     fallback_flow = await client.get_workflow_handle("fallback-1").fetch_history()
+    remote = await _remote_probe(address, client, store, fallback_path)
     out = {
         "report": result["report"],
         "branch_histories": branches,
@@ -213,6 +249,7 @@ async def replay(address: str, bodies: str, scenario_path: str, fallback_path: s
         "fallback": await _scheduled(store, fallback_runs),
         "fallback_flow_activities": _flow_activities(fallback_flow),
         "flow_activities": [a for h in flow_runs for a in _flow_activities(h)],
+        "remote": remote,
     } | await _scheduled(store, runs)
     out["bad"] = await submit_bad(address, bodies)
     print(json.dumps(out), flush=True)

@@ -668,11 +668,10 @@ def test_a_flows_nodes_run_on_its_own_queue_and_the_provider_sees_the_root_branc
     harness_run: dict[str, Any],
 ) -> None:
     replayed = harness_run
-    # A worker served the flow's slot (its probe started there): every node workflow ran on that queue and sent
-    # its provider attempts to it; the provider saw the root branch's key (the child shares its emitter's, the
-    # emitter and the reader their own).
-    probes = [a for a in replayed["flow_activities"] if a[0] == "foldline.serves"]
-    assert probes == [["foldline.serves", replayed["affinity_queue"], "completed"]]
+    # The flow's worker serves every slot, so it answered for the flow's own (no probe): every node workflow ran on
+    # that queue and sent its provider attempts to it; the provider saw the root branch's key (the child shares its
+    # emitter's, the emitter and the reader their own).
+    assert not [a for a in replayed["flow_activities"] if a[0] == "foldline.serves"]
     assert replayed["node_queues"] == {node: [replayed["affinity_queue"]] for node in ("reader", "lead", "digest")}
     assert {q for qs in replayed["queues"].values() for q in qs} == {replayed["affinity_queue"]}
     roots, keys = replayed["roots"], replayed["cache_keys"]
@@ -685,6 +684,11 @@ def test_a_flows_nodes_run_on_its_own_queue_and_the_provider_sees_the_root_branc
     assert replayed["fallback_flow_activities"] == [["foldline.serves", replayed["fallback_queue"], "timed_out"]]
     assert fallback["node_queues"] and all(q == ["fallback"] for q in fallback["node_queues"].values())
     assert all(set(queues) == {"fallback"} for queues in fallback["queues"].values()), fallback["queues"]
+    # The flow's worker serves no slot, another serves the flow's: the probe found it, and the nodes ran there.
+    remote = replayed["remote"]
+    assert remote["status"] == "ok" and remote["flow_activities"] == [["foldline.serves", remote["queue"], "completed"]]
+    assert remote["node_queues"] and all(q == [remote["queue"]] for q in remote["node_queues"].values())
+    assert all(set(queues) == {remote["queue"]} for queues in remote["queues"].values()), remote["queues"]
 
 
 def test_worker_slots_are_parsed_or_refused() -> None:

@@ -5,8 +5,10 @@
   error, so the workflow's send pipeline applies the SDK's retry rules itself
   (measuring, deciding and publishing every attempt, as in process); Temporal's
   own retry policy only covers a lost worker or a timed-out attempt.
-- ``foldline.serves``: a probe a flow schedules on its affinity queue; a worker
-  that starts it serves that queue (the flow's nodes then run there).
+- ``foldline.serving`` (local) / ``foldline.serves``: whether a flow's affinity
+  queue is served: by the worker running the flow (it knows the queues it
+  polls), else by the probe the flow schedules on that queue, which a worker
+  there starts (the flow's nodes then run there).
 - ``foldline.count_tokens``: the provider's count of a compiled request's
   payload (its free count-tokens endpoint), so a flow on Temporal decides in
   the provider's tokens exactly as in process; a failed count comes back as a
@@ -259,6 +261,18 @@ class BodyActivities:
     async def get_bodies(self, arg: dict[str, Any]) -> dict[str, str]:
         """The bodies of the given digests (the store checks each against its digest)."""
         return {digest: self.store.get(digest).decode("utf-8") for digest in arg["digests"]}
+
+
+@attrs.frozen
+class ServedQueues:
+    """The task queues this worker process polls (the ones :func:`~runtime.temporal.worker.build_worker` started)."""
+
+    queues: frozenset[str]
+
+    @activity.defn(name="foldline.serving")
+    async def serving(self, queue: str) -> bool:
+        """Whether this worker process polls ``queue`` (a local activity of the flow: its own worker answers)."""
+        return queue in self.queues
 
 
 @activity.defn(name="foldline.serves")

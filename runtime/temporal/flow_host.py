@@ -24,7 +24,8 @@ after them; their results are recorded in history as markers.
   the ids come from a :class:`~runtime.ids.CountingIds` named after the
   workflow, so a replay rebuilds every id;
 - events are numbered by the flow workflow's bus (``seq``) and reach the
-  sinks through ``foldline.write_events`` batches (:class:`EventPump`), in seq order.
+  sinks through ``foldline.write_events`` batches (:class:`EventPump`, local
+  activities of the flow's worker), in seq order.
 
 Only called from inside a workflow (it reads ``temporalio.workflow``); runs on
 asyncio only, as every Temporal workflow does.
@@ -32,6 +33,7 @@ asyncio only, as every Temporal workflow does.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
@@ -67,6 +69,7 @@ AFFINITY_SLOTS = 4
 """How many affinity task queues a deployment has (``QUEUE@0`` .. ``QUEUE@3``); a flow prefers one."""
 COUNTING_KINDS = frozenset({"anthropic", "simulated"})
 """Provider kinds whose workers count tokens (``AnthropicProvider``: the Messages API's ``messages/count_tokens``)."""
+NO_RETRY = RetryPolicy(maximum_attempts=1)
 COUNT_RETRIES = RetryPolicy(
     initial_interval=timedelta(seconds=0.5), maximum_interval=timedelta(seconds=8), maximum_attempts=3
 )
@@ -93,18 +96,26 @@ def affinity_queue(task_queue: str, flow_id: str, slots: int = AFFINITY_SLOTS) -
 
 
 async def node_queue(affinity: str | None, wait: timedelta) -> str:
-    """Where a flow's node workflows run: its affinity queue when a worker there starts a probe within ``wait``.
+    """Where a flow's node workflows run: its affinity queue when a worker serves it.
 
-    A probe (``foldline.serves``) that no worker starts in time, or that
-    fails, leaves the nodes on the flow's own (shared) queue, with a warning
-    naming the queue: the flow runs, without eager dispatch or cache affinity.
-    The answer is recorded in history (a replay takes the same queue). Once
-    the nodes run there, a node whose queue loses every worker waits for one,
-    as a flow waits for a worker on its own queue.
+    The worker running the flow answers first (``foldline.serving``, a local
+    activity: whether it polls that queue itself, as a worker serving every
+    slot does); else a probe (``foldline.serves``) is scheduled on the queue.
+    A probe that no worker starts within ``wait``, or that fails, leaves the
+    nodes on the flow's own (shared) queue, with a warning naming the queue:
+    the flow runs, without eager dispatch or cache affinity. Both answers are
+    recorded in history (a replay takes the same queue). Once the nodes run
+    there, a node whose queue loses every worker waits for one, as a flow
+    waits for a worker on its own queue.
     """
     own = workflow.info().task_queue
     if affinity is None or affinity == own:
         return own
+    with contextlib.suppress(ActivityError):  # a worker without the local check: the probe decides
+        if await workflow.execute_local_activity(
+            "foldline.serving", affinity, start_to_close_timeout=QUICK_TIMEOUT, retry_policy=NO_RETRY
+        ):
+            return affinity
     try:
         await workflow.execute_activity(
             "foldline.serves",
@@ -112,7 +123,7 @@ async def node_queue(affinity: str | None, wait: timedelta) -> str:
             task_queue=affinity,
             schedule_to_start_timeout=wait,
             start_to_close_timeout=QUICK_TIMEOUT,
-            retry_policy=RetryPolicy(maximum_attempts=1),
+            retry_policy=NO_RETRY,
         )
     except ActivityError as error:
         cause = error.cause
@@ -289,11 +300,10 @@ class EventPump:
             batch, self.pending = self.pending[:EVENT_BATCH], self.pending[EVENT_BATCH:]
             requests, self.requests = self.requests[:EVENT_BATCH], self.requests[EVENT_BATCH:]
             self.writing = True
-            self.written += await workflow.execute_activity(
+            self.written += await workflow.execute_local_activity(  # by the flow's worker, in its workflow task
                 "foldline.write_events",
                 {"path": self.path, "events_db": self.events_db, "events": batch, "requests": requests},
                 start_to_close_timeout=timedelta(minutes=1),
-                heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 retry_policy=RetryPolicy(
                     initial_interval=timedelta(seconds=0.5), maximum_interval=timedelta(seconds=8)
                 ),

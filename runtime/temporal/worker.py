@@ -27,7 +27,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from runtime.errors import ConfigError
 from runtime.temporal import DEFAULT_TASK_QUEUE
-from runtime.temporal.activities import ActivityHost, BodyActivities, serves
+from runtime.temporal.activities import ActivityHost, BodyActivities, ServedQueues, serves
 from runtime.temporal.bodies import BodyStore, ClaimCheckCodec
 from runtime.temporal.flow_host import AFFINITY_SLOTS
 from runtime.temporal.workflows import FlowWorkflow, NodeWorkflow
@@ -156,9 +156,15 @@ def build_worker(
         raise ConfigError(
             "build_worker: the client has no body store (connect it with runtime.temporal.worker.connect)"
         )
+    served = range(AFFINITY_SLOTS) if slots is None else slots
+    for slot in served:
+        if not 0 <= slot < AFFINITY_SLOTS:
+            raise ConfigError(f"--slots: {slot} is not an affinity slot (expected 0 to {AFFINITY_SLOTS - 1})")
+    queues = [f"{task_queue}@{slot}" for slot in served]
     bodies = BodyActivities(codec.store)
     activities: list[Callable[..., Awaitable[Any]]] = [host.provider_attempt, host.tool_call, host.write_events]
     activities += [bodies.put_bodies, bodies.get_bodies, host.count_tokens, serves]
+    activities.append(ServedQueues(frozenset([task_queue, *queues])).serving)
 
     def worker(queue: str, workflows: list[type]) -> Worker:
         return Worker(
@@ -174,10 +180,5 @@ def build_worker(
         )
 
     shared = worker(task_queue, [FlowWorkflow, NodeWorkflow])
-    served = range(AFFINITY_SLOTS) if slots is None else slots
-    for slot in served:
-        if not 0 <= slot < AFFINITY_SLOTS:
-            raise ConfigError(f"--slots: {slot} is not an affinity slot (expected 0 to {AFFINITY_SLOTS - 1})")
-    queues = [f"{task_queue}@{slot}" for slot in served]
     affinity = [worker(q, [NodeWorkflow]) for q in queues]
     return WorkerSet([shared, *affinity], [task_queue, *queues])
