@@ -88,7 +88,7 @@ def jump_hash(key: int, buckets: int) -> int:
 
 
 def affinity_queue(task_queue: str, flow_id: str, slots: int = AFFINITY_SLOTS) -> str:
-    """The task queue a flow's activities prefer: a consistent hash of the flow id over the deployment's slots."""
+    """The task queue a flow's nodes run on when served: a consistent hash of the flow id over the deployment's slots."""
     import hashlib
 
     key = int.from_bytes(hashlib.sha256(flow_id.encode("utf-8")).digest()[:8], "big")
