@@ -203,7 +203,7 @@ async def replay(address: str, bodies: str, scenario_path: str, fallback_path: s
     # Every branch workflow continues as new at each fold commit it can; the workers serve every affinity slot.
     Path(signals).write_text("", encoding="utf-8")
     result = await _run_flow(
-        client, scenario_path, "replay-1", "replay", None, history_limit=1, flow_history_limit=100, signals_path=signals
+        client, scenario_path, "replay-1", "replay", None, history_limit=1, flow_history_limit=40, signals_path=signals
     )
     branches = await branch_histories(client, "replay-1", result["report"])
     runs = await _node_runs(client, store, "replay-1", result["report"]["nodes"])
