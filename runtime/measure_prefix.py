@@ -68,8 +68,9 @@ class _Chain:
 class Chains:
     """A few recent lineages of measured requests (see the module docstring)."""
 
-    def __init__(self, walk: Walk, local_end: Callable[[str], str]) -> None:
+    def __init__(self, walk: Walk, local_end: Callable[[str], str], ahead: Callable[[Iterable[str]], None]) -> None:
         self._walk = walk
+        self._ahead = ahead
         self._local_end = local_end
         self._chains: list[_Chain] = []
         self.reused_segments = 0
@@ -118,25 +119,29 @@ class Chains:
         top = chain.tops[done]
         seen: dict[str, int] = {}
         count = len(pieces.keys)
-        walk = self._walk
-        for index in range(done, count + 1):
-            tokens, parts, tail, near = walk(tail, near, pieces.segment(index) if index < count else pieces.foot)
+        segments = [pieces.segment(index) for index in range(done, count)]
+        segments.append(pieces.foot)
+        self._ahead(piece for segment in segments for _, piece in segment)
+        walk, first, reusable = self._walk, chain.first, pieces.reusable
+        for index, segment in enumerate(segments, done):
+            tokens, parts, tail, near = walk(tail, near, segment)
             total += tokens
             envelope += parts.pop(ENVELOPE, 0)
-            for label in parts:
-                if label in seen or chain.first.get(label, count + 1) < index:
-                    return None
-                seen[label] = index
             if parts:
+                for label in parts:
+                    if label in seen or first.get(label, count + 1) < index:
+                        return None
+                    seen[label] = index
                 ranked = [(-tokens, index, order, label) for order, (label, tokens) in enumerate(parts.items())]
-                top = tuple(sorted((*top, *ranked))[:_TOP])
-            if index < pieces.reusable and index == len(chain.keys):
+                if len(top) < _TOP or min(ranked) < top[-1]:  # else none of them is among the largest
+                    top = tuple(sorted((*top, *ranked))[:_TOP])
+            if index < reusable and index == len(chain.keys):
                 chain.keys.append(pieces.keys[index])
                 chain.totals.append(total)
                 chain.envelope.append(envelope)
                 chain.tails.append(tail)
                 chain.tops.append(top)
-                chain.first.update(dict.fromkeys(parts, index))
+                first.update(dict.fromkeys(parts, index))
         self._keep(chain)
         largest = sorted((*top, (-envelope, -1, 0, ENVELOPE)))[:_TOP]
         return total, [(label, -negative) for negative, _, _, label in largest]

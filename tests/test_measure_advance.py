@@ -1,4 +1,4 @@
-"""Walking pieces with a tracked local end: :meth:`TokenCounter.walk` and :func:`next_local_end`.
+"""Walking pieces with a tracked local end (:meth:`TokenCounter.walk`, :func:`next_local_end`), and counting ahead.
 
 A segmented request (:mod:`runtime.measure_prefix`) and a spliced count
 (:mod:`runtime.measure_splice`) read each junction's correction by its local
@@ -8,7 +8,9 @@ to reach every way the local end can move (the piece's own last split, a split
 between the tail and a short piece, an earlier split still within the window,
 none within it, and the payload's start shorter than the window) and hold the
 tracked end equal to the searched one, and each contribution equal to what
-:meth:`TokenCounter.count_each` gives.
+:meth:`TokenCounter.count_each` gives. A segmented request's new pieces are
+counted back to back before the walk (:meth:`TokenCounter.count_ahead`): the
+same figures, the same pieces counted once each.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from runtime.compiler import RequestSettings, compile_request
 from runtime.measure import (
     EDGE_MEMO_CHARS,
     JUNCTION_WINDOW,
@@ -23,9 +26,11 @@ from runtime.measure import (
     TokenCounter,
     local_end,
     local_junction,
+    measure,
     next_local_end,
     piece_edges,
 )
+from runtime.messages import AssistantResponse, Instruction, TextPart, ToolCall, ToolResult
 from runtime.tokenizer import count_tokens
 
 _CHARS = st.sampled_from(list("abcXYZ019'\" ,.:;{}[]()-_/\\\n\t") + ["é", "ß", "漢", "\u0301", "\u0663", "🙂"])
@@ -117,3 +122,29 @@ def test_walk_with_lines_counts_a_long_piece_never_seen_by_its_lines() -> None:
     total, _, _, _ = counter.walk("", "", [("m", text)], lines=True)
     assert total == count_tokens(text) and counter.stats().misses > 2  # the text and each of its lines
     assert counter.walk("", "", [("m", text)], lines=True)[0] == total
+
+
+def test_count_ahead_counts_each_piece_not_known_once_and_leaves_the_known_alone() -> None:
+    counter = TokenCounter()
+    counter.count("known")
+    counter.count_ahead(["known", "new one", "new one", "another"])
+    stats = counter.stats()
+    assert (stats.misses, stats.hits, stats.entries) == (3, 0, 3)
+    assert counter.count("new one") == count_tokens("new one")
+
+
+def test_a_segmented_request_counted_ahead_measures_what_walking_alone_gives() -> None:
+    call = ToolCall.create("toolu_1", "read_file", {"path": "a.txt"})
+    view = [
+        Instruction("Read a.txt."),
+        AssistantResponse((TextPart("Reading."), call)),
+        ToolResult.for_call(call, "alpha beta\n" * 300),
+        Instruction("Now say it."),
+    ]
+    request = compile_request(system="S", tools=(), view=view, settings=RequestSettings(model="m"))
+    ahead, alone = TokenCounter(), TokenCounter()
+    alone._chains._ahead = lambda pieces: None  # type: ignore[method-assign]
+    measured = measure(request.pieces(), ahead, 1.0)
+    assert measured == measure(request.pieces(), alone, 1.0)
+    assert measured.counted == count_tokens(request.payload_text())
+    assert ahead.stats().misses == alone.stats().misses  # the same pieces counted, once each
