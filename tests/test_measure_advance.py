@@ -15,14 +15,17 @@ same figures, the same pieces counted once each.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from runtime import measure as measure_module
 from runtime.compiler import RequestSettings, compile_request
 from runtime.measure import (
     EDGE_MEMO_CHARS,
     JUNCTION_WINDOW,
     MAX_EDGES,
+    Edges,
     TokenCounter,
     local_end,
     local_junction,
@@ -64,6 +67,7 @@ def _walk(counter: TokenCounter, pieces: list[str]) -> list[int]:
 @example(pieces=["a:", " " * 62, "b"])  # an earlier split just within the window, then just out of it
 @example(pieces=["a:", " " * 61, "b"])
 @example(pieces=["12", "3", "x"])  # digits join digits: no split between them
+@example(pieces=["x ", "ab" * 35 + ":"])  # a head's first split past the window: the head is the window
 def test_the_tracked_local_end_is_the_searched_one_and_the_contributions_are_count_each(pieces: list[str]) -> None:
     expected = TokenCounter().count_each(pieces)
     assert _walk(TokenCounter(), pieces) == expected
@@ -95,11 +99,21 @@ def test_piece_edges_read_the_first_and_last_window_of_a_piece() -> None:
     assert piece_edges("q" * 100)[:2] == ("q" * JUNCTION_WINDOW, None)  # no split within either window
 
 
-def test_short_pieces_edges_are_remembered_within_a_bound() -> None:
+def test_short_pieces_edges_are_computed_once_and_remembered_within_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    computed: list[str] = []
+
+    def edges_of(piece: str) -> Edges:
+        computed.append(piece)
+        return piece_edges(piece)
+
+    monkeypatch.setattr(measure_module, "piece_edges", edges_of)
     counter = TokenCounter()
-    glue, long_piece = '],"role":"user"}', "w" * (EDGE_MEMO_CHARS + 1)
-    counter.walk("", "", [("envelope", glue), ("m", long_piece)])
-    assert glue in counter._edges and long_piece not in counter._edges
+    glue, longest, long_piece = '],"role":"user"}', "v" * EDGE_MEMO_CHARS, "w" * (EDGE_MEMO_CHARS + 1)
+    walked = [("envelope", glue), ("m", longest), ("n", long_piece)]
+    counter.walk("", "", walked)
+    counter.walk("", "", walked)
+    assert computed == [glue, longest, long_piece, long_piece]  # a long piece's edges are not kept
+    assert counter._edges == {glue: piece_edges(glue), longest: piece_edges(longest)}
     counter.walk("", "", [("envelope", f"p{i}") for i in range(MAX_EDGES)])
     assert 0 < len(counter._edges) <= MAX_EDGES
 
@@ -114,6 +128,9 @@ def test_walk_counts_a_known_local_junction_as_a_hit_and_a_known_piece_as_a_hit(
     tokens, _, _, _ = counter.walk(tail, local_end(tail), pieces[1:2])  # the local junction ('":', '"b') is known
     assert (counter.stats().hits, counter.stats().junction_hits) == (1, 1)
     assert tokens == count_tokens('zz":"b"') - count_tokens('zz":')
+    counter.walk("", "", pieces)
+    counter.walk("", "", pieces)  # every piece and junction known: the statistics add up
+    assert (counter.stats().hits, counter.stats().junction_hits, counter.stats().misses) == (7, 5, 3)
 
 
 def test_walk_with_lines_counts_a_long_piece_never_seen_by_its_lines() -> None:
