@@ -32,7 +32,10 @@ same expression over the local junction, exactly; local junctions repeat
 (``"}`` before ``,{"content`` in every message), so a request never seen
 counts each kind of boundary once rather than three windows per boundary.
 Only ASCII decides a split, so the rule does not depend on the Unicode version
-of either regular-expression engine.
+of either regular-expression engine. A segmented request (and a spliced count)
+is walked instead (:meth:`TokenCounter.walk`): the tail's local end is carried
+from piece to piece (:func:`next_local_end`), each correction read by its local
+junction with no ``(T, H)`` key and no search of the tail.
 """
 
 from __future__ import annotations
