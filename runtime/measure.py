@@ -137,7 +137,7 @@ class TokenCounter:
     _locals: OrderedDict[tuple[str, str], int] = attrs.field(factory=OrderedDict, init=False)
     _chains: Chains = attrs.field(init=False)
 
-    _edges: dict[str, Edges] = attrs.field(factory=dict, init=False)
+    _edges: OrderedDict[str, Edges] = attrs.field(factory=OrderedDict, init=False)
 
     @_chains.default
     def _new_chains(self) -> Chains:
@@ -256,12 +256,13 @@ class TokenCounter:
         return total, by_label, tail, near
 
     def _edges_of(self, piece: str) -> Edges:
-        """A non-empty piece's edges, remembered when it is short (the glue between blocks repeats)."""
+        """A non-empty piece's edges, remembered when it is short (the glue between blocks repeats; the
+        oldest remembered goes first, so a run of short blocks seen once never empties the memo at once)."""
         edges = piece_edges(piece)
         if len(piece) <= EDGE_MEMO_CHARS:
-            if len(self._edges) >= MAX_EDGES:
-                self._edges.clear()
             self._edges[piece] = edges
+            if len(self._edges) > MAX_EDGES:
+                self._edges.popitem(last=False)
         return edges
 
     def running(self, pieces: SegmentedPieces) -> tuple[int, list[int], list[str]] | None:

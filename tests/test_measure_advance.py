@@ -114,8 +114,11 @@ def test_short_pieces_edges_are_computed_once_and_remembered_within_a_bound(monk
     counter.walk("", "", walked)
     assert computed == [glue, longest, long_piece, long_piece]  # a long piece's edges are not kept
     assert counter._edges == {glue: piece_edges(glue), longest: piece_edges(longest)}
-    counter.walk("", "", [("envelope", f"p{i}") for i in range(MAX_EDGES)])
-    assert 0 < len(counter._edges) <= MAX_EDGES
+    counter.walk("", "", [("envelope", f"p{i}") for i in range(MAX_EDGES - 2)])
+    assert list(counter._edges)[:2] == [glue, longest] and len(counter._edges) == MAX_EDGES
+    counter.walk("", "", [("envelope", "one more")])  # the oldest goes
+    assert glue not in counter._edges and len(counter._edges) == MAX_EDGES
+    assert list(counter._edges)[0] == longest and list(counter._edges)[-1] == "one more"
 
 
 def test_walk_counts_a_known_local_junction_as_a_hit_and_a_known_piece_as_a_hit() -> None:
