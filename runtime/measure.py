@@ -32,7 +32,10 @@ same expression over the local junction, exactly; local junctions repeat
 (``"}`` before ``,{"content`` in every message), so a request never seen
 counts each kind of boundary once rather than three windows per boundary.
 Only ASCII decides a split, so the rule does not depend on the Unicode version
-of either regular-expression engine.
+of either regular-expression engine. A segmented request (and a spliced count)
+is walked instead (:meth:`TokenCounter.walk`): the tail's local end is carried
+from piece to piece (:func:`next_local_end`), each correction read by its local
+junction with no ``(T, H)`` key and no search of the tail.
 """
 
 from __future__ import annotations
@@ -67,7 +70,18 @@ TOP_PARTS = 5
 _SPLIT = r"[A-Za-z](?=[\x00-\x26\x28-\x40\x5b-\x60\x7b-\x7f])|[0-9](?=[\x00-\x2f\x3a-\x7f])"
 _FIRST_SPLIT = re.compile(_SPLIT)
 _LAST_SPLIT = re.compile(r"(?s).*(?:" + _SPLIT + ")")
-_ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+_LETTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+_DIGITS = frozenset("0123456789")
+_ALNUM = _LETTERS | _DIGITS
+# The characters a letter, or a digit, before them ends a hard split at (the lookaheads of _SPLIT; all ASCII).
+_AFTER_LETTER = frozenset(c for c in map(chr, range(0x80)) if _FIRST_SPLIT.match("a" + c))
+_AFTER_DIGIT = frozenset(c for c in map(chr, range(0x80)) if _FIRST_SPLIT.match("0" + c))
+
+EDGE_MEMO_CHARS = 2 * JUNCTION_WINDOW
+"""Pieces up to this long (the JSON glue between blocks) have their edges (:func:`piece_edges`) remembered."""
+
+MAX_EDGES = 4096
+"""How many short pieces' edges a :class:`TokenCounter` remembers."""
 
 # A product within this distance of an integer is taken as that integer, so
 # binary float noise (100000 x 1.1 = 110000.00000000001) never adds a token.
@@ -123,9 +137,11 @@ class TokenCounter:
     _locals: OrderedDict[tuple[str, str], int] = attrs.field(factory=OrderedDict, init=False)
     _chains: Chains = attrs.field(init=False)
 
+    _edges: OrderedDict[str, Edges] = attrs.field(factory=OrderedDict, init=False)
+
     @_chains.default
     def _new_chains(self) -> Chains:
-        return Chains(self.count, self._junction, JUNCTION_WINDOW)
+        return Chains(self.walk, local_end, self.count_ahead)
 
     def measure_segmented(self, pieces: SegmentedPieces) -> tuple[int, list[tuple[str, int]]] | None:
         """``(counted, largest parts)`` of a segmented request, counting only what earlier requests
@@ -154,6 +170,18 @@ class TokenCounter:
                 evicted, _ = self._counts.popitem(last=False)
                 self._cached_chars -= len(evicted)
 
+    def count_ahead(self, pieces: Iterable[str]) -> None:
+        """Count each of ``pieces`` not known yet, back to back, before they are walked.
+
+        The counts are the ones :meth:`count` gives (a miss now, a hit when walked); only the order
+        changes: a run of tokenizer calls costs less than the same calls spread between a walk's other
+        work (measured at about 0.6 ms of 20 on a 100k-token request never seen).
+        """
+        counts = self._counts
+        for piece in pieces:
+            if piece not in counts:
+                self.count(piece)
+
     def count_lines(self, text: str) -> int:
         """``count(text)``, a text never counted being counted line by line where that is exact.
 
@@ -180,14 +208,62 @@ class TokenCounter:
         :meth:`count_each`; with ``lines``, a piece never counted is counted by
         :meth:`count_lines`.
         """
-        total = 0
-        for _, piece in pieces:
-            tokens = self.count_lines(piece) if lines else self.count(piece)
-            if tail and piece:
-                tokens += self._junction(tail, piece[:JUNCTION_WINDOW])
-            total += tokens
-            tail = piece[-JUNCTION_WINDOW:] if len(piece) >= JUNCTION_WINDOW else (tail + piece)[-JUNCTION_WINDOW:]
+        total, _, tail, _ = self.walk(tail, local_end(tail), pieces, lines=lines)
         return total, tail
+
+    def walk(
+        self, tail: str, near: str, pieces: Iterable[tuple[str, str]], *, lines: bool = False
+    ) -> tuple[int, dict[str, int], str, str]:
+        """``(total, by label, tail, near)``: what labelled ``pieces`` add after a payload ending in ``tail``
+        whose local end is ``near`` (:func:`local_end`), summed and by label (in first-seen order), and the
+        payload's tail and its local end after them.
+
+        Each piece adds what :meth:`count_each` gives it; the junction correction is read by the local
+        junction ``(near, the piece's local head)``, each next ``near`` worked out from the last and the
+        piece's edges (:func:`next_local_end`) rather than searched for in the tail. A junction found among
+        the known local junctions is a junction hit, one computed a junction miss. With ``lines``, a piece
+        never counted is counted by :meth:`count_lines`.
+        """
+        counts, memo, known = self._counts, self._edges, self._locals
+        total = hits = junction_hits = 0
+        by_label: dict[str, int] = {}
+        for label, piece in pieces:
+            tokens = counts.get(piece)
+            if tokens is None or lines:
+                tokens = self.count_lines(piece) if lines else self.count(piece)
+            else:
+                hits += 1
+                counts.move_to_end(piece)
+            if piece:
+                edges = memo.get(piece) or self._edges_of(piece)
+                if tail:
+                    key = (near, edges[0])
+                    correction = known.get(key)
+                    if correction is None:
+                        self._junction_misses += 1
+                        correction = self._local_correction(key)
+                    else:
+                        junction_hits += 1
+                        known.move_to_end(key)
+                    tokens += correction
+                after = piece[-JUNCTION_WINDOW:] if len(piece) >= JUNCTION_WINDOW else (tail + piece)[-JUNCTION_WINDOW:]
+                near = next_local_end(tail, near, piece, edges, after)
+                tail = after
+            total += tokens
+            by_label[label] = by_label.get(label, 0) + tokens
+        self._hits += hits
+        self._junction_hits += junction_hits
+        return total, by_label, tail, near
+
+    def _edges_of(self, piece: str) -> Edges:
+        """A non-empty piece's edges, remembered when it is short (the glue between blocks repeats; the
+        oldest remembered goes first, so a run of short blocks seen once never empties the memo at once)."""
+        edges = piece_edges(piece)
+        if len(piece) <= EDGE_MEMO_CHARS:
+            self._edges[piece] = edges
+            if len(self._edges) > MAX_EDGES:
+                self._edges.popitem(last=False)
+        return edges
 
     def running(self, pieces: SegmentedPieces) -> tuple[int, list[int], list[str]] | None:
         """``(counted, totals, tails)`` of a segmented request without cache marks: the running count and the
@@ -247,16 +323,21 @@ class TokenCounter:
         local = local_junction(tail, head)
         correction = self._locals.get(local)
         if correction is None:
-            near, far = local
-            correction = count_tokens(near + far) - self._known(near) - self._known(far)
-            self._locals[local] = correction
-            if len(self._locals) > self.max_junctions:
-                self._locals.popitem(last=False)
+            correction = self._local_correction(local)
         else:
             self._locals.move_to_end(local)
         self._junctions[key] = correction
         if len(self._junctions) > self.max_junctions:
             self._junctions.popitem(last=False)
+        return correction
+
+    def _local_correction(self, local: tuple[str, str]) -> int:
+        """The correction of a local junction not known yet, computed and remembered."""
+        near, far = local
+        correction = count_tokens(near + far) - self._known(near) - self._known(far)
+        self._locals[local] = correction
+        if len(self._locals) > self.max_junctions:
+            self._locals.popitem(last=False)
         return correction
 
 
@@ -280,6 +361,53 @@ def local_junction(tail: str, head: str) -> tuple[str, str]:
     last = _LAST_SPLIT.match(tail)
     first = _FIRST_SPLIT.search(head)
     return (tail if last is None else tail[last.end() :], head if first is None else head[: first.end()])
+
+
+def local_end(tail: str) -> str:
+    """``tail`` from its last hard split on (the first part of :func:`local_junction`)."""
+    last = _LAST_SPLIT.match(tail)
+    return tail if last is None else tail[last.end() :]
+
+
+Edges = tuple[str, str | None, bool, bool]
+"""What the junctions around a piece read of it (:func:`piece_edges`)."""
+
+
+def piece_edges(piece: str) -> Edges:
+    """``(head, end, after_letter, after_digit)`` of a non-empty ``piece``.
+
+    ``head`` is its local head (its first :data:`JUNCTION_WINDOW` characters up to their first hard split, the
+    second part of :func:`local_junction`); ``end`` its last :data:`JUNCTION_WINDOW` characters from their last
+    hard split on, or None when they hold none; ``after_letter`` and ``after_digit`` whether a letter, or a digit,
+    right before the piece ends at a hard split.
+    """
+    first = _FIRST_SPLIT.search(piece, 0, JUNCTION_WINDOW)
+    head = piece[:JUNCTION_WINDOW] if first is None else piece[: first.end()]
+    last_window = piece[-JUNCTION_WINDOW:]
+    last = _LAST_SPLIT.match(last_window)
+    end = None if last is None else last_window[last.end() :]
+    return head, end, piece[0] in _AFTER_LETTER, piece[0] in _AFTER_DIGIT
+
+
+def next_local_end(tail: str, near: str, piece: str, edges: Edges, after: str) -> str:
+    """The local end of ``after`` (the last :data:`JUNCTION_WINDOW` characters of ``tail + piece``), from
+    ``near`` (the local end of ``tail``) and ``piece``'s edges, without searching ``after``.
+
+    The last hard split of ``after`` is the piece's own last one when it has one within the window; else
+    the one between ``tail`` and the piece, when there is one and its letter or digit is still within the
+    window; else ``near``'s, when its letter or digit is still within the window; else there is none.
+    """
+    end = edges[1]
+    if end is not None:
+        return end
+    size = len(piece)
+    if size < JUNCTION_WINDOW and tail:
+        last = tail[-1]
+        if (edges[2] and last in _LETTERS) or (edges[3] and last in _DIGITS):
+            return piece
+    if len(near) + size < JUNCTION_WINDOW:
+        return near + piece
+    return after
 
 
 def check_scale(scale: float) -> float:

@@ -19,7 +19,7 @@ whole request instead.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 
 from runtime.pieces import SegmentedPieces
 from runtime.prefix import common_prefix
@@ -29,6 +29,10 @@ MAX_CHAINS = 16
 
 ENVELOPE = "envelope"
 _TOP = 5
+
+Walk = Callable[[str, str, Iterable[tuple[str, str]]], tuple[int, dict[str, int], str, str]]
+"""What labelled pieces add after a tail with its local end, in all and by label, and the tail and local end
+after them (:meth:`runtime.measure.TokenCounter.walk`)."""
 
 # A part's sort key: (-tokens, segment index, order in the segment, label); the segment of the
 # head is -1, the foot's is the number of messages. Sorting gives largest first, first seen first.
@@ -64,10 +68,10 @@ class _Chain:
 class Chains:
     """A few recent lineages of measured requests (see the module docstring)."""
 
-    def __init__(self, count: Callable[[str], int], junction: Callable[[str, str], int], window: int) -> None:
-        self._count = count
-        self._junction = junction
-        self._window = window
+    def __init__(self, walk: Walk, local_end: Callable[[str], str], ahead: Callable[[Iterable[str]], None]) -> None:
+        self._walk = walk
+        self._ahead = ahead
+        self._local_end = local_end
         self._chains: list[_Chain] = []
         self.reused_segments = 0
 
@@ -89,15 +93,6 @@ class Chains:
                 best, best_length = chain, length
         return best, max(best_length, 0)
 
-    def _piece(self, tail: str, piece: str) -> tuple[int, str]:
-        """A piece's contribution after ``tail``, and the tail after it."""
-        tokens = self._count(piece)
-        if tail and piece:
-            tokens += self._junction(tail, piece[: self._window])
-        if len(piece) >= self._window:
-            return tokens, piece[-self._window :]
-        return tokens, (tail + piece)[-self._window :]
-
     def _start(self, head: str, pieces: SegmentedPieces) -> tuple[_Chain, int] | None:
         chain, length = self._find(head, pieces)
         if chain is not None:
@@ -105,12 +100,9 @@ class Chains:
             if length < len(chain.keys):
                 chain = chain.cut(length)
             return chain, length
-        total, tail = 0, ""
-        for label, piece in pieces.head:
-            if label != ENVELOPE:
-                return None
-            tokens, tail = self._piece(tail, piece)
-            total += tokens
+        if any(label != ENVELOPE for label, _ in pieces.head):
+            return None
+        total, _, tail, _ = self._walk("", "", pieces.head)
         return _Chain(head, total, total, tail), 0
 
     def measure(self, pieces: SegmentedPieces) -> tuple[int, list[tuple[str, int]]] | None:
@@ -123,32 +115,33 @@ class Chains:
             return None
         chain, done = started
         total, envelope, tail = chain.totals[done], chain.envelope[done], chain.tails[done]
+        near = self._local_end(tail)
         top = chain.tops[done]
         seen: dict[str, int] = {}
         count = len(pieces.keys)
-        for index in range(done, count + 1):
-            parts: dict[str, int] = {}
-            for label, piece in pieces.segment(index) if index < count else pieces.foot:
-                tokens, tail = self._piece(tail, piece)
-                total += tokens
-                if label == ENVELOPE:
-                    envelope += tokens
-                else:
-                    parts[label] = parts.get(label, 0) + tokens
-            for label in parts:
-                if label in seen or chain.first.get(label, count + 1) < index:
-                    return None
-                seen[label] = index
+        segments = [pieces.segment(index) for index in range(done, count)]
+        segments.append(pieces.foot)
+        self._ahead(piece for segment in segments for _, piece in segment)
+        walk, first, reusable = self._walk, chain.first, pieces.reusable
+        for index, segment in enumerate(segments, done):
+            tokens, parts, tail, near = walk(tail, near, segment)
+            total += tokens
+            envelope += parts.pop(ENVELOPE, 0)
             if parts:
+                for label in parts:
+                    if label in seen or first.get(label, count + 1) < index:
+                        return None
+                    seen[label] = index
                 ranked = [(-tokens, index, order, label) for order, (label, tokens) in enumerate(parts.items())]
-                top = tuple(sorted((*top, *ranked))[:_TOP])
-            if index < pieces.reusable and index == len(chain.keys):
+                if len(top) < _TOP or min(ranked) < top[-1]:  # else none of them is among the largest
+                    top = tuple(sorted((*top, *ranked))[:_TOP])
+            if index < reusable and index == len(chain.keys):
                 chain.keys.append(pieces.keys[index])
                 chain.totals.append(total)
                 chain.envelope.append(envelope)
                 chain.tails.append(tail)
                 chain.tops.append(top)
-                chain.first.update(dict.fromkeys(parts, index))
+                first.update(dict.fromkeys(parts, index))
         self._keep(chain)
         largest = sorted((*top, (-envelope, -1, 0, ENVELOPE)))[:_TOP]
         return total, [(label, -negative) for negative, _, _, label in largest]

@@ -291,9 +291,19 @@ class ToolResult:
     id: str = attrs.field(factory=new_message_id, kw_only=True)
     sha256: str = attrs.field(init=False, eq=False, repr=False)
     kind: Literal["tool_result"] = attrs.field(default="tool_result", init=False)
+    output_json: str = attrs.field(init=False, eq=False, repr=False)
+    """The canonical JSON of ``output`` (a JSON string), escaped once when the result is made: its digest and
+    its rendered block (:mod:`runtime.rendering`) both splice it in rather than escape the output again."""
 
     def __attrs_post_init__(self) -> None:
-        _set_digest(self)
+        output_json = canonical_json(self.output)
+        object.__setattr__(self, "output_json", output_json)
+        rest = self.content()
+        del rest["output"]
+        output_format = rest.pop("output_format")
+        # Every other key sorts before "output", and "output_format" right after it: this is canonical_json(content()).
+        text = f'{canonical_json(rest)[:-1]},"output":{output_json},"output_format":{canonical_json(output_format)}}}'
+        object.__setattr__(self, "sha256", sha256_hex(text))
 
     @classmethod
     def for_call(

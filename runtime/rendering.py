@@ -118,7 +118,8 @@ _memo = _BlockMemo()
 
 
 def _text_block(text: str, source_id: str) -> Block:
-    return Block(canonical_json({"type": "text", "text": text}), "text", source_id)
+    # canonical_json({"type": "text", "text": text}), written out: the string is escaped without a dict's encoding.
+    return Block(f'{{"text":{canonical_json(text)},"type":"text"}}', "text", source_id)
 
 
 def _tool_use_block(call: ToolCall, source_id: str) -> Block:
@@ -149,11 +150,15 @@ def _image_block(image: ImagePart, source_id: str) -> Block:
 
 
 def _tool_result_block(result: ToolResult, output: str) -> Block:
+    if not result.images:
+        # canonical_json of the block's value, written out: the stored output's JSON was escaped when the result was made.
+        content = result.output_json if output == result.output else canonical_json(output)
+        error = ',"is_error":true' if result.is_error else ""
+        wire = f'{{"content":{content}{error},"tool_use_id":{canonical_json(result.call_id)},"type":"tool_result"}}'
+        return Block(wire, "tool_result", result.id)
     value: dict[str, Any] = {"type": "tool_result", "tool_use_id": result.call_id, "content": output}
     if result.is_error:
         value["is_error"] = True
-    if not result.images:
-        return Block(canonical_json(value), "tool_result", result.id)
     text = [{"type": "text", "text": output}] if output else []
     counted = value | {"content": text + [_image_value(image, "") for image in result.images]}
     value["content"] = text + [_image_value(image, image.data) for image in result.images]

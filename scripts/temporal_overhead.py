@@ -1,17 +1,23 @@
 """Measure what running on Temporal costs per request, and how large a flow's history grows.
 
-Usage: ``python scripts/temporal_overhead.py SCENARIO [--repeat N] [--history-limit EVENTS]`` (needs the
-``temporal`` extra). Runs the scenario in process and on a Temporal dev
+Usage: ``python scripts/temporal_overhead.py SCENARIO [--repeat N] [--history-limit EVENTS] [--phases]`` (needs
+the ``temporal`` extra). Runs the scenario in process and on a Temporal dev
 server started from the installed binary (worker in this process, the same
 simulated provider), each ``N`` times after one warm-up run; prints the best
 wall time of each, the overhead per request, and the flow workflow's history
 size (events, bytes, largest event: bodies are digests there) and every branch
 workflow's (each run, when a branch continued as new at its folds).
+
+``--phases``: where the last Temporal run's time went, per workflow, from its
+history's timestamps: workflow tasks waiting for a worker (dispatch) and being
+worked (local activities run inside them), and each activity type's wait for a
+worker (0 when dispatched eagerly) and run, as count x mean = total ms.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import sys
 import tempfile
@@ -36,6 +42,42 @@ from runtime.temporal.worker import build_worker, local_server  # noqa: E402
 from runtime.temporal.workflows import FLOW_WORKFLOW  # noqa: E402
 
 
+def _ms(event: Any) -> float:
+    return float(event.event_time.ToMicroseconds()) / 1000
+
+
+def phases(history: Any) -> dict[str, list[float]]:
+    """Milliseconds per phase of one workflow run (see the module docstring), each phase's list of durations."""
+    by_id = {e.event_id: e for e in history.events}
+    out: dict[str, list[float]] = collections.defaultdict(list)
+    scheduled = started = 0.0
+    for e in history.events:
+        if e.HasField("workflow_task_scheduled_event_attributes"):
+            scheduled = _ms(e)
+        elif e.HasField("workflow_task_started_event_attributes"):
+            started = _ms(e)
+            out["workflow task: dispatch"].append(started - scheduled)
+        elif e.HasField("workflow_task_completed_event_attributes"):
+            out["workflow task: work"].append(_ms(e) - started)
+        elif e.HasField("activity_task_started_event_attributes"):
+            sched = by_id[e.activity_task_started_event_attributes.scheduled_event_id]
+            name = sched.activity_task_scheduled_event_attributes.activity_type.name
+            out[f"{name}: dispatch"].append(_ms(e) - _ms(sched))
+        elif e.HasField("activity_task_completed_event_attributes"):
+            done = e.activity_task_completed_event_attributes
+            name = by_id[done.scheduled_event_id].activity_task_scheduled_event_attributes.activity_type.name
+            out[f"{name}: run"].append(_ms(e) - _ms(by_id[done.started_event_id]))
+    return out
+
+
+async def workflow_phases(client: Any, flow_id: str, nodes: list[str]) -> dict[str, dict[str, list[float]]]:
+    """The phases of the flow's last run and of each node workflow's last run."""
+    from runtime.temporal.node_host import node_workflow_id
+
+    ids = {"flow": flow_id} | {node: node_workflow_id(flow_id, node) for node in nodes}
+    return {name: phases(await client.get_workflow_handle(wid).fetch_history()) for name, wid in ids.items()}
+
+
 async def measure(path: str, repeat: int, history_limit: int | None) -> dict[str, Any]:
     scenario = load_scenario(path, tool_names=BUILTIN_TOOLS.names())
     text = Path(path).read_text(encoding="utf-8")
@@ -50,6 +92,7 @@ async def measure(path: str, repeat: int, history_limit: int | None) -> dict[str
     remote: list[float] = []
     history: dict[str, int] = {}
     branches: dict[str, Any] = {}
+    spent: dict[str, dict[str, list[float]]] = {}
     with tempfile.TemporaryDirectory() as bodies:
         async with local_server(DirectoryBodyStore(bodies)) as client:
             async with open_provider(scenario.provider, build_policies(scenario), clock=time.time) as provider:
@@ -67,12 +110,14 @@ async def measure(path: str, repeat: int, history_limit: int | None) -> dict[str
                             remote.append(time.perf_counter() - start)
                         history = await history_size(client, f"overhead-{n}")
                         branches = await branch_histories(client, f"overhead-{n}", result["report"])
+                        spent = await workflow_phases(client, f"overhead-{n}", list(branches))
     return {
         "requests": requests,
         "local_s": min(local),
         "temporal_s": min(remote),
         "history": history,
         "branches": branches,
+        "phases": spent,
     }
 
 
@@ -81,6 +126,7 @@ def main() -> None:
     parser.add_argument("scenario")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--history-limit", type=int, help="continue a branch as new at its folds past this many events")
+    parser.add_argument("--phases", action="store_true", help="where the last Temporal run's time went, per workflow")
     args = parser.parse_args()
     configure_logging(level="error", fmt="console", stream=sys.stderr)
     r = anyio.run(measure, args.scenario, args.repeat, args.history_limit)
@@ -95,6 +141,10 @@ def main() -> None:
     for node, runs in r["branches"].items():
         sizes = ", ".join(f"{run['events']} events/{run['bytes']:,} B" for run in runs)
         print(f"  branch {node}: {len(runs)} run(s): {sizes}")
+    if args.phases:
+        for name, spent in r["phases"].items():
+            cells = ", ".join(f"{k} {len(v)}x{sum(v) / len(v):.1f}={sum(v):.0f}" for k, v in spent.items())
+            print(f"phases of {name} (ms): {cells}")
     sys.stdout.flush()
     os._exit(0)  # the SDK's native threads can abort the interpreter at exit (temporalio/sdk-python#300)
 

@@ -87,13 +87,24 @@ async def _node_runs(client: Any, store: Any, flow_id: str, nodes: Any) -> list[
     return runs
 
 
+def _signals_sent(node: str, history: Any) -> dict[str, Any]:
+    """How many signals a run of a node's workflow sent its flow, over how many seconds of workflow time."""
+    events = list(history.events)
+    sent = sum(1 for e in events if e.HasField("signal_external_workflow_execution_initiated_event_attributes"))
+    micros = events[-1].event_time.ToMicroseconds() - events[0].event_time.ToMicroseconds()
+    return {"node": node, "signals": sent, "seconds": micros / 1e6}
+
+
 async def _scheduled(store: Any, runs: list[tuple[str, Any, dict[str, Any]]]) -> dict[str, Any]:
     """Where the branch workflows' activities were scheduled, and the cache keys provider attempts carried."""
     from runtime.temporal.worker import data_converter
 
     queues: dict[str, list[str]] = {}
     keys: dict[str, set[str]] = {}
+    node_queues: dict[str, set[str]] = {}
     for node, history, _ in runs:
+        started = history.events[0].workflow_execution_started_event_attributes
+        node_queues.setdefault(node, set()).add(started.task_queue.name)
         for event in history.events:
             if event.HasField("activity_task_scheduled_event_attributes"):
                 scheduled = event.activity_task_scheduled_event_attributes
@@ -101,7 +112,25 @@ async def _scheduled(store: Any, runs: list[tuple[str, Any, dict[str, Any]]]) ->
                 if scheduled.activity_type.name == "foldline.provider_attempt":
                     [arg] = await data_converter(store).decode(scheduled.input.payloads)
                     keys.setdefault(node, set()).add(arg["cache_key"])
-    return {"queues": queues, "cache_keys": {node: sorted(k) for node, k in keys.items()}}
+    return {
+        "queues": queues,
+        "cache_keys": {node: sorted(k) for node, k in keys.items()},
+        "node_queues": {node: sorted(q) for node, q in node_queues.items()},
+    }
+
+
+def _flow_activities(history: Any) -> list[list[str]]:
+    """[type, task queue, how it ended] of every activity a flow run scheduled."""
+    out: dict[int, list[str]] = {}
+    for event in history.events:
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            scheduled = event.activity_task_scheduled_event_attributes
+            out[event.event_id] = [scheduled.activity_type.name, scheduled.task_queue.name, "open"]
+        for name in ("completed", "failed", "timed_out"):
+            field = f"activity_task_{name}_event_attributes"
+            if event.HasField(field):
+                out[getattr(event, field).scheduled_event_id][2] = name
+    return list(out.values())
 
 
 async def _run_flow(client: Any, scenario_path: str, flow_id: str, queue: str, slots: Any, **extra: Any) -> Any:
@@ -125,6 +154,41 @@ async def _run_flow(client: Any, scenario_path: str, flow_id: str, queue: str, s
             return await client.execute_workflow(FLOW_WORKFLOW, arg | extra, id=flow_id, task_queue=queue)
 
 
+async def _remote_probe(address: str, client: Any, store: Any, scenario_path: str) -> dict[str, Any]:
+    """The flow's worker serves no slot; a worker serving only the flow's slot starts once the flow's probe waits there
+    (the history says when), so the probe, not the flow's own worker, finds the queue served."""
+    from actors.tools import BUILTIN_TOOLS
+    from runtime.config.loader import load_scenario
+    from runtime.providers.factory import open_provider
+    from runtime.scenario_run import build_policies
+    from runtime.temporal.activities import ActivityHost
+    from runtime.temporal.flow_host import affinity_queue
+    from runtime.temporal.worker import build_worker, connect
+    from runtime.temporal.workflows import FLOW_WORKFLOW
+
+    flow_id, queue = "remote-1", "remote"
+    slot = int(affinity_queue(queue, flow_id).rpartition("@")[2])
+    scenario = load_scenario(scenario_path, tool_names=BUILTIN_TOOLS.names())
+    arg = {"scenario_text": Path(scenario_path).read_text(), "scenario_label": scenario_path, "run_id": "run-remote"}
+    async with open_provider(scenario.provider, build_policies(scenario), clock=time.time) as provider:
+        host = ActivityHost({scenario.provider.kind: provider}, BUILTIN_TOOLS)
+        async with build_worker(client, host, task_queue=queue, slots=[]):
+            handle = await client.start_workflow(
+                FLOW_WORKFLOW, arg | {"affinity_wait_s": 300}, id=flow_id, task_queue=queue
+            )
+            while not any(a[0] == "foldline.serves" for a in _flow_activities(await handle.fetch_history())):
+                await anyio.sleep(0.1)
+            other = await connect(address, store)  # another worker (one client registers one worker a queue)
+            async with build_worker(other, host, task_queue=queue, slots=[slot]):
+                result = await handle.result()
+    runs = await _node_runs(client, store, flow_id, result["report"]["nodes"])
+    return {
+        "status": result["report"]["status"],
+        "queue": affinity_queue(queue, flow_id),
+        "flow_activities": _flow_activities(await handle.fetch_history()),
+    } | await _scheduled(store, runs)
+
+
 async def replay(address: str, bodies: str, scenario_path: str, fallback_path: str, signals: str) -> None:
     from temporalio.worker import Replayer
 
@@ -139,7 +203,7 @@ async def replay(address: str, bodies: str, scenario_path: str, fallback_path: s
     # Every branch workflow continues as new at each fold commit it can; the workers serve every affinity slot.
     Path(signals).write_text("", encoding="utf-8")
     result = await _run_flow(
-        client, scenario_path, "replay-1", "replay", None, history_limit=1, flow_history_limit=100, signals_path=signals
+        client, scenario_path, "replay-1", "replay", None, history_limit=1, flow_history_limit=40, signals_path=signals
     )
     branches = await branch_histories(client, "replay-1", result["report"])
     runs = await _node_runs(client, store, "replay-1", result["report"]["nodes"])
@@ -157,16 +221,21 @@ async def replay(address: str, bodies: str, scenario_path: str, fallback_path: s
     seeds = [first["seed"] for node, _, first in runs if first.get("seed") is not None]
     seeds = list({json.dumps(seed, sort_keys=True): seed for seed in seeds}.values())
     rows = [row for seed in seeds for row in seed["record"]]
-    # A worker serving no affinity slot: each branch's first activity waits 1 s on the flow's slot, then every
-    # activity goes to the shared queue.
+    # A worker serving no affinity slot: the flow's probe waits 1 s on its slot, then its nodes run on the shared queue.
     fallback = await _run_flow(client, fallback_path, "fallback-1", "fallback", [], affinity_wait_s=1)
     fallback_runs = await _node_runs(client, store, "fallback-1", fallback["report"]["nodes"])
+    fallback_flow = await client.get_workflow_handle("fallback-1").fetch_history()
+    remote = await _remote_probe(address, client, store, fallback_path)
     out = {
         "report": result["report"],
         "branch_histories": branches,
         "replayed_histories": len(histories),
         "flow_runs": [len(list(h.events)) for h in flow_runs[::-1]],
         "replayed_events": sum(len(list(h.events)) for h in histories),
+        "node_signals": [_signals_sent(node, history) for node, history, _ in runs],
+        "flow_signals": sum(
+            1 for h in flow_runs for e in h.events if e.HasField("workflow_execution_signaled_event_attributes")
+        ),
         "seeds": len(seeds),
         "seed_rows": rows,
         "seed_bytes": max(len(json.dumps(seed)) for seed in seeds),
@@ -178,6 +247,9 @@ async def replay(address: str, bodies: str, scenario_path: str, fallback_path: s
         "fallback_status": fallback["report"]["status"],
         "fallback_queue": affinity_queue("fallback", "fallback-1"),
         "fallback": await _scheduled(store, fallback_runs),
+        "fallback_flow_activities": _flow_activities(fallback_flow),
+        "flow_activities": [a for h in flow_runs for a in _flow_activities(h)],
+        "remote": remote,
     } | await _scheduled(store, runs)
     out["bad"] = await submit_bad(address, bodies)
     print(json.dumps(out), flush=True)

@@ -85,12 +85,19 @@ def test_follow_prints_a_live_run_to_its_end(tmp_path: Path) -> None:
     assert sorted(e["seq"] for e in printed) == [e.seq for e in stored]
 
 
-def test_a_postgres_events_table_needs_a_run_and_cannot_be_followed(tmp_path: Path) -> None:
-    """`foldline events postgresql://...` reads one run's events; both refusals exit 2 before any connection."""
+def test_a_postgres_events_table_needs_a_run(tmp_path: Path) -> None:
+    """`foldline events postgresql://...` reads one run's events: without --run it exits 2 before any connection."""
     url = f"postgresql://me:s3cret@/postgres?host={tmp_path}"
     code, out, err = events_cli(url)
     assert code == 2 and out == [] and "name one with --run RUN_ID" in err
-    code, out, err = events_cli(url, "--run", "r1", "--follow")
-    assert code == 2 and out == [] and "--follow: not built for a postgresql://" in err
     code, out, err = events_cli(str(tmp_path / "x.db"), "--run", "r1")  # a store file holds one run
     assert code == 2 and "--run 'r1': only a postgresql://" in err
+
+
+def test_following_an_unreachable_postgres_table_exits_2_without_the_password(tmp_path: Path) -> None:
+    """(tests/test_temporal_postgres.py follows a real table.)"""
+    pytest.importorskip("temporalio", reason="a postgresql://... table needs the temporal extra")
+    pytest.importorskip("psycopg", reason="a postgresql://... table needs psycopg 3 (in the temporal extra)")
+    code, out, err = events_cli(f"postgresql://me:s3cret@/postgres?host={tmp_path}", "--run", "r1", "--follow")
+    assert code == 2 and out == [] and "cannot use the Postgres sink postgresql://me:***@" in err
+    assert "s3cret" not in err

@@ -193,3 +193,74 @@ def test_events_from_an_unreachable_postgres_table_exit_2_without_the_password(t
     )
     assert done.returncode == 2 and "cannot use the Postgres sink postgresql://me:***@" in done.stderr
     assert "s3cret" not in done.stderr + done.stdout
+
+
+# -- foldline events postgresql://... --run RUN_ID --follow ------------------------------------------------------
+
+
+def _finished(run_id: str, seq: int) -> dict[str, Any]:
+    return _event(run_id, seq) | {"type": "RunFinished", "data": {"status": "ok"}}
+
+
+def test_a_followed_table_gives_each_event_once_in_seq_order_up_to_the_runs_final_event(cluster: str) -> None:
+    """The writer acts between polls (the follow's sleep), so each case is reached: nothing written yet, a later
+    batch visible before an earlier one (seq 3 before 2), another run's rows, rows after the final event."""
+    writer, reader = PostgresEventSink(cluster), PostgresEventSink(cluster)
+    run = "run-follow-order"
+    between_polls = [
+        [_event("run-other", 1)],  # the run has written nothing yet: only another run's row
+        [_event(run, 1), _event(run, 3)],  # seq 2's batch is not there yet: 3 waits for it
+        [_event(run, 2)],
+        [_finished(run, 4), _event(run, 5)],  # nothing after the run's final event is read
+    ]
+    polls: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        polls.append(seconds)
+        writer.write(between_polls[len(polls) - 1])
+
+    got = []
+    for event in reader.follow(run, 0.5, sleep=sleep):
+        got.append((len(polls), event["seq"]))
+    assert got == [(2, 1), (3, 2), (3, 3), (4, 4)]  # (polls slept before it was given, seq)
+    assert polls == [0.5] * 4  # it stopped at the final event, without another poll
+    writer.close()
+    reader.close()
+
+
+def _follow(cluster: str, run_id: str, *extra: str) -> subprocess.Popen[str]:
+    argv = [sys.executable, "-m", "runtime.cli", "events", cluster, "--run", run_id, "--follow", *extra]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_events_follow_prints_a_postgres_run_as_it_is_written_and_exits_at_its_final_event(cluster: str) -> None:
+    sink = PostgresEventSink(cluster)
+    run = "run-follow-cli"
+    sink.write([_event(run, 1), _event(run, 2)])
+    follow = _follow(cluster, run)
+    filtered = _follow(cluster, run, "--type", "RunFinished")
+    assert follow.stdout is not None
+    first = [json.loads(follow.stdout.readline()) for _ in range(2)]  # printed while the run is still going
+    sink.write([_event(run, 3), _finished(run, 4)])
+    rest, err = follow.communicate(timeout=60)
+    assert follow.returncode == 0, err
+    printed = first + [json.loads(line) for line in rest.splitlines()]
+    assert printed == sink.events(run) and [e["seq"] for e in printed] == [1, 2, 3, 4]  # as `events` prints a store
+    only, err = filtered.communicate(timeout=60)
+    assert filtered.returncode == 0, err
+    assert [json.loads(line)["type"] for line in only.splitlines()] == ["RunFinished"]
+    sink.close()
+
+
+def test_events_follow_of_a_postgres_run_stops_on_ctrl_c(cluster: str) -> None:
+    import signal
+
+    sink = PostgresEventSink(cluster)
+    run = "run-follow-interrupted"
+    sink.write([_event(run, 1)])
+    follow = _follow(cluster, run)
+    assert follow.stdout is not None and json.loads(follow.stdout.readline())["seq"] == 1  # following, no end yet
+    follow.send_signal(signal.SIGINT)
+    rest, err = follow.communicate(timeout=60)
+    assert follow.returncode == 0 and rest == "" and "Traceback" not in err, err
+    sink.close()

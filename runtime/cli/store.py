@@ -248,7 +248,9 @@ def add_events_arguments(parser: argparse.ArgumentParser) -> None:
         help="only events of type T (repeat for several, or T1,T2)",
     )
     parser.add_argument(
-        "--follow", action="store_true", help="keep printing new events while a run or resume writes the store"
+        "--follow",
+        action="store_true",
+        help="keep printing new events while a run or resume writes the store (a table: until the run's final event)",
     )
 
 
@@ -288,14 +290,13 @@ def run_events(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _postgres_events(args: argparse.Namespace, types: set[str] | None, out: TextIO, err: TextIO) -> int:
-    """A Temporal run's events from the Postgres table its ``--events-db postgresql://...`` wrote, in seq order."""
+    """A Temporal run's events from the Postgres table its ``--events-db postgresql://...`` wrote, in seq order.
+
+    ``--follow``: print them as the run writes them, until its final event (``RunFinished``) or Ctrl-C.
+    """
     if not args.run:
         return _fail(
             err, "events: a postgresql://... table holds many runs: name one with --run RUN_ID", EXIT_BAD_INPUT
-        )
-    if args.follow:
-        return _fail(
-            err, "events --follow: not built for a postgresql://... table (it reads a store file)", EXIT_BAD_INPUT
         )
     try:
         from runtime.temporal.sinks import PostgresEventSink
@@ -306,17 +307,20 @@ def _postgres_events(args: argparse.Namespace, types: set[str] | None, out: Text
             EXIT_BAD_INPUT,
         )
     sink = PostgresEventSink(args.path)
+    seen = False
     try:
-        events = sink.events(args.run)
+        for event in sink.follow(args.run, FOLLOW_POLL_SECONDS) if args.follow else sink.events(args.run):
+            seen = True
+            if types is None or event.get("type") in types:
+                print(canonical_json(event), file=out, flush=args.follow)
     except ConfigError as exc:
         return _fail(err, str(exc), EXIT_BAD_INPUT)
+    except KeyboardInterrupt:
+        return EXIT_OK
     finally:
         sink.close()
-    if not events:
+    if not seen:
         return _fail(err, f"events: no events of run {args.run!r} in that table", EXIT_FAILED)
-    for event in events:
-        if types is None or event.get("type") in types:
-            print(canonical_json(event), file=out)
     return EXIT_OK
 
 

@@ -5,6 +5,10 @@
   error, so the workflow's send pipeline applies the SDK's retry rules itself
   (measuring, deciding and publishing every attempt, as in process); Temporal's
   own retry policy only covers a lost worker or a timed-out attempt.
+- ``foldline.serving`` (local) / ``foldline.serves``: whether a flow's affinity
+  queue is served: by the worker running the flow (it knows the queues it
+  polls), else by the probe the flow schedules on that queue, which a worker
+  there starts (the flow's nodes then run there).
 - ``foldline.count_tokens``: the provider's count of a compiled request's
   payload (its free count-tokens endpoint), so a flow on Temporal decides in
   the provider's tokens exactly as in process; a failed count comes back as a
@@ -113,7 +117,12 @@ def reply_from_wire(data: Mapping[str, Any]) -> ProviderReply:
 
 
 async def _heartbeating(work: Callable[[], Awaitable[T]]) -> T:
-    """Run ``work`` while heartbeating every second (the workflow sets the timeout that notices a lost worker)."""
+    """Run ``work`` while heartbeating every second (the workflow sets the timeout that notices a lost worker).
+
+    A local activity (a tool call) does not heartbeat: it runs inside its workflow task, which its worker keeps alive.
+    """
+    if activity.info().is_local:
+        return await work()
     result: list[T] = []
     async with anyio.create_task_group() as tg:
 
@@ -252,6 +261,24 @@ class BodyActivities:
     async def get_bodies(self, arg: dict[str, Any]) -> dict[str, str]:
         """The bodies of the given digests (the store checks each against its digest)."""
         return {digest: self.store.get(digest).decode("utf-8") for digest in arg["digests"]}
+
+
+@attrs.frozen
+class ServedQueues:
+    """The task queues this worker process polls (the ones :func:`~runtime.temporal.worker.build_worker` started)."""
+
+    queues: frozenset[str]
+
+    @activity.defn(name="foldline.serving")
+    async def serving(self, queue: str) -> bool:
+        """Whether this worker process polls ``queue`` (a local activity of the flow: its own worker answers)."""
+        return queue in self.queues
+
+
+@activity.defn(name="foldline.serves")
+async def serves(queue: str) -> str:
+    """The probe of an affinity queue (:func:`runtime.temporal.flow_host.node_queue`): starting it is the answer."""
+    return queue
 
 
 def _failure(error: ProviderError) -> dict[str, Any]:

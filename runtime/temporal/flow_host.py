@@ -7,14 +7,25 @@ pipeline and pure core, with the host's edges swapped for deterministic ones:
 - the provider is :class:`ActivityProvider`: each attempt is a
   ``foldline.provider_attempt`` activity (retried by the pipeline under the
   SDK's rules; Temporal retries only a lost worker, with the SDK's backoff),
-  each exact count a ``foldline.count_tokens`` activity;
-- every registry tool but ``spawn`` is a ``foldline.tool_call`` activity
+  each exact count a ``foldline.count_tokens`` local activity;
+- every registry tool but ``spawn`` is a ``foldline.tool_call`` local activity
   (``spawn`` is the scheduler's own);
+
+Where they run (:class:`ActivityRoute`): a node workflow runs on its flow's
+affinity queue when a worker serves it (:func:`node_queue`), and its provider
+attempts go to the node's own queue, so Temporal hands each to the worker
+that scheduled it in the reply to that workflow task (eager dispatch: no
+round trip through the queue) and the flow's prompt cache stays on its
+workers. The short calls that need no affinity (tool calls, counts, body
+reads and writes) are local activities: run by the node's worker inside the
+workflow task, with no task of their own and no workflow task to resume
+after them; their results are recorded in history as markers.
 - the clock, the monotonic clock and the retry jitter are the workflow's, and
   the ids come from a :class:`~runtime.ids.CountingIds` named after the
   workflow, so a replay rebuilds every id;
 - events are numbered by the flow workflow's bus (``seq``) and reach the
-  sinks through ``foldline.write_events`` batches (:class:`EventPump`), in seq order.
+  sinks through ``foldline.write_events`` batches (:class:`EventPump`, local
+  activities of the flow's worker), in seq order.
 
 Only called from inside a workflow (it reads ``temporalio.workflow``); runs on
 asyncio only, as every Temporal workflow does.
@@ -22,6 +33,7 @@ asyncio only, as every Temporal workflow does.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
@@ -46,16 +58,18 @@ IN_WORKFLOW_TOOLS = frozenset({"spawn"})
 EVENT_BATCH = 500
 ATTEMPT_TIMEOUT = timedelta(minutes=10)
 QUICK_TIMEOUT = timedelta(seconds=15)
-"""The whole time of an activity that does not heartbeat (body reads and writes): a lost worker's attempt of one
-is retried after this, where a heartbeating one is retried after :data:`HEARTBEAT_TIMEOUT`."""
+"""The whole time of one try of a quick local activity (a count, body reads and writes). A worker lost while it runs
+one loses the workflow task with it: the task, and the local activity, run again on another worker after the
+workflow task timeout."""
 HEARTBEAT_TIMEOUT = timedelta(seconds=5)
 """A worker that stops heartbeating this long is taken as lost; its attempt moves to another worker."""
 AFFINITY_WAIT = timedelta(seconds=5)
-"""How long an activity waits for a worker on the flow's own task queue before it goes to the shared one."""
+"""How long a flow waits for a worker on its affinity queue (:func:`node_queue`) before its nodes run on the shared one."""
 AFFINITY_SLOTS = 4
 """How many affinity task queues a deployment has (``QUEUE@0`` .. ``QUEUE@3``); a flow prefers one."""
 COUNTING_KINDS = frozenset({"anthropic", "simulated"})
 """Provider kinds whose workers count tokens (``AnthropicProvider``: the Messages API's ``messages/count_tokens``)."""
+NO_RETRY = RetryPolicy(maximum_attempts=1)
 COUNT_RETRIES = RetryPolicy(
     initial_interval=timedelta(seconds=0.5), maximum_interval=timedelta(seconds=8), maximum_attempts=3
 )
@@ -74,55 +88,79 @@ def jump_hash(key: int, buckets: int) -> int:
 
 
 def affinity_queue(task_queue: str, flow_id: str, slots: int = AFFINITY_SLOTS) -> str:
-    """The task queue a flow's activities prefer: a consistent hash of the flow id over the deployment's slots."""
+    """The task queue a flow's nodes run on when served: a consistent hash of the flow id over the deployment's slots."""
     import hashlib
 
     key = int.from_bytes(hashlib.sha256(flow_id.encode("utf-8")).digest()[:8], "big")
     return f"{task_queue}@{jump_hash(key, slots)}"
 
 
+async def node_queue(affinity: str | None, wait: timedelta) -> str:
+    """Where a flow's node workflows run: its affinity queue when a worker serves it.
+
+    The worker running the flow answers first (``foldline.serving``, a local
+    activity: whether it polls that queue itself, as a worker serving every
+    slot does); else a probe (``foldline.serves``) is scheduled on the queue.
+    A probe that no worker starts within ``wait``, or that fails, leaves the
+    nodes on the flow's own (shared) queue, with a warning naming the queue:
+    the flow runs, without eager dispatch or cache affinity. Both answers are
+    recorded in history (a replay takes the same queue). Once the nodes run
+    there, a node whose queue loses every worker waits for one, as a flow
+    waits for a worker on its own queue.
+    """
+    own = workflow.info().task_queue
+    if affinity is None or affinity == own:
+        return own
+    with contextlib.suppress(ActivityError):  # a worker without the local check: the probe decides
+        if await workflow.execute_local_activity(
+            "foldline.serving", affinity, start_to_close_timeout=QUICK_TIMEOUT, retry_policy=NO_RETRY
+        ):
+            return affinity
+    try:
+        await workflow.execute_activity(
+            "foldline.serves",
+            affinity,
+            task_queue=affinity,
+            schedule_to_start_timeout=wait,
+            start_to_close_timeout=QUICK_TIMEOUT,
+            retry_policy=NO_RETRY,
+        )
+    except ActivityError as error:
+        cause = error.cause
+        if isinstance(cause, TimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_START:
+            workflow.logger.warning("no worker on %s within %s: the nodes run on %s", affinity, wait, own)
+        else:
+            workflow.logger.warning("the probe of %s failed (%s): the nodes run on %s", affinity, cause or error, own)
+        return own
+    return affinity
+
+
 @attrs.define(eq=False)
 class ActivityRoute:
-    """Where a node's activities go: the flow's affinity queue first, the shared queue when no worker takes it.
+    """How a node's activities run: provider attempts on the node's own queue (eager), the rest as local activities.
 
-    An activity no worker starts on the affinity queue within ``wait`` (a
-    schedule-to-start timeout: it never ran) is sent again on the workflow's
-    own queue, and so is every later activity of this node workflow.
     ``cache_key``: the flow's root branch, which the provider sees.
     """
 
-    queue: str | None
     cache_key: str
-    wait: timedelta = AFFINITY_WAIT
     heartbeat: timedelta = HEARTBEAT_TIMEOUT
-    fell_back: bool = False
 
-    async def execute(
-        self, name: str, arg: dict[str, Any], retry_policy: RetryPolicy, *, heartbeats: bool = True
-    ) -> Any:
-        """Run activity ``name`` (one that heartbeats unless told) on the preferred queue, else the shared one."""
-        if self.queue is not None and not self.fell_back:
-            try:
-                return await self._execute(name, arg, retry_policy, self.queue, heartbeats)
-            except ActivityError as error:
-                cause = error.cause
-                if not (isinstance(cause, TimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_START):
-                    raise
-                self.fell_back = True
-                workflow.logger.warning("no worker on %s within %s: the shared queue takes over", self.queue, self.wait)
-        return await self._execute(name, arg, retry_policy, None, heartbeats)
-
-    async def _execute(
-        self, name: str, arg: dict[str, Any], retry_policy: RetryPolicy, queue: str | None, heartbeats: bool
-    ) -> Any:
+    async def execute(self, name: str, arg: dict[str, Any], retry_policy: RetryPolicy) -> Any:
+        """Run activity ``name`` (one that heartbeats) on the node workflow's own task queue."""
         return await workflow.execute_activity(
             name,
             arg,
-            task_queue=queue,
-            schedule_to_start_timeout=self.wait if queue is not None else None,
-            start_to_close_timeout=ATTEMPT_TIMEOUT if heartbeats else QUICK_TIMEOUT,
-            heartbeat_timeout=self.heartbeat if heartbeats else None,
+            start_to_close_timeout=ATTEMPT_TIMEOUT,
+            heartbeat_timeout=self.heartbeat,
             retry_policy=retry_policy,
+        )
+
+    async def local(
+        self, name: str, arg: dict[str, Any], retry_policy: RetryPolicy, timeout: timedelta = QUICK_TIMEOUT
+    ) -> Any:
+        """Run activity ``name`` as a local activity of the node's worker (each try bounded by ``timeout``)."""
+        return await workflow.execute_local_activity(
+            name, arg, start_to_close_timeout=timeout, retry_policy=retry_policy
         )
 
 
@@ -167,7 +205,7 @@ class ActivityProvider:
             raise CountUnavailable(f"provider {self.name} has no count-tokens endpoint")
         arg = {"provider": self.kind, "payload": request.payload_text()}
         try:
-            result = await self.route.execute("foldline.count_tokens", arg, COUNT_RETRIES, heartbeats=False)
+            result = await self.route.local("foldline.count_tokens", arg, COUNT_RETRIES)
         except ActivityError as error:  # no worker answered within the retries: the send decides on the fallback
             raise ProviderError(f"count_tokens: the activity failed: {error.cause or error}") from None
         if "error" in result:
@@ -203,7 +241,7 @@ def _activity_tool(tool: Tool, route: ActivityRoute) -> Tool:
     async def call(arguments: Mapping[str, Any], context: ToolContext) -> Any:
         arg = {"name": name, "arguments": dict(arguments), "node_id": context.node_id, "branch_id": context.branch_id}
         arg["image_rule"] = context.image_rule.name  # read_image states an image's tokens by the run's wire
-        result = await route.execute("foldline.tool_call", arg, sdk_retry_policy(2))
+        result = await route.local("foldline.tool_call", arg, sdk_retry_policy(2), ATTEMPT_TIMEOUT)
         if "failed" in result:
             raise ToolFailed(result["failed"]["message"])
         return result["value"]
@@ -262,11 +300,10 @@ class EventPump:
             batch, self.pending = self.pending[:EVENT_BATCH], self.pending[EVENT_BATCH:]
             requests, self.requests = self.requests[:EVENT_BATCH], self.requests[EVENT_BATCH:]
             self.writing = True
-            self.written += await workflow.execute_activity(
+            self.written += await workflow.execute_local_activity(  # by the flow's worker, in its workflow task
                 "foldline.write_events",
                 {"path": self.path, "events_db": self.events_db, "events": batch, "requests": requests},
                 start_to_close_timeout=timedelta(minutes=1),
-                heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 retry_policy=RetryPolicy(
                     initial_interval=timedelta(seconds=0.5), maximum_interval=timedelta(seconds=8)
                 ),

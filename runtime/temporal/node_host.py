@@ -117,6 +117,11 @@ class Outbox:
         of the node's history) and the flow one more; holding items up to the
         interval sends a node's events of a burst of quick requests in one
         signal, and a node's last events with its outcome.
+
+        A flush sends what was pending when it began; what the node publishes
+        while a signal is on its way waits for the next interval (sending it
+        as well would chain one signal per workflow task for as long as the
+        node keeps publishing, which is what a busy node does).
         """
         handle = flow_handle()
         while True:
@@ -127,10 +132,11 @@ class Outbox:
                 with contextlib.suppress(TimeoutError):  # the interval passed: send what is there
                     await workflow.wait_condition(self.due, timeout=FLUSH_EVERY)
             self.urgent = False
-            while self.pending:
-                batch, self.pending = self.pending[:EVENT_BATCH], self.pending[EVENT_BATCH:]
-                await handle.signal(ITEMS_SIGNAL, {"node": self.node_id, "items": batch})
+            items, self.pending = self.pending, []
+            for start in range(0, len(items), EVENT_BATCH):
+                batch = items[start : start + EVENT_BATCH]
                 self.sent += len(batch)
+                await handle.signal(ITEMS_SIGNAL, {"node": self.node_id, "items": batch})
 
 
 @attrs.define(eq=False)
@@ -240,13 +246,13 @@ async def _put_bodies(host: NodeHost, bodies: Mapping[str, str]) -> None:
     fresh = {d: b for d, b in bodies.items() if d not in host.stored}
     if fresh:
         assert host.route is not None
-        await host.route.execute("foldline.put_bodies", {"bodies": fresh}, BODY_RETRIES, heartbeats=False)
+        await host.route.local("foldline.put_bodies", {"bodies": fresh}, BODY_RETRIES)
         host.stored.update(fresh)
 
 
 async def _fetch(route: ActivityRoute, seed: Mapping[str, Any], branch_id: str) -> Branch:
     arg = {"digests": seed_digests(seed)}
-    bodies = await route.execute("foldline.get_bodies", arg, BODY_RETRIES, heartbeats=False)
+    bodies = await route.local("foldline.get_bodies", arg, BODY_RETRIES)
     return branch_from_seed(seed, bodies, branch_id)
 
 
@@ -264,10 +270,8 @@ async def _branch(arg: Mapping[str, Any], node: Node, registry: Any, route: Acti
 
 
 def route_of(arg: Mapping[str, Any]) -> ActivityRoute:
-    """Where this node's activities go (the flow's affinity queue, its root branch as the cache key)."""
-    route = ActivityRoute(arg.get("affinity_queue"), str(arg.get("root_branch") or arg["branch_id"]))
-    if arg.get("affinity_wait_s"):
-        route.wait = timedelta(seconds=float(arg["affinity_wait_s"]))
+    """How this node's activities run (its root branch as the cache key)."""
+    route = ActivityRoute(str(arg.get("root_branch") or arg["branch_id"]))
     if arg.get("heartbeat_s"):
         route.heartbeat = timedelta(seconds=float(arg["heartbeat_s"]))
     return route
@@ -310,7 +314,6 @@ async def run_node_workflow(host: NodeHost, arg: Mapping[str, Any]) -> dict[str,
     ids = CountingIds(prefix=workflow_id if not continued else f"{workflow_id}.c{continued}")
     host.outbox = outbox = Outbox(node.id, sent=int(carry.get("sent", 0)))
     host.route = route = route_of(arg)
-    route.fell_back = bool(carry.get("fell_back", False))
     registry = activity_registry(BUILTIN_TOOLS, route)
     outcome: dict[str, Any] | None = None
     async with anyio.create_task_group() as tg:
@@ -362,7 +365,6 @@ async def run_node_workflow(host: NodeHost, arg: Mapping[str, Any]) -> dict[str,
             "asked": host.asked,
             "stored": sorted(host.stored),
             "continued": continued + 1,
-            "fell_back": route.fell_back,
         }
         workflow.continue_as_new(dict(arg) | {"resume": snapshot, "seed": None, "carry": carried})
     return outcome

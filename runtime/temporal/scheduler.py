@@ -19,6 +19,7 @@ Only called from inside a workflow; asyncio only, as every Temporal workflow.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from datetime import timedelta
 from typing import Any
 
 import anyio
@@ -36,7 +37,7 @@ from runtime.pricing import PricingTable
 from runtime.report import ReportBuilder
 from runtime.scenario_run import build_flow
 from runtime.temporal.flow_carry import report_state, restore_report
-from runtime.temporal.flow_host import AFFINITY_SLOTS, EventPump, affinity_queue
+from runtime.temporal.flow_host import AFFINITY_SLOTS, AFFINITY_WAIT, EventPump, affinity_queue, node_queue
 from runtime.temporal.node_host import ANSWER_SIGNAL, NODE_WORKFLOW, node_workflow_id
 from signals.bus import Gap, SignalBus
 from signals.envelope import Event
@@ -65,6 +66,7 @@ CARRIED = (
     "seeds",
     "finished",
     "evidence",
+    "queue",
 )
 """The scheduler's state a continued flow run takes over (see :meth:`FlowScheduler.carried`)."""
 
@@ -106,6 +108,8 @@ class FlowScheduler:
     """Scheduling steps under way (a node starting, a node's end being published): no cut while any is."""
     evidence: dict[str, str] = attrs.field(factory=dict)
     """Each finished node's final calibration evidence (:meth:`CalibrationBook.to_json`, from its outcome)."""
+    queue: str | None = None
+    """The task queue the node workflows run on (:func:`runtime.temporal.flow_host.node_queue`; None: the flow's)."""
     limiter: anyio.CapacityLimiter = attrs.field(init=False)
     running: anyio.abc.TaskGroup | None = None
     closing: bool = False
@@ -223,7 +227,7 @@ class FlowScheduler:
                 NODE_WORKFLOW,
                 arg,
                 id=node_workflow_id(workflow.info().workflow_id, node.id),
-                task_queue=workflow.info().task_queue,
+                task_queue=self.queue or workflow.info().task_queue,
                 parent_close_policy=ParentClosePolicy.ABANDON,  # it outlives a run of the flow that continues as new
             )
             self.started.append(node.id)
@@ -309,13 +313,17 @@ class ReportFeed:
 
 def _node_arg(arg: Mapping[str, Any]) -> dict[str, Any]:
     """What every node workflow of the flow is given (the node's own keys are added when it starts)."""
+    keys = ["scenario_text", "scenario_label", "provider", "run_id", "history_limit", "heartbeat_s", "keep_branch"]
+    return {k: arg.get(k) for k in keys}
+
+
+async def nodes_queue(arg: Mapping[str, Any]) -> str:
+    """The queue the flow's node workflows run on: its affinity queue (``QUEUE@n``) when a worker serves it."""
     info = workflow.info()
-    keys = ["scenario_text", "scenario_label", "provider", "run_id", "history_limit", "affinity_wait_s", "heartbeat_s"]
-    keys.append("keep_branch")
-    node_arg = {k: arg.get(k) for k in keys}
     slots = arg.get("affinity_slots", AFFINITY_SLOTS)
-    node_arg["affinity_queue"] = affinity_queue(info.task_queue, info.workflow_id, slots) if slots else None
-    return node_arg
+    affinity = affinity_queue(info.task_queue, info.workflow_id, slots) if slots else None
+    wait = timedelta(seconds=float(arg["affinity_wait_s"])) if arg.get("affinity_wait_s") else AFFINITY_WAIT
+    return await node_queue(affinity, wait)
 
 
 async def run_flow_workflow(arg: Mapping[str, Any], inbox: list[dict[str, Any]]) -> dict[str, Any]:
@@ -365,6 +373,7 @@ async def run_flow_workflow(arg: Mapping[str, Any], inbox: list[dict[str, Any]])
             else:
                 nodes = [n.id for n in flow.nodes]
                 await bus.publish(RunStarted(scenario=scenario.name, provider=spec.kind, nodes=nodes))
+                scheduler.queue = await nodes_queue(arg)
             statuses = await scheduler.run()
             if statuses is not None:
                 status = "ok" if all(s == "ok" for s in statuses.values()) else "failed"

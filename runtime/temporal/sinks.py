@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -30,6 +31,7 @@ import attrs
 
 from runtime.errors import ConfigError
 from runtime.temporal.bodies import postgres_connect, redacted
+from signals.events import RunFinished
 
 POSTGRES_SCHEMES = ("postgres://", "postgresql://")
 
@@ -102,14 +104,40 @@ class PostgresEventSink:
                 new += cursor.rowcount
         return new
 
-    def events(self, run_id: str) -> list[dict[str, Any]]:
-        """A run's events in seq order (each envelope as written)."""
-        rows = (
-            self._connect()
-            .execute("SELECT body FROM foldline_events WHERE run_id = %s ORDER BY seq", (run_id,))
-            .fetchall()
-        )
+    def events(self, run_id: str, after_seq: int = 0) -> list[dict[str, Any]]:
+        """A run's events past ``after_seq``, in seq order (each envelope as written); a failed read is a ConfigError."""
+        import psycopg
+
+        connection = self._connect()
+        try:
+            rows = connection.execute(
+                "SELECT body FROM foldline_events WHERE run_id = %s AND seq > %s ORDER BY seq", (run_id, after_seq)
+            ).fetchall()
+        except psycopg.Error as exc:
+            raise ConfigError(f"--events-db: cannot read the Postgres sink {redacted(self.dsn)}: {exc}") from None
         return [json.loads(row[0]) for row in rows]
+
+    def follow(
+        self, run_id: str, poll_s: float, sleep: Callable[[float], None] = time.sleep
+    ) -> Iterator[dict[str, Any]]:
+        """A run's events in seq order as they are written, up to its final event (``RunFinished``).
+
+        The table is read by seq every ``poll_s`` seconds; an event is given
+        only after every earlier seq, so a batch seen before an earlier one
+        waits for it and nothing is skipped. A run that has written nothing
+        yet is waited for; one that never finishes is followed until the
+        caller stops (Ctrl-C).
+        """
+        last = 0
+        while True:
+            for event in self.events(run_id, after_seq=last):
+                if int(event["seq"]) != last + 1:
+                    break
+                last += 1
+                yield event
+                if event.get("type") == RunFinished.TYPE:
+                    return
+            sleep(poll_s)
 
     def close(self) -> None:
         if self._connection is not None:

@@ -12,9 +12,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import timedelta
+from typing import Any
 
 import anyio
 import attrs
@@ -26,7 +27,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from runtime.errors import ConfigError
 from runtime.temporal import DEFAULT_TASK_QUEUE
-from runtime.temporal.activities import ActivityHost, BodyActivities
+from runtime.temporal.activities import ActivityHost, BodyActivities, ServedQueues, serves
 from runtime.temporal.bodies import BodyStore, ClaimCheckCodec
 from runtime.temporal.flow_host import AFFINITY_SLOTS
 from runtime.temporal.workflows import FlowWorkflow, NodeWorkflow
@@ -144,9 +145,10 @@ def build_worker(
     """Workers for the flow and node workflows and the activities (at most ``max_activities`` running at once each).
 
     ``slots``: the affinity queues (``QUEUE@n``) this process serves besides the
-    shared one (None: all of them); a flow's activities prefer its own slot and
-    go to the shared queue when no worker serves it. The body activities use
-    the client's body store (the one its codec stores payloads in).
+    shared one (None: all of them), each with the node workflow and the
+    activities; a flow's nodes run on its own slot, or on the shared queue
+    when no worker serves it. The body activities use the client's body store
+    (the one its codec stores payloads in).
     """
     warm()
     codec = client.data_converter.payload_codec
@@ -154,25 +156,29 @@ def build_worker(
         raise ConfigError(
             "build_worker: the client has no body store (connect it with runtime.temporal.worker.connect)"
         )
-    bodies = BodyActivities(codec.store)
-    activities = [host.provider_attempt, host.tool_call, host.write_events, bodies.put_bodies, bodies.get_bodies]
-    activities.append(host.count_tokens)
-    shared = Worker(
-        client,
-        task_queue=task_queue,
-        max_concurrent_activities=max_activities,
-        workflows=[FlowWorkflow, NodeWorkflow],
-        activities=activities,
-        workflow_runner=sandbox_runner(),
-        # A flow whose worker died moves to another worker after this long (the default is 10 s).
-        sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,
-    )
     served = range(AFFINITY_SLOTS) if slots is None else slots
     for slot in served:
         if not 0 <= slot < AFFINITY_SLOTS:
             raise ConfigError(f"--slots: {slot} is not an affinity slot (expected 0 to {AFFINITY_SLOTS - 1})")
     queues = [f"{task_queue}@{slot}" for slot in served]
-    affinity = [
-        Worker(client, task_queue=q, max_concurrent_activities=max_activities, activities=activities) for q in queues
-    ]
+    bodies = BodyActivities(codec.store)
+    activities: list[Callable[..., Awaitable[Any]]] = [host.provider_attempt, host.tool_call, host.write_events]
+    activities += [bodies.put_bodies, bodies.get_bodies, host.count_tokens, serves]
+    activities.append(ServedQueues(frozenset([task_queue, *queues])).serving)
+
+    def worker(queue: str, workflows: list[type]) -> Worker:
+        return Worker(
+            client,
+            task_queue=queue,
+            max_concurrent_activities=max_activities,
+            max_concurrent_local_activities=max_activities,
+            workflows=workflows,
+            activities=activities,
+            workflow_runner=sandbox_runner(),
+            # A workflow whose worker died moves to another worker after this long (the default is 10 s).
+            sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,
+        )
+
+    shared = worker(task_queue, [FlowWorkflow, NodeWorkflow])
+    affinity = [worker(q, [NodeWorkflow]) for q in queues]
     return WorkerSet([shared, *affinity], [task_queue, *queues])

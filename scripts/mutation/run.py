@@ -104,7 +104,8 @@ GROUPS: tuple[Group, ...] = (
         (
             Module(
                 "runtime/measure.py",
-                _t("measure", "measure_compiled", "ceiling", "measure_mutants", "measure_splice", "measure_mutants_2"),
+                _t("measure", "measure_compiled", "ceiling", "measure_mutants", "measure_splice", "measure_mutants_2")
+                + _t("measure_advance", "local_junctions", "incremental_measure"),
             ),
             Module(
                 "runtime/measure_splice.py", _t("measure_mutants_2", "measure_splice", "fold_planner", "fold_target")
