@@ -26,7 +26,6 @@ import json
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
@@ -65,7 +64,9 @@ def _print_report(report: dict[str, Any], args: argparse.Namespace, out: TextIO)
 
     print(format_report(report), file=out)
     if getattr(args, "report", None):
-        Path(args.report).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        from runtime.cli.outputs import write_output
+
+        write_output("--report", args.report, json.dumps(report, indent=2, sort_keys=True) + "\n")
     return EXIT_OK if report["status"] == "ok" else EXIT_FAILED
 
 

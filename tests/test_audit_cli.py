@@ -1,0 +1,86 @@
+"""Command-line arguments an outside audit found unchecked: each now exits 2 naming the argument, before anything runs.
+
+Before, ``--signals`` into a missing directory ended in an exception-group
+traceback after the run had started, ``--report /`` ran the whole flow (every
+request sent) and then failed on the write with a traceback, ``--signals``
+naming the scenario file itself overwrote it, and ``--log-level nope`` was a
+traceback.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+from pathlib import Path
+
+import pytest
+
+from runtime.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[1]
+QUICKSTART = ROOT / "scenarios" / "quickstart.toml"
+
+
+def run_cli(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(argv, out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("flag", ["--signals", "--report"])
+def test_an_output_path_in_a_missing_directory_exits_2_before_the_run(flag: str, tmp_path: Path) -> None:
+    target = tmp_path / "missing" / "out.json"
+    signals = tmp_path / "s.jsonl"
+    other = ["--signals", str(signals)] if flag == "--report" else []
+    code, out, err = run_cli(["run", str(QUICKSTART), "--quiet", flag, str(target), *other])
+    assert code == 2
+    assert err == f"foldline: {flag}: {target}: the directory {target.parent} does not exist\n"
+    assert out == "" and not signals.exists()  # the run never started: nothing sent, no report
+
+
+@pytest.mark.parametrize("flag", ["--signals", "--report"])
+def test_an_output_path_that_is_a_directory_exits_2_before_the_run(flag: str, tmp_path: Path) -> None:
+    code, out, err = run_cli(["run", str(QUICKSTART), "--quiet", flag, str(tmp_path)])
+    assert code == 2 and out == ""
+    assert err == f"foldline: {flag}: {tmp_path} is a directory; expected a file path\n"
+
+
+def test_an_output_path_naming_the_scenario_file_is_refused_and_the_file_kept(tmp_path: Path) -> None:
+    scenario = tmp_path / "quickstart.toml"
+    shutil.copy(QUICKSTART, scenario)
+    code, out, err = run_cli(["run", str(scenario), "--quiet", "--signals", str(scenario)])
+    assert code == 2 and out == ""
+    assert err == f"foldline: --signals: {scenario} is the input {scenario}; it would be overwritten\n"
+    assert scenario.read_bytes() == QUICKSTART.read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["resume", "STORE", "--report", "DIR"], "--report"),
+        (["bench", "--small", "--json", "DIR"], "--json"),
+        (["report", "STORE", "--html", "DIR"], "--html"),
+        (["inspect", "STORE", "--html", "DIR"], "--html"),
+    ],
+)
+def test_every_command_checks_its_output_paths_first(argv: list[str], flag: str, tmp_path: Path) -> None:
+    store = tmp_path / "run.db"
+    store.write_bytes(b"")  # never read: the output path is refused first
+    args = [str(tmp_path) if a == "DIR" else str(store) if a == "STORE" else a for a in argv]
+    code, out, err = run_cli(args)
+    assert code == 2 and out == ""
+    assert err == f"foldline: {flag}: {tmp_path} is a directory; expected a file path\n"
+
+
+def test_an_unknown_log_level_is_a_usage_error_naming_the_choices(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--log-level", "nope", "run", str(QUICKSTART)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --log-level: invalid choice: 'nope'" in err and "'warning'" in err
+    assert "Traceback" not in err
+
+
+def test_the_log_level_is_read_in_any_case(tmp_path: Path) -> None:
+    code, _, err = run_cli(["--log-level", "ERROR", "run", str(tmp_path / "none.toml")])
+    assert (code, err) == (2, f"foldline: {tmp_path / 'none.toml'}: no such file\n")
