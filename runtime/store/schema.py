@@ -220,6 +220,63 @@ def check_schema(connection: sqlite3.Connection, label: str) -> None:
         raise NotAStore(f"{label}: not a foldline store (no schema version in its meta table)")
     if row[0] != str(SCHEMA_VERSION):
         raise NotAStore(f"{label}: store schema version {row[0]} is not {SCHEMA_VERSION}, the one this build reads")
+    check_column_types(connection, label)
+
+
+_STORAGE_CLASSES = {"TEXT": ("text",), "INTEGER": ("integer",), "REAL": ("real", "integer"), "BLOB": ("blob",)}
+"""The SQLite storage classes (``typeof``) a column of each declared type may hold."""
+
+
+def _schema_columns() -> dict[str, list[tuple[str, str, bool]]]:
+    """Each table of :data:`SCHEMA`: its columns as (name, declared type, NOT NULL)."""
+    connection = sqlite3.connect(":memory:")
+    try:
+        connection.executescript(SCHEMA)
+        tables = [name for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return {
+            table: [(c[1], c[2].upper(), bool(c[3] or c[5])) for c in connection.execute(f"PRAGMA table_info({table})")]
+            for table in tables
+            if not table.startswith("sqlite_")
+        }
+    finally:
+        connection.close()
+
+
+def _sql_strings(words: tuple[str, ...]) -> str:
+    return ", ".join(f"'{word}'" for word in words)
+
+
+def check_column_types(connection: sqlite3.Connection, label: str) -> None:
+    """Raise :class:`NotAStore` naming the first value whose SQLite type is not its column's.
+
+    SQLite keeps any value in any column; a store file from elsewhere (edited,
+    corrupted, made up) may hold a blob where the schema says text, or text
+    where it says integer. One scan per table reads only each value's type.
+    """
+    try:
+        present = {name for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        for table, columns in _schema_columns().items():
+            if table not in present:
+                continue
+            allowed = [
+                (name, declared, (*_STORAGE_CLASSES.get(declared, ()), *(() if required else ("null",))))
+                for name, declared, required in columns
+                if declared in _STORAGE_CLASSES
+            ]
+            tests = " OR ".join(f"typeof({name}) NOT IN ({_sql_strings(kinds)})" for name, _, kinds in allowed)
+            kinds_found = ", ".join(f"typeof({name})" for name, _, _ in allowed)
+            found = connection.execute(f"SELECT rowid, {kinds_found} FROM {table} WHERE {tests} LIMIT 1").fetchone()
+            if found is None:
+                continue
+            for (name, declared, kinds), kind in zip(allowed, found[1:], strict=True):
+                if kind not in kinds:
+                    what = "no value" if kind == "null" else f"a {kind} value"
+                    raise NotAStore(
+                        f"{label}: not a foldline store (table {table}, row {found[0]}: column {name} holds {what} "
+                        f"where the schema has {declared})"
+                    )
+    except sqlite3.DatabaseError as exc:
+        raise NotAStore(f"{label}: not a foldline store ({exc})") from exc
 
 
 NEEDS_RECOVERY = frozenset({"SQLITE_READONLY_ROLLBACK", "SQLITE_READONLY_RECOVERY", "SQLITE_READONLY_CANTINIT"})
