@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,13 @@ def test_an_unknown_log_level_is_a_usage_error_naming_the_choices(capsys: pytest
 def test_the_log_level_is_read_in_any_case(tmp_path: Path) -> None:
     code, _, err = run_cli(["--log-level", "ERROR", "run", str(tmp_path / "none.toml")])
     assert (code, err) == (2, f"foldline: {tmp_path / 'none.toml'}: no such file\n")
+
+
+def test_sim_on_a_port_in_use_exits_2_naming_host_and_port() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        code, out, err = run_cli(["sim", "--port", str(port)])  # before: an exception-group traceback
+    assert (code, out) == (2, "")
+    assert err == f"foldline: --host 127.0.0.1 --port {port}: cannot listen there (Address already in use)\n"

@@ -199,7 +199,15 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     sleep = frozen_sleep if virtual is not None else anyio.sleep
     nodes = ", ".join(sorted(policies.policies)) or "none"
 
+    refused: list[BaseException] = []
+
     async def serve() -> None:
+        try:
+            await serve_until_stopped()
+        except* OSError as group:  # the address cannot be listened on (in use, not this host's, no such host)
+            refused.extend(group.exceptions)
+
+    async def serve_until_stopped() -> None:
         async with anyio.create_task_group() as tg:
             server = await tg.start(
                 lambda task_status: serve_forever(
@@ -226,4 +234,11 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     with contextlib.suppress(KeyboardInterrupt):
         anyio.run(serve)
+    if refused:
+        reason = refused[0]
+        while isinstance(reason, BaseExceptionGroup):
+            reason = reason.exceptions[0]
+        detail = reason.strerror if isinstance(reason, OSError) and reason.strerror else str(reason)
+        print(f"foldline: --host {args.host} --port {args.port}: cannot listen there ({detail})", file=err)
+        return EXIT_BAD_INPUT
     return EXIT_OK
