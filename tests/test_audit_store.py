@@ -112,3 +112,9 @@ def test_a_stored_type_in_a_private_module_is_refused_unimported(stored_run: Pat
     assert code == 1
     assert err.count("\n") == 1  # one message: the command ran once
     assert err.endswith(f"ContextState: type {name} is not one of foldline's own (runtime, actors, signals)\n")
+
+
+def test_events_of_an_unknown_type_exit_2_naming_the_types(stored_run: Path) -> None:
+    code, err = run_cli(["events", "--type", "ContextDecision,Nope"], stored_run)  # before: nothing printed, exit 0
+    assert code == 2
+    assert err.startswith("foldline: --type 'Nope': not an event type; types: CacheRewrite, ChildSpawned, ")

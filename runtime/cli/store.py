@@ -262,6 +262,14 @@ def run_events(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     types = None
     if args.types:
         types = {name.strip() for entry in args.types for name in entry.split(",") if name.strip()}
+        from signals.events import EVENT_TYPES
+
+        if unknown := sorted(types - set(EVENT_TYPES)):
+            return _fail(
+                err,
+                f"--type {unknown[0]!r}: not an event type; types: {', '.join(sorted(EVENT_TYPES))}",
+                EXIT_BAD_INPUT,
+            )
     if args.path.startswith(("postgres://", "postgresql://")):
         return _postgres_events(args, types, out, err)
     if args.run is not None:
