@@ -95,3 +95,22 @@ def test_sim_on_a_port_in_use_exits_2_naming_host_and_port() -> None:
         code, out, err = run_cli(["sim", "--port", str(port)])  # before: an exception-group traceback
     assert (code, out) == (2, "")
     assert err == f"foldline: --host 127.0.0.1 --port {port}: cannot listen there (Address already in use)\n"
+
+
+@pytest.mark.parametrize("option", ["--faults", "--script"])
+def test_sim_refuses_a_huge_file_unread_and_a_deep_one_by_name(option: str, tmp_path: Path) -> None:
+    huge = tmp_path / "huge.toml"
+    with open(huge, "wb") as f:
+        f.truncate(50 * 1024 * 1024)  # sparse; before, read whole (a FIFO or /dev/zero: forever)
+    what = option.removeprefix("--").removesuffix("s")
+    code, _, err = run_cli(["sim", "--port", "0", option, str(huge)])
+    assert code == 2
+    assert err == (
+        f"foldline: {huge}: {50 * 1024 * 1024} bytes is above the bound of {4 * 1024 * 1024} bytes "
+        f"for a {what} file; nothing was read\n"
+    )
+    deep = tmp_path / "deep.toml"
+    deep.write_text("x = " + "[" * 5000 + "]" * 5000 + "\n", encoding="utf-8")
+    code, _, err = run_cli(["sim", "--port", "0", option, str(deep)])  # before: a RecursionError traceback
+    assert code == 2
+    assert err == f"foldline: {deep}: not a TOML {what} file (arrays or tables nested too deep)\n"

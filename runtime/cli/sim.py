@@ -38,7 +38,6 @@ import argparse
 import contextlib
 import time
 import tomllib
-from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
@@ -91,12 +90,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _read_toml(path: str, what: str) -> dict[str, Any]:
+    from runtime.config.bounds import MAX_SCENARIO_BYTES
+    from runtime.config.files import FileTooLarge, read_bounded
+
     try:
-        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        return tomllib.loads(read_bounded(path, MAX_SCENARIO_BYTES, what=f"a {what} file").decode("utf-8"))
+    except FileTooLarge as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the {what} file ({exc.strerror or exc})") from exc
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: not a TOML {what} file ({exc})") from exc
+    except RecursionError:
+        raise ConfigError(f"{path}: not a TOML {what} file (arrays or tables nested too deep)") from None
 
 
 def load_script_file(path: str) -> dict[str, ScriptPolicy]:
