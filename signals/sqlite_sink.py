@@ -170,3 +170,5 @@ def read_events(
             yield rowid, Event.from_json(json.loads(body))
         except (ValueError, InvalidEventError) as exc:
             raise InvalidEventError(f"{os.fspath(path)}: events row {rowid}: {exc}") from exc
+        except RecursionError:  # a body nested thousands deep (a file from elsewhere)
+            raise InvalidEventError(f"{os.fspath(path)}: events row {rowid}: JSON nested too deep") from None

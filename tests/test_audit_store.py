@@ -118,3 +118,25 @@ def test_events_of_an_unknown_type_exit_2_naming_the_types(stored_run: Path) -> 
     code, err = run_cli(["events", "--type", "ContextDecision,Nope"], stored_run)  # before: nothing printed, exit 0
     assert code == 2
     assert err.startswith("foldline: --type 'Nope': not an event type; types: CacheRewrite, ChildSpawned, ")
+
+
+@pytest.mark.parametrize("usage", ["-1", '"many"', '{"input_tokens": "x"}', '{"input_tokens": true}'])
+def test_a_stored_usage_that_is_no_object_of_counts_is_named_by_resume(
+    stored_run: Path, tmp_path: Path, usage: str
+) -> None:
+    store = corrupted(stored_run, tmp_path, "UPDATE requests SET usage = ? WHERE rid = 1", usage)
+    connection = sqlite3.connect(store)
+    connection.execute("DELETE FROM events WHERE type = 'RunFinished'")  # a run that stopped: resume plans it
+    connection.commit()
+    connection.close()
+    code, err = run_cli(["resume", "--quiet", "--provider", "scripted"], store)  # before: AttributeError traceback
+    assert code == 1
+    assert err.startswith(f"foldline: {store}: cannot resume: request ")
+    assert err.endswith(f"stored usage {usage!r} is not an object of token counts\n")
+
+
+def test_an_event_nested_too_deep_is_named_by_events(stored_run: Path, tmp_path: Path) -> None:
+    store = corrupted(stored_run, tmp_path, "UPDATE events SET body = ? WHERE rowid = 3", "[" * 5000 + "]" * 5000)
+    code, err = run_cli(["events"], store)  # before: a RecursionError traceback
+    assert code == 1
+    assert err == f"foldline: malformed store: {store}: events row 3: JSON nested too deep\n"

@@ -325,6 +325,10 @@ class StoreReader:
                 usage = loads_json(r[15])
             except ValueError as exc:
                 raise StoreCorrupt(f"{label}: stored usage is not JSON ({exc})") from exc
+            if not isinstance(usage, dict) or not all(
+                isinstance(v, int) and not isinstance(v, bool) for v in usage.values()
+            ):
+                raise StoreCorrupt(f"{label}: stored usage {r[15]!r:.120} is not an object of token counts")
         record = loads_value(r[16], f"{label} record")
         result_bound = getattr(record, "result_bound", None)
         if result_bound is not None and (isinstance(result_bound, bool) or not isinstance(result_bound, int)):
