@@ -1,6 +1,6 @@
 """The ``foldline`` command line.
 
-- ``foldline run SCENARIO [--provider scripted|simulated|anthropic]
+- ``foldline run SCENARIO [--provider scripted|simulated|anthropic|openai]
   [--signals FILE.jsonl] [--report FILE.json] [--tools MODULE:NAME]``: run a scenario file, show
   progress on stderr, print the report on stdout. Exit 0 when every node
   succeeded, 1 when the run finished with failed nodes, 2 on bad input.
