@@ -17,6 +17,8 @@ import httpx
 import pytest
 
 from runtime.policies import PolicyRegistry
+from runtime.sim.admin import Admin
+from runtime.sim.clock import ManualClock
 from runtime.sim.default_model import DefaultModel
 from runtime.sim.server import SimConfig, SimServer, serve_simulator
 
@@ -92,3 +94,20 @@ async def test_a_tool_choice_name_of_the_wrong_type_is_a_400_naming_it(name: Any
         status, envelope = await post(sim, "/v1/messages", json.dumps(body).encode())
     assert status == 400, envelope
     assert envelope["error"]["message"] == f"tool_choice.name: {name!r} is not the name of a tool in 'tools'"
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b'{"seconds": 1e308}', "seconds: 1e+308 would move the clock from 1000.0 past the year 9999"),
+        (b'{"seconds": 99999999999999999999999999}', "seconds: 1e+26 would move the clock from 1000.0 past"),
+        (b'{"seconds": 1, "sconds": 2}', "sconds: Extra inputs are not permitted"),
+    ],
+)
+async def test_the_virtual_clock_stays_a_date_and_its_body_has_one_key(body: bytes, message: str) -> None:
+    clock = ManualClock(now=1000.0)
+    async with serve_simulator(SimConfig(), PolicyRegistry(default=DefaultModel()), clock, admin=Admin(clock)) as sim:
+        status, envelope = await post(sim, "/_foldline/clock/advance", body)
+    assert status == 400, envelope
+    assert envelope["error"]["message"].startswith(message)
+    assert clock.now == 1000.0  # before: 1e308, and chat completions' `created` a 309-digit integer
