@@ -140,3 +140,19 @@ def test_an_event_nested_too_deep_is_named_by_events(stored_run: Path, tmp_path:
     code, err = run_cli(["events"], store)  # before: a RecursionError traceback
     assert code == 1
     assert err == f"foldline: malformed store: {store}: events row 3: JSON nested too deep\n"
+
+
+def test_a_follower_scans_the_store_types_once_not_at_every_poll(
+    stored_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import runtime.store.schema as schema
+    from signals.sqlite_sink import read_events
+
+    scans: list[str] = []
+    scan = schema.check_column_types
+    monkeypatch.setattr(
+        schema, "check_column_types", lambda connection, label: scans.append(label) or scan(connection, label)
+    )
+    first = list(read_events(stored_run))
+    later = list(read_events(stored_run, after_rowid=first[-1][0], order="rowid", check_types=False))
+    assert first and later == [] and scans == [str(stored_run)]  # a 100,000-event store scans in about 0.2 s

@@ -282,7 +282,8 @@ def run_events(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         while True:
             # Whether a writer was active is read before the events, so nothing it wrote is missed.
             active = args.follow and writer_active(resolve_store_path(args.path))
-            for rowid, event in read_events(args.path, types=types, after_rowid=last, order=order):
+            polled = read_events(args.path, types=types, after_rowid=last, order=order, check_types=last == 0)
+            for rowid, event in polled:
                 print(canonical_json(event.to_json()), file=out, flush=args.follow)
                 last = max(last, rowid)
             if not active:

@@ -210,8 +210,9 @@ def create_store_file(file: Path, meta: Mapping[str, str]) -> None:
     os.replace(partial, file)
 
 
-def check_schema(connection: sqlite3.Connection, label: str) -> None:
-    """Raise :class:`NotAStore` unless the connection holds a store of this schema version."""
+def check_schema(connection: sqlite3.Connection, label: str, *, check_types: bool = True) -> None:
+    """Raise :class:`NotAStore` unless the connection holds a store of this schema version
+    (and, with ``check_types``, every value is of its column's type: :func:`check_column_types`)."""
     try:
         row = connection.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     except sqlite3.DatabaseError as exc:
@@ -220,7 +221,8 @@ def check_schema(connection: sqlite3.Connection, label: str) -> None:
         raise NotAStore(f"{label}: not a foldline store (no schema version in its meta table)")
     if row[0] != str(SCHEMA_VERSION):
         raise NotAStore(f"{label}: store schema version {row[0]} is not {SCHEMA_VERSION}, the one this build reads")
-    check_column_types(connection, label)
+    if check_types:
+        check_column_types(connection, label)
 
 
 _STORAGE_CLASSES = {"TEXT": ("text",), "INTEGER": ("integer",), "REAL": ("real", "integer"), "BLOB": ("blob",)}
@@ -325,8 +327,11 @@ def _needs_recovery(connection: sqlite3.Connection) -> bool:
     return False  # any other error is reported by check_schema, naming it
 
 
-def open_reader(path: str | os.PathLike[str]) -> sqlite3.Connection:
+def open_reader(path: str | os.PathLike[str], *, check_types: bool = True) -> sqlite3.Connection:
     """A read-only connection to an existing store; :class:`NotAStore` when there is none.
+
+    ``check_types=False`` skips the scan of :func:`check_column_types` (a
+    reader polling a store it already checked, such as ``events --follow``).
 
     A store whose writer was killed may hold a state a read-only connection
     cannot read past (see :data:`NEEDS_RECOVERY`); it is recovered once by
@@ -347,7 +352,7 @@ def open_reader(path: str | os.PathLike[str]) -> sqlite3.Connection:
         recover_after_crash(file, label)
         connection = _connect_read_only(file, label)
     try:
-        check_schema(connection, label)
+        check_schema(connection, label, check_types=check_types)
     except BaseException:
         connection.close()
         raise
