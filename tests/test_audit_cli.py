@@ -114,3 +114,30 @@ def test_sim_refuses_a_huge_file_unread_and_a_deep_one_by_name(option: str, tmp_
     code, _, err = run_cli(["sim", "--port", "0", option, str(deep)])  # before: a RecursionError traceback
     assert code == 2
     assert err == f"foldline: {deep}: not a TOML {what} file (arrays or tables nested too deep)\n"
+
+
+def test_report_names_a_source_nested_too_deep(tmp_path: Path) -> None:
+    deep = "[" * 5000 + "]" * 5000
+    whole = tmp_path / "deep.json"
+    whole.write_text(deep + "\n", encoding="utf-8")
+    code, _, err = run_cli(["report", str(whole), "--html", str(tmp_path / "r.html")])  # before: RecursionError
+    assert (code, err) == (2, f"foldline: {whole}: JSON nested too deep; expected a signals file or bench JSON\n")
+    signals = tmp_path / "s.jsonl"
+    code, _, _ = run_cli(["run", str(QUICKSTART), "--quiet", "--provider", "scripted", "--signals", str(signals)])
+    first = signals.read_text(encoding="utf-8").splitlines()[0]
+    signals.write_text(f"{first}\n{deep}\n{first}\n", encoding="utf-8")
+    code, _, err = run_cli(["report", str(signals), "--html", str(tmp_path / "r.html")])
+    assert code == 2 and "Traceback" not in err
+    assert err.startswith(f"foldline: not a signals file (JSON Lines of events) nor bench JSON: {signals}:2: ")
+    assert "JSON nested too deep" in err
+
+
+def test_report_reads_a_device_only_up_to_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    import runtime.display.sources as sources
+
+    monkeypatch.setattr(sources, "MAX_TEXT_SOURCE_BYTES", 1 << 20)  # the real bound is 1 GiB
+    code, _, err = run_cli(["report", "/dev/zero", "--html", "/dev/null"])  # before: read without end
+    assert (code, err) == (
+        2,
+        f"foldline: /dev/zero: more than {1 << 20} bytes, above the bound for a report source; refused\n",
+    )
