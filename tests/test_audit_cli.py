@@ -141,3 +141,17 @@ def test_report_reads_a_device_only_up_to_its_bound(monkeypatch: pytest.MonkeyPa
         2,
         f"foldline: /dev/zero: more than {1 << 20} bytes, above the bound for a report source; refused\n",
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--micro", "--workloads", "fits"], "--workloads: not with --micro (the table's option)"),
+        (["--micro", "--provider", "scripted"], "--provider: not with --micro (the table's option)"),
+        (["--scaling"], "--scaling: only with --micro"),
+        (["--small", "--no-scaling"], "--no-scaling: only with --micro"),
+    ],
+)
+def test_bench_refuses_an_option_its_mode_would_ignore(argv: list[str], message: str) -> None:
+    code, out, err = run_cli(["bench", *argv])  # before: the option was ignored and the whole benchmark ran
+    assert (code, out, err) == (2, "", f"foldline bench: {message}\n")
