@@ -156,3 +156,23 @@ def test_a_follower_scans_the_store_types_once_not_at_every_poll(
     first = list(read_events(stored_run))
     later = list(read_events(stored_run, after_rowid=first[-1][0], order="rowid", check_types=False))
     assert first and later == [] and scans == [str(stored_run)]  # a 100,000-event store scans in about 0.2 s
+
+
+def test_run_store_on_a_file_that_is_no_store_says_so_and_keeps_it(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n", encoding="utf-8")
+    out, err = io.StringIO(), io.StringIO()
+    argv = [
+        "run",
+        str(ROOT / "scenarios" / "quickstart.toml"),
+        "--provider",
+        "scripted",
+        "--quiet",
+        "--store",
+        str(notes),
+    ]
+    assert main(argv, out=out, err=err) == 2  # before: "already holds a run; continue it with foldline resume"
+    assert (
+        err.getvalue() == f"foldline: {notes}: is a file that is not a store (it is left as it is); name another path\n"
+    )
+    assert notes.read_text(encoding="utf-8") == "my notes\n"
