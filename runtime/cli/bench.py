@@ -257,13 +257,14 @@ def _run_micro(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
-_TABLE_ONLY = (
+_TABLE_ONLY: tuple[tuple[str, str], ...] = (
     ("workloads", "--workloads"),
     ("strategies", "--strategies"),
     ("dir", "--dir"),
     ("workload", "--workload"),
+    ("model", "--model"),
+    ("small", "--small"),
 )
-_TABLE_ONLY += (("model", "--model"), ("small", "--small"))
 _MICRO_ONLY = (("scaling_only", "--scaling"), ("no_scaling", "--no-scaling"))
 
 
