@@ -129,7 +129,9 @@ def _cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"foldline: {args.scenario}: {exc}", file=err)
         return EXIT_BAD_INPUT
     report = run.report
-    print(format_report(report), file=out)
+    from runtime.display.terminal import shown
+
+    print(shown(format_report(report)), file=out)
     if args.report:
         from runtime.cli.outputs import write_output
 

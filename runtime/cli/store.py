@@ -60,9 +60,10 @@ def _progress(args: argparse.Namespace, err: TextIO) -> Any:
 
 
 def _print_report(report: dict[str, Any], args: argparse.Namespace, out: TextIO) -> int:
+    from runtime.display.terminal import shown
     from runtime.report import format_report
 
-    print(format_report(report), file=out)
+    print(shown(format_report(report)), file=out)
     if getattr(args, "report", None):
         from runtime.cli.outputs import write_output
 
@@ -388,7 +389,9 @@ def run_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     picture = describe_branch(
         branch, count_tokens=count_tokens, node_id=nodes.get(branch.id), projection=_projection_of(branch, bounds)
     )
-    print(format_branch(picture), file=out)
+    from runtime.display.terminal import shown
+
+    print(shown(format_branch(picture)), file=out)
     return EXIT_OK
 
 
