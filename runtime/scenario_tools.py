@@ -28,6 +28,7 @@ import importlib
 import json
 import os
 import sys
+import traceback
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -48,10 +49,14 @@ def load_user_tools(spec: str) -> ToolRegistry:
     cwd = os.getcwd()
     if cwd not in sys.path:
         sys.path.insert(0, cwd)
+    if module_name.startswith("."):
+        raise ConfigError(f"--tools: {spec!r} is not of the form {_SPEC_FORM} (a relative module name)")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ConfigError(f"--tools: cannot import {module_name!r} ({exc})") from None
+    except Exception as exc:  # the user's module raised while it was imported: say what and where, no traceback
+        raise ConfigError(f"--tools: importing {module_name!r} raised {_raised_at(exc)}") from None
     try:
         value = getattr(module, attribute)
     except AttributeError:
@@ -68,7 +73,20 @@ def _as_registry(value: object, spec: str) -> ToolRegistry:
         items = list(value)
         if all(isinstance(t, Tool) for t in items):
             return ToolRegistry({t.name: t for t in items})
+        i, item = next((i, t) for i, t in enumerate(items) if not isinstance(t, Tool))
+        raise ConfigError(
+            f"--tools: {spec!r} is a {type(value).__name__} whose item {i} is a {type(item).__name__}, not a Tool"
+        )
     raise ConfigError(f"--tools: {spec!r} is a {type(value).__name__}, not a ToolRegistry, a Tool or a list of tools")
+
+
+def _raised_at(exc: BaseException) -> str:
+    """``Type: message`` and where it was raised (the file and line; a SyntaxError's message names its own)."""
+    where = ""
+    if not isinstance(exc, SyntaxError) and exc.__traceback__ is not None:
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        where = f" ({frame.filename}, line {frame.lineno})"
+    return f"{type(exc).__name__}: {exc}{where}"
 
 
 def tool_names_for_loading(user: ToolRegistry | None = None, base: ToolRegistry = BUILTIN_TOOLS) -> frozenset[str]:

@@ -107,6 +107,8 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[Event]:
             if index == last_index:
                 break
             raise InvalidEventError(f"{os.fspath(path)}:{index + 1}: not JSON ({error.msg}): {line[:200]!r}") from error
+        except RecursionError:  # a line nested thousands deep: no event is
+            raise InvalidEventError(f"{os.fspath(path)}:{index + 1}: JSON nested too deep: {line[:80]!r}") from None
         try:
             events.append(Event.from_json(obj))
         except InvalidEventError as error:

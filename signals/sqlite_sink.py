@@ -139,11 +139,13 @@ def read_events(
     types: Collection[str] | None = None,
     after_rowid: int = 0,
     order: str = "seq",
+    check_types: bool = True,
 ) -> Iterator[tuple[int, Event]]:
     """The events stored at ``path`` as (rowid, event), ordered by ``seq`` or by ``rowid`` (commit order).
 
     ``types`` keeps only those event types; ``after_rowid`` only events
-    committed after that row (``events --follow`` reads in commit order).
+    committed after that row (``events --follow`` reads in commit order);
+    ``check_types=False`` skips the store's type scan (a follower's later polls).
     A stored event that is not a valid event raises
     :class:`~signals.envelope.InvalidEventError` naming its row.
     """
@@ -153,7 +155,7 @@ def read_events(
 
     if order not in ("seq", "rowid"):
         raise ValueError(f"order: {order!r} is not 'seq' or 'rowid'")
-    connection = open_reader(path)
+    connection = open_reader(path, check_types=check_types)
     try:
         sql = "SELECT rowid, body FROM events WHERE rowid > ?"
         params: list[object] = [after_rowid]
@@ -168,5 +170,7 @@ def read_events(
     for rowid, body in rows:
         try:
             yield rowid, Event.from_json(json.loads(body))
-        except (ValueError, InvalidEventError) as exc:
+        except (ValueError, TypeError, InvalidEventError) as exc:
             raise InvalidEventError(f"{os.fspath(path)}: events row {rowid}: {exc}") from exc
+        except RecursionError:  # a body nested thousands deep (a file from elsewhere)
+            raise InvalidEventError(f"{os.fspath(path)}: events row {rowid}: JSON nested too deep") from None

@@ -257,8 +257,33 @@ def _run_micro(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
+_TABLE_ONLY: tuple[tuple[str, str], ...] = (
+    ("workloads", "--workloads"),
+    ("strategies", "--strategies"),
+    ("dir", "--dir"),
+    ("workload", "--workload"),
+    ("model", "--model"),
+    ("small", "--small"),
+)
+_MICRO_ONLY = (("scaling_only", "--scaling"), ("no_scaling", "--no-scaling"))
+
+
+def _mode_conflict(args: argparse.Namespace) -> str | None:
+    """An option of the table given with --micro, or one of --micro given without it (it would be ignored)."""
+    named = _TABLE_ONLY if args.micro else _MICRO_ONLY
+    given = [flag for attribute, flag in named if getattr(args, attribute, None)]
+    if args.micro and args.provider != "simulated":
+        given.append("--provider")
+    if not given:
+        return None
+    return f"{given[0]}: only with --micro" if not args.micro else f"{given[0]}: not with --micro (the table's option)"
+
+
 def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Run ``foldline bench`` with parsed ``args``; the table goes to ``out``, progress to ``err``."""
+    if conflict := _mode_conflict(args):
+        print(f"foldline bench: {conflict}", file=err)
+        return EXIT_BAD_INPUT
     if args.micro:
         return _run_micro(args, out, err)
     return _run_table(args, out, err)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TextIO
 
+from runtime.display.terminal import shown
 from signals.bus import Gap
 from signals.envelope import Event
 
@@ -38,6 +39,6 @@ def progress_printer(stream: TextIO) -> Callable[[Event | Gap], None]:
                 f"write {u['cache_write_5m_tokens'] + u['cache_write_1h_tokens']} out {u['output_tokens']}"
             )
         if line is not None:
-            print(line, file=stream, flush=True)
+            print(shown(line), file=stream, flush=True)
 
     return show

@@ -38,7 +38,6 @@ import argparse
 import contextlib
 import time
 import tomllib
-from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
@@ -91,12 +90,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _read_toml(path: str, what: str) -> dict[str, Any]:
+    from runtime.config.bounds import MAX_SCENARIO_BYTES
+    from runtime.config.files import FileTooLarge, read_bounded
+
     try:
-        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        return tomllib.loads(read_bounded(path, MAX_SCENARIO_BYTES, what=f"a {what} file").decode("utf-8"))
+    except FileTooLarge as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the {what} file ({exc.strerror or exc})") from exc
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: not a TOML {what} file ({exc})") from exc
+    except RecursionError:
+        raise ConfigError(f"{path}: not a TOML {what} file (arrays or tables nested too deep)") from None
 
 
 def load_script_file(path: str) -> dict[str, ScriptPolicy]:
@@ -199,7 +205,15 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     sleep = frozen_sleep if virtual is not None else anyio.sleep
     nodes = ", ".join(sorted(policies.policies)) or "none"
 
+    refused: list[BaseException] = []
+
     async def serve() -> None:
+        try:
+            await serve_until_stopped()
+        except* OSError as group:  # the address cannot be listened on (in use, not this host's, no such host)
+            refused.extend(group.exceptions)
+
+    async def serve_until_stopped() -> None:
         async with anyio.create_task_group() as tg:
             server = await tg.start(
                 lambda task_status: serve_forever(
@@ -226,4 +240,11 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     with contextlib.suppress(KeyboardInterrupt):
         anyio.run(serve)
+    if refused:
+        reason = refused[0]
+        while isinstance(reason, BaseExceptionGroup):
+            reason = reason.exceptions[0]
+        detail = reason.strerror if isinstance(reason, OSError) and reason.strerror else str(reason)
+        print(f"foldline: --host {args.host} --port {args.port}: cannot listen there ({detail})", file=err)
+        return EXIT_BAD_INPUT
     return EXIT_OK

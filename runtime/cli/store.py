@@ -26,7 +26,6 @@ import json
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
@@ -61,11 +60,14 @@ def _progress(args: argparse.Namespace, err: TextIO) -> Any:
 
 
 def _print_report(report: dict[str, Any], args: argparse.Namespace, out: TextIO) -> int:
+    from runtime.display.terminal import shown
     from runtime.report import format_report
 
-    print(format_report(report), file=out)
+    print(shown(format_report(report)), file=out)
     if getattr(args, "report", None):
-        Path(args.report).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        from runtime.cli.outputs import write_output
+
+        write_output("--report", args.report, json.dumps(report, indent=2, sort_keys=True) + "\n")
     return EXIT_OK if report["status"] == "ok" else EXIT_FAILED
 
 
@@ -263,6 +265,14 @@ def run_events(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     types = None
     if args.types:
         types = {name.strip() for entry in args.types for name in entry.split(",") if name.strip()}
+        from signals.events import EVENT_TYPES
+
+        if unknown := sorted(types - set(EVENT_TYPES)):
+            return _fail(
+                err,
+                f"--type {unknown[0]!r}: not an event type; types: {', '.join(sorted(EVENT_TYPES))}",
+                EXIT_BAD_INPUT,
+            )
     if args.path.startswith(("postgres://", "postgresql://")):
         return _postgres_events(args, types, out, err)
     if args.run is not None:
@@ -275,7 +285,8 @@ def run_events(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         while True:
             # Whether a writer was active is read before the events, so nothing it wrote is missed.
             active = args.follow and writer_active(resolve_store_path(args.path))
-            for rowid, event in read_events(args.path, types=types, after_rowid=last, order=order):
+            polled = read_events(args.path, types=types, after_rowid=last, order=order, check_types=last == 0)
+            for rowid, event in polled:
                 print(canonical_json(event.to_json()), file=out, flush=args.follow)
                 last = max(last, rowid)
             if not active:
@@ -382,7 +393,9 @@ def run_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     picture = describe_branch(
         branch, count_tokens=count_tokens, node_id=nodes.get(branch.id), projection=_projection_of(branch, bounds)
     )
-    print(format_branch(picture), file=out)
+    from runtime.display.terminal import shown
+
+    print(shown(format_branch(picture)), file=out)
     return EXIT_OK
 
 

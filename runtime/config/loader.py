@@ -114,6 +114,10 @@ def _build(text: str, *, label: str, path: str | None, tool_names: Collection[st
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(label, _syntax_detail(str(exc), text)) from None
+    except RecursionError:  # tomllib parses nested arrays and tables recursively
+        raise ScenarioError(
+            label, "arrays or tables nested too deep for the TOML parser (hundreds of levels)"
+        ) from None
     try:
         check_document_ints(document)
         return _scenario_from_document(document, label=label, path=path, tool_names=known_tools)

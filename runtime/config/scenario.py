@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import PurePosixPath, PureWindowsPath
 from types import MappingProxyType
 from typing import Any
 
@@ -19,6 +20,7 @@ from runtime.config.checks import (
     _table_fields,
     _tuple_if_array,
     _values_of,
+    bad_value,
     check_array,
     check_int,
     check_name,
@@ -76,9 +78,10 @@ def _check_run(v: Mapping[str, Any], where: str) -> None:
         v["spawn_limit"], join_key(where, "spawn_limit"), minimum=0, maximum=MAX_SPAWN_LIMIT, expected="an integer >= 0"
     )
     if v["workspace"] is not None:
-        check_text(
-            v["workspace"], join_key(where, "workspace"), expected="a directory path relative to the scenario file"
-        )
+        expected = "a directory path relative to the scenario file"
+        workspace = check_text(v["workspace"], join_key(where, "workspace"), expected=expected)
+        if "\x00" in workspace or PurePosixPath(workspace).is_absolute() or PureWindowsPath(workspace).anchor:
+            raise bad_value(join_key(where, "workspace"), workspace, expected)
 
 
 # -- the scenario ---------------------------------------------------------

@@ -24,6 +24,7 @@ from typing import Any, TextIO
 import attrs
 
 from runtime.ceiling import DEFAULT_FOLD_AT
+from runtime.display import terminal
 from signals.bus import Gap
 from signals.envelope import Event
 
@@ -184,7 +185,7 @@ def live_board(stream: TextIO) -> Iterator[Callable[[Event | Gap], None]]:
                 return
             changed, message = board.feed(event)
             if message is not None:
-                live.console.print(message, markup=False, highlight=False)
+                live.console.print(terminal.shown(message), markup=False, highlight=False)
             now = time.monotonic()
             urgent = message is not None or event.type in NODE_EVENTS
             if changed and (urgent or now - last[0] >= REFRESH_SECONDS):

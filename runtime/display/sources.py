@@ -22,6 +22,7 @@ from typing import Any
 
 import attrs
 
+from runtime.config.files import FileTooLarge, read_bounded
 from runtime.errors import FoldlineError
 from runtime.pricing import PricingTable
 from runtime.report import ReportBuilder
@@ -81,18 +82,18 @@ def load_source(path: str | os.PathLike[str]) -> RunSource | BenchSource:
         raise ReportSourceError(f"{label}: no such file or directory; expected a store, a signals file or bench JSON")
     if target.is_dir() or _head(target, len(SQLITE_MAGIC)) == SQLITE_MAGIC:
         return _load_store(label)
-    size = target.stat().st_size
-    if size > MAX_TEXT_SOURCE_BYTES:
-        raise ReportSourceError(
-            f"{label}: {size:,} bytes is over the {MAX_TEXT_SOURCE_BYTES:,}-byte limit of a report source"
-        )
     try:
-        text = target.read_text(encoding="utf-8")
+        text = read_bounded(target, MAX_TEXT_SOURCE_BYTES, what="a report source").decode("utf-8")
+    except FileTooLarge as exc:  # by its size, or (a device, a pipe) by what was read
+        raise ReportSourceError(f"{label}: {exc}") from exc
     except UnicodeDecodeError as exc:
         raise ReportSourceError(
             f"{label}: not UTF-8 text ({exc.reason} at byte {exc.start}); expected a store, a signals file or bench JSON"
         ) from exc
-    document = _whole_json(text)
+    try:
+        document = _whole_json(text)
+    except RecursionError:
+        raise ReportSourceError(f"{label}: JSON nested too deep; expected a signals file or bench JSON") from None
     if isinstance(document, dict) and "schema" in document and "type" not in document:
         if document.get("schema") != BENCH_SCHEMA:
             raise ReportSourceError(f"{label}: schema {document.get('schema')!r} is not {BENCH_SCHEMA!r}")

@@ -24,6 +24,8 @@ from runtime.sim.http import HttpRequest
 ADMIN_PREFIX = "/_foldline/"
 CLOCK_PATH = "/_foldline/clock"
 ADVANCE_PATH = "/_foldline/clock/advance"
+LAST_TIME = 253_402_300_800.0
+"""The first second of the year 10000 (UTC): a virtual clock stays before it, so every timestamp it gives is a date."""
 
 
 @attrs.define(eq=False)
@@ -42,7 +44,13 @@ class Admin:
                 raise invalid_request(
                     "this simulator runs on the wall clock; start it with `foldline sim --clock virtual` to advance time"
                 )
-            return {"clock": kind, "now": self.clock.advance(_seconds(request.body))}
+            seconds = _seconds(request.body)
+            if self.clock.now + seconds >= LAST_TIME:
+                raise invalid_request(
+                    f"seconds: {seconds!r} would move the clock from {self.clock.now!r} past the year 9999 "
+                    f"(the last time a timestamp can name, {LAST_TIME:g} s)"
+                )
+            return {"clock": kind, "now": self.clock.advance(seconds)}
         raise SimAPIError(404, "not_found_error", f"Not found: {request.method} {request.path}")
 
 
@@ -52,6 +60,10 @@ def _seconds(body: bytes) -> float:
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise invalid_request(f"request body: not valid JSON ({exc})") from exc
     seconds = value.get("seconds") if isinstance(value, dict) else None
+    if isinstance(value, dict) and (extra := sorted(set(value) - {"seconds"})):
+        raise invalid_request(f'{extra[0]}: Extra inputs are not permitted (the body is {{"seconds": S}})')
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds < 0:
-        raise invalid_request(f'seconds: expected a finite number >= 0, got {seconds!r} (body: {{"seconds": 301}})')
+        raise invalid_request(
+            f'seconds: expected a finite number >= 0, got {seconds!r} (a body like {{"seconds": 301}})'
+        )
     return float(seconds)

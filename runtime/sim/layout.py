@@ -172,7 +172,7 @@ def parse_cache_control(value: Any, where: str) -> str:
     if value.get("type") != "ephemeral":
         raise invalid_request(f"{where}.type: Input should be 'ephemeral', got {value.get('type')!r}")
     ttl = value.get("ttl", "5m")
-    if ttl not in TTL_SECONDS:
+    if not isinstance(ttl, str) or ttl not in TTL_SECONDS:
         raise invalid_request(f"{where}.ttl: Input should be '5m' or '1h', got {ttl!r}")
     return ttl
 

@@ -8,6 +8,7 @@ plain functions of their arguments (the token counter is thread-safe).
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import attrs
@@ -38,6 +39,13 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"the number {text[:40]} is out of range")
+    return value
+
+
 def _check_depth(value: Any) -> None:
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
@@ -56,13 +64,17 @@ def _check_depth(value: Any) -> None:
 def decode_body(body: bytes) -> Decoded:
     """The body as JSON and its digest; 400 when it is not UTF-8 JSON or nests too deep."""
     try:
-        value = json.loads(body, parse_constant=_refuse_constant)
+        value = json.loads(body, parse_constant=_refuse_constant, parse_float=_finite_float)
     except RecursionError as exc:
         raise invalid_request(f"request body: JSON nested deeper than {MAX_JSON_DEPTH} levels") from exc
     except (UnicodeDecodeError, ValueError) as exc:
         raise invalid_request(f"request body: not valid JSON ({exc})") from exc
     _check_depth(value)
-    return Decoded(value, digest(value))
+    try:
+        return Decoded(value, digest(value))
+    except UnicodeEncodeError as exc:  # a \ud800-style escape: valid JSON syntax, not Unicode text
+        lone = exc.object[exc.start : exc.end].encode("unicode_escape").decode("ascii")
+        raise invalid_request(f"request body: not valid JSON (a string holds the lone surrogate {lone})") from exc
 
 
 def prepare(body: Any, *, count_only: bool, counter: SimTokenCounter, lookback_collapse: bool) -> Prepared:

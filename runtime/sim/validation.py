@@ -270,7 +270,7 @@ def _check_tool_choice(choice: Any, tools: list[Any]) -> None:
         )
     if choice["type"] == "tool":
         names = {tool.get("name") for tool in tools if isinstance(tool, dict)}
-        if choice.get("name") not in names:
+        if not isinstance(choice.get("name"), str) or choice.get("name") not in names:
             raise invalid_request(f"tool_choice.name: {choice.get('name')!r} is not the name of a tool in 'tools'")
 
 

@@ -58,6 +58,31 @@ from runtime.store.errors import StoreCorrupt, StoreEncodeError
 
 MESSAGE_KINDS = ("system", "instruction", "assistant", "tool_result", "note")
 _OWN_PACKAGES = ("runtime.", "actors.", "signals.")
+MAX_STORED_JSON_DEPTH = 200
+"""The deepest nesting of arrays and objects a stored JSON text may have (a request body nests at most 100)."""
+
+
+def loads_json(text: str) -> Any:
+    """``json.loads`` of a stored text, whose nesting is bounded: a ValueError names a text nested too deep.
+
+    A store file from elsewhere may nest a value thousands deep; Python's
+    parser (and every walk over the value after it) would end in a
+    RecursionError instead of a message.
+    """
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"JSON nested deeper than {MAX_STORED_JSON_DEPTH} levels") from None
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > MAX_STORED_JSON_DEPTH:
+            raise ValueError(f"JSON nested deeper than {MAX_STORED_JSON_DEPTH} levels")
+        stack.extend((child, depth + 1) for child in children)
+    return value
 
 
 # -- messages -----------------------------------------------------------------------------
@@ -95,7 +120,7 @@ def content_with_images(stored: str, image_bytes: Callable[[str], bytes | None],
     if '"data":null' not in stored:
         return stored
     try:
-        content = json.loads(stored)
+        content = loads_json(stored)
         images = content.get("images") if isinstance(content, dict) else None
     except ValueError:
         return stored  # decode_message names what is wrong with it
@@ -257,7 +282,7 @@ def decode_message(message_id: str, kind: str, content_json: str, sha256: str) -
             "(the stored bytes were changed)"
         )
     try:
-        content = json.loads(content_json)
+        content = loads_json(content_json)
     except ValueError as exc:
         raise StoreCorrupt(f"stored message {message_id}: its content is not JSON ({exc})") from exc
     message = message_from_content(kind, content, message_id)
@@ -274,7 +299,7 @@ def decode_message(message_id: str, kind: str, content_json: str, sha256: str) -
 def tool_from_piece(piece: str) -> ToolSpec:
     """Rebuild a :class:`ToolSpec` from its rendered piece (the canonical JSON a request carries)."""
     try:
-        obj = json.loads(piece)
+        obj = loads_json(piece)
         if not isinstance(obj, Mapping) or set(obj) != {"name", "description", "input_schema"}:
             raise ValueError(f"keys {sorted(obj) if isinstance(obj, Mapping) else obj!r}")
         spec = ToolSpec(obj["name"], obj["description"], canonical_json(obj["input_schema"]))
@@ -304,7 +329,7 @@ def ledger_rows_of(ledger: Any) -> tuple[float | None, int, list[tuple[str, str]
 def ledger_from_rows(watermark: float | None, max_rows: int, rows: list[str]) -> CacheLedger:
     """A stored ledger, restored with no evidence (seed 001 Amendment 3)."""
     try:
-        parsed = [json.loads(row) for row in rows]
+        parsed = [loads_json(row) for row in rows]
     except ValueError as exc:
         raise StoreCorrupt(f"a stored cache ledger row is not JSON ({exc})") from exc
     return CacheLedger.from_records({"rows": parsed, "watermark": watermark, "max_rows": max_rows})
@@ -376,7 +401,8 @@ def _own_class(name: Any, where: str) -> type:
     if not isinstance(name, str) or ":" not in name:
         raise StoreCorrupt(f"{where}: {name!r} is not a stored type name (module:QualName)")
     module_name, _, qualname = name.partition(":")
-    if not module_name.startswith(_OWN_PACKAGES):
+    if not module_name.startswith(_OWN_PACKAGES) or any(part.startswith("_") for part in module_name.split(".")):
+        # A private module, ``runtime.cli.__main__`` above all, runs code when imported: never one of a stored type.
         raise StoreCorrupt(f"{where}: type {name} is not one of foldline's own (runtime, actors, signals)")
     try:
         obj: Any = importlib.import_module(module_name)
@@ -400,7 +426,10 @@ def decode_value(obj: Any, where: str) -> Any:
     if "$tuple" in obj:
         return tuple(decode_value(item, f"{where}[{i}]") for i, item in enumerate(_list(obj["$tuple"], where)))
     if "$frozenset" in obj:
-        return frozenset(decode_value(item, f"{where}{{}}") for item in _list(obj["$frozenset"], where))
+        try:
+            return frozenset(decode_value(item, f"{where}{{}}") for item in _list(obj["$frozenset"], where))
+        except TypeError as exc:  # an unhashable member (a list, a mapping)
+            raise StoreCorrupt(f"{where}: {obj!r:.120} is not a stored set ({exc})") from exc
     if "$dict" in obj:
         inner = obj["$dict"]
         if not isinstance(inner, dict):
@@ -457,7 +486,7 @@ def dumps_value(value: Any, where: str) -> str:
 def loads_value(text: str, where: str) -> Any:
     """The value :func:`dumps_value` wrote."""
     try:
-        obj = json.loads(text)
+        obj = loads_json(text)
     except (TypeError, ValueError) as exc:
         raise StoreCorrupt(f"{where}: stored text is not JSON ({exc})") from exc
     return decode_value(obj, where)

@@ -215,6 +215,11 @@ class RunStore:
         lock = WriterLock.acquire(file)
         try:
             if file.exists() and file.stat().st_size > 0:
+                with open(file, "rb") as existing:
+                    if existing.read(16) != b"SQLite format 3\x00":
+                        raise StorePathRefused(
+                            f"{os.fspath(path)}: is a file that is not a store (it is left as it is); name another path"
+                        )
                 raise StorePathRefused(
                     f"{os.fspath(path)}: already holds a run; continue it with `foldline resume {os.fspath(path)}` "
                     "or name another path"

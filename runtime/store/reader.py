@@ -13,7 +13,6 @@ tools; a restored ledger keeps its rows but no evidence.
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 from collections.abc import Collection, Mapping
@@ -29,6 +28,7 @@ from runtime.store.codec import (
     content_with_images,
     decode_message,
     ledger_from_rows,
+    loads_json,
     loads_value,
     tool_from_piece,
 )
@@ -81,7 +81,7 @@ class RequestRow:
 
 def _json_list(text: str, where: str) -> list[Any]:
     try:
-        value = json.loads(text)
+        value = loads_json(text)
     except (TypeError, ValueError) as exc:
         raise StoreCorrupt(f"{where}: {text[:80]!r} is not JSON ({exc})") from exc
     if not isinstance(value, list):
@@ -93,7 +93,7 @@ def _thinking_setting(text: Any, label: str) -> str | None:
     if text is None:
         return None
     try:
-        value = json.loads(text) if isinstance(text, str) else None
+        value = loads_json(text) if isinstance(text, str) else None
     except ValueError:
         value = None
     if not isinstance(value, dict) or not isinstance(value.get("type"), str):
@@ -322,9 +322,13 @@ class StoreReader:
         usage = None
         if r[15] is not None:
             try:
-                usage = json.loads(r[15])
+                usage = loads_json(r[15])
             except ValueError as exc:
                 raise StoreCorrupt(f"{label}: stored usage is not JSON ({exc})") from exc
+            if not isinstance(usage, dict) or not all(
+                isinstance(v, int) and not isinstance(v, bool) for v in usage.values()
+            ):
+                raise StoreCorrupt(f"{label}: stored usage {r[15]!r:.120} is not an object of token counts")
         record = loads_value(r[16], f"{label} record")
         result_bound = getattr(record, "result_bound", None)
         if result_bound is not None and (isinstance(result_bound, bool) or not isinstance(result_bound, int)):
@@ -374,7 +378,7 @@ class StoreReader:
         events = []
         for rowid, body in self._rows(sql + " ORDER BY seq", params):
             try:
-                events.append(Event.from_json(json.loads(body)))
+                events.append(Event.from_json(loads_json(body)))
             except (ValueError, InvalidEventError) as exc:
                 raise StoreCorrupt(f"{self.label}: events row {rowid} is not a valid event ({exc})") from exc
         return events

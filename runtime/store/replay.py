@@ -23,7 +23,6 @@ Replay never calls a model or runs a tool.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -40,7 +39,7 @@ from runtime.compiler import (
 )
 from runtime.fold.projection import BoundProjection, ProjectionError, request_projection
 from runtime.messages import Message, SystemMessage
-from runtime.store.codec import tool_from_piece
+from runtime.store.codec import loads_json, tool_from_piece
 from runtime.store.errors import (
     ReplayError,
     ReplayMismatch,
@@ -166,7 +165,7 @@ def changed_thinking_blocks(row: RequestRow, reader: StoreReader) -> str:
         found = "missing"
         text = reader.stored_content(message_id)
         try:
-            parts = json.loads(text)["parts"] if text is not None else []
+            parts = loads_json(text)["parts"] if text is not None else []
             block = parts[part]
             kind = block.get("type", "block")
             if sha256_hex(canonical_json(block)) == sha256:

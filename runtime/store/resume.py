@@ -24,7 +24,6 @@ resumed run publishes for outcomes the crash kept off the disk.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -36,6 +35,7 @@ from runtime.config import Scenario
 from runtime.flow import NodeOutcome, Restored
 from runtime.messages import AssistantResponse, ToolResult
 from runtime.operation import OperationResult
+from runtime.store.codec import loads_json
 from runtime.store.errors import StoreCorrupt
 from runtime.store.reader import BranchRow, RequestRow
 from runtime.usage import Usage
@@ -108,7 +108,7 @@ def _spawned_children(branch: Branch) -> list[str]:
     for message in branch.record_messages():
         if isinstance(message, ToolResult) and message.name == "spawn" and not message.is_error:
             try:
-                node = json.loads(message.arguments_json).get("node")
+                node = loads_json(message.arguments_json).get("node")
             except (ValueError, AttributeError):
                 continue
             if isinstance(node, str):

@@ -210,8 +210,9 @@ def create_store_file(file: Path, meta: Mapping[str, str]) -> None:
     os.replace(partial, file)
 
 
-def check_schema(connection: sqlite3.Connection, label: str) -> None:
-    """Raise :class:`NotAStore` unless the connection holds a store of this schema version."""
+def check_schema(connection: sqlite3.Connection, label: str, *, check_types: bool = True) -> None:
+    """Raise :class:`NotAStore` unless the connection holds a store of this schema version
+    (and, with ``check_types``, every value is of its column's type: :func:`check_column_types`)."""
     try:
         row = connection.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     except sqlite3.DatabaseError as exc:
@@ -220,6 +221,64 @@ def check_schema(connection: sqlite3.Connection, label: str) -> None:
         raise NotAStore(f"{label}: not a foldline store (no schema version in its meta table)")
     if row[0] != str(SCHEMA_VERSION):
         raise NotAStore(f"{label}: store schema version {row[0]} is not {SCHEMA_VERSION}, the one this build reads")
+    if check_types:
+        check_column_types(connection, label)
+
+
+_STORAGE_CLASSES = {"TEXT": ("text",), "INTEGER": ("integer",), "REAL": ("real", "integer"), "BLOB": ("blob",)}
+"""The SQLite storage classes (``typeof``) a column of each declared type may hold."""
+
+
+def _schema_columns() -> dict[str, list[tuple[str, str, bool]]]:
+    """Each table of :data:`SCHEMA`: its columns as (name, declared type, NOT NULL)."""
+    connection = sqlite3.connect(":memory:")
+    try:
+        connection.executescript(SCHEMA)
+        tables = [name for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return {
+            table: [(c[1], c[2].upper(), bool(c[3] or c[5])) for c in connection.execute(f"PRAGMA table_info({table})")]
+            for table in tables
+            if not table.startswith("sqlite_")
+        }
+    finally:
+        connection.close()
+
+
+def _sql_strings(words: tuple[str, ...]) -> str:
+    return ", ".join(f"'{word}'" for word in words)
+
+
+def check_column_types(connection: sqlite3.Connection, label: str) -> None:
+    """Raise :class:`NotAStore` naming the first value whose SQLite type is not its column's.
+
+    SQLite keeps any value in any column; a store file from elsewhere (edited,
+    corrupted, made up) may hold a blob where the schema says text, or text
+    where it says integer. One scan per table reads only each value's type.
+    """
+    try:
+        present = {name for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        for table, columns in _schema_columns().items():
+            if table not in present:
+                continue
+            allowed = [
+                (name, declared, (*_STORAGE_CLASSES.get(declared, ()), *(() if required else ("null",))))
+                for name, declared, required in columns
+                if declared in _STORAGE_CLASSES
+            ]
+            tests = " OR ".join(f"typeof({name}) NOT IN ({_sql_strings(kinds)})" for name, _, kinds in allowed)
+            kinds_found = ", ".join(f"typeof({name})" for name, _, _ in allowed)
+            found = connection.execute(f"SELECT rowid, {kinds_found} FROM {table} WHERE {tests} LIMIT 1").fetchone()
+            if found is None:
+                continue
+            for (name, declared, kinds), kind in zip(allowed, found[1:], strict=True):
+                if kind not in kinds:
+                    what = "no value" if kind == "null" else f"a {kind} value"
+                    raise NotAStore(
+                        f"{label}: not a foldline store (table {table}, row {found[0]}: column {name} holds {what} "
+                        f"where the schema has {declared})"
+                    )
+    except sqlite3.DatabaseError as exc:
+        raise NotAStore(f"{label}: not a foldline store ({exc})") from exc
 
 
 NEEDS_RECOVERY = frozenset({"SQLITE_READONLY_ROLLBACK", "SQLITE_READONLY_RECOVERY", "SQLITE_READONLY_CANTINIT"})
@@ -268,8 +327,11 @@ def _needs_recovery(connection: sqlite3.Connection) -> bool:
     return False  # any other error is reported by check_schema, naming it
 
 
-def open_reader(path: str | os.PathLike[str]) -> sqlite3.Connection:
+def open_reader(path: str | os.PathLike[str], *, check_types: bool = True) -> sqlite3.Connection:
     """A read-only connection to an existing store; :class:`NotAStore` when there is none.
+
+    ``check_types=False`` skips the scan of :func:`check_column_types` (a
+    reader polling a store it already checked, such as ``events --follow``).
 
     A store whose writer was killed may hold a state a read-only connection
     cannot read past (see :data:`NEEDS_RECOVERY`); it is recovered once by
@@ -290,7 +352,7 @@ def open_reader(path: str | os.PathLike[str]) -> sqlite3.Connection:
         recover_after_crash(file, label)
         connection = _connect_read_only(file, label)
     try:
-        check_schema(connection, label)
+        check_schema(connection, label, check_types=check_types)
     except BaseException:
         connection.close()
         raise
