@@ -26,6 +26,7 @@ from runtime.config import ProviderSpec
 from runtime.errors import ConfigError
 from runtime.policies import PolicyRegistry
 from runtime.providers.base import Provider
+from runtime.providers.key_destination import check_key_destination
 from runtime.providers.scripted import ScriptedProvider
 
 if TYPE_CHECKING:
@@ -71,6 +72,8 @@ async def open_provider(
     signed with a key derived from it, so a resumed run's new server accepts the
     blocks the stopped run's server signed (as the real API does).
     """
+    if spec.kind in ("anthropic", "openai"):
+        check_key_destination(spec.kind, spec.base_url, spec.key_env, os.environ)
     if spec.kind == "scripted":
         yield ScriptedProvider(
             policies,
