@@ -159,13 +159,14 @@ class SendPipeline:
         self.progress.summaries += 1
         request_id = self.env.ids.request_id(branch.id, branch.state.request_serial, self.progress.summaries)
         prompt = Instruction(f"{need.system}\n\n{need.prompt}")
-        answered = recorded_answer(branch, self.shape.compile_side(prompt))
+        request = self.shape.compile_side(prompt)
+        answered = recorded_answer(branch, request)
         if answered is not None:  # answered and stored before (its usage counted then): not asked again
             log.info("fold summary taken from the record", branch=branch.id, reply=answered.id)
             return summary_of(answered.text, None)
         outgoing: Outgoing | None = None
         try:
-            outgoing = await self._prepare_side(prompt, request_id)
+            outgoing = await self._prepare_side(prompt, request, request_id)
             reply, attempt_start, duration = await self._attempts(outgoing)
         except _SideRefused as refused:
             return SummaryResult(failure=str(refused))
@@ -226,9 +227,9 @@ class SendPipeline:
         first = Decided(m, action, reason, before, folds, settled.method, settled.provider_count)
         return Outgoing(request_id, request, view, m, first, plan, side=False)
 
-    async def _prepare_side(self, prompt: Instruction, request_id: str) -> Outgoing:
+    async def _prepare_side(self, prompt: Instruction, request: Request, request_id: str) -> Outgoing:
+        """Measure, decide and mark ``request``, the side request carrying ``prompt``."""
         self.counts.adopt(self.shape.model)
-        request = self.shape.compile_side(prompt)
         settled = await self.counts.settle(request, self.shape.measure(request))
         m = settled.measurement
         ceiling = self.ceiling.ceiling

@@ -88,6 +88,19 @@ def test_a_stored_value_nested_too_deep_is_named(stored_run: Path, tmp_path: Pat
     assert err.endswith("ContextState: stored text is not JSON (JSON nested deeper than 200 levels)\n")
 
 
+def test_the_stored_json_bound_is_200_levels_whatever_brackets_its_strings_hold() -> None:
+    from runtime.store.codec import MAX_STORED_JSON_DEPTH, loads_json
+
+    assert MAX_STORED_JSON_DEPTH == 200
+    assert loads_json("[" * 200 + "]" * 200) is not None
+    with pytest.raises(ValueError, match="JSON nested deeper than 200 levels"):
+        loads_json("[" * 201 + "]" * 201)
+    with pytest.raises(ValueError, match="JSON nested deeper than 200 levels"):
+        loads_json('{"a":' * 201 + "1" + "}" * 201)
+    shallow = json.dumps({"text": "[{" * 500, "list": [[1], [2], {"k": [3]}]})
+    assert loads_json(shallow) == json.loads(shallow)
+
+
 def test_a_deep_tools_list_is_named_by_every_reader(stored_run: Path, tmp_path: Path) -> None:
     store = corrupted(stored_run, tmp_path, "UPDATE branches SET tools = ? WHERE rowid = 1", "[" * 5000 + "]" * 5000)
     for command in COMMANDS[:2]:

@@ -30,6 +30,7 @@ One SQLite file per run (WAL mode). Tables:
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 from collections.abc import Mapping
@@ -229,14 +230,17 @@ _STORAGE_CLASSES = {"TEXT": ("text",), "INTEGER": ("integer",), "REAL": ("real",
 """The SQLite storage classes (``typeof``) a column of each declared type may hold."""
 
 
-def _schema_columns() -> dict[str, list[tuple[str, str, bool]]]:
-    """Each table of :data:`SCHEMA`: its columns as (name, declared type, NOT NULL)."""
+@functools.cache
+def _schema_columns() -> dict[str, tuple[tuple[str, str, bool], ...]]:
+    """Each table of :data:`SCHEMA`: its columns as (name, declared type, NOT NULL); worked out once a process."""
     connection = sqlite3.connect(":memory:")
     try:
         connection.executescript(SCHEMA)
         tables = [name for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
         return {
-            table: [(c[1], c[2].upper(), bool(c[3] or c[5])) for c in connection.execute(f"PRAGMA table_info({table})")]
+            table: tuple(
+                (c[1], c[2].upper(), bool(c[3] or c[5])) for c in connection.execute(f"PRAGMA table_info({table})")
+            )
             for table in tables
             if not table.startswith("sqlite_")
         }
