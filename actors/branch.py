@@ -26,15 +26,15 @@ import attrs
 from actors.record import Record
 from actors.request_record import RequestRecord
 from runtime.cache import CacheLedger
-from runtime.calibration import Calibration
-from runtime.compiler import ToolSpec
 from runtime.errors import InputCeilingExceeded
 from runtime.fold.marks import FoldMark
 from runtime.fold.protected import ProtectedRound
-from runtime.ids import current_ids
-from runtime.messages import Message, SystemMessage
-from runtime.model_calibration import CalibrationBook, shared_evidence
-from runtime.usage import Usage
+from runtime.measuring.calibration import Calibration
+from runtime.measuring.model_calibration import CalibrationBook, shared_evidence
+from runtime.request.compiler import ToolSpec
+from runtime.values.ids import current_ids
+from runtime.values.messages import Message, SystemMessage
+from runtime.values.usage import Usage
 
 
 def _tool_tuple(tools: Iterable[ToolSpec]) -> tuple[ToolSpec, ...]:
@@ -42,7 +42,7 @@ def _tool_tuple(tools: Iterable[ToolSpec]) -> tuple[ToolSpec, ...]:
 
 
 def new_branch_id() -> str:
-    """A fresh branch id from the id source in force (:mod:`runtime.ids`)."""
+    """A fresh branch id from the id source in force (:mod:`runtime.values.ids`)."""
     return current_ids().branch_id()
 
 
@@ -309,7 +309,7 @@ class Branch:
 
     def take_evidence(self, evidence: CalibrationBook) -> None:
         """Join ``evidence`` (at a node's start, its dependencies') into the branch's own, as
-        :func:`runtime.model_calibration.shared_evidence` does (taken again: no change). Not inside a turn."""
+        :func:`runtime.measuring.model_calibration.shared_evidence` does (taken again: no change). Not inside a turn."""
         calibrations = shared_evidence((self._state.calibrations, evidence))
         if calibrations == self._state.calibrations:
             return

@@ -23,8 +23,8 @@ from runtime.cache import (
     place_marks,
 )
 from runtime.cache.blocks import Location
-from runtime.compiler import Request
-from runtime.usage import Usage
+from runtime.request.compiler import Request
+from runtime.values.usage import Usage
 
 
 @attrs.frozen

@@ -36,10 +36,10 @@ from actors.branch import Branch
 from actors.env import RunEnv
 from actors.operations import run_operation
 from actors.tools import ToolRegistry
-from runtime.ceiling import CeilingPolicy
 from runtime.config import Profile
+from runtime.config.operation import Operation, OperationResult
+from runtime.decision.ceiling import CeilingPolicy
 from runtime.errors import FoldlineError
-from runtime.operation import Operation, OperationResult
 from signals.bus import SignalBus
 from signals.events import NodeFailed, NodeFinished, NodeStarted
 

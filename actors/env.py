@@ -18,11 +18,11 @@ import attrs
 
 from actors.tools import ToolRegistry
 from runtime.config import ModelConfig, Profile
-from runtime.ids import IdSource, current_ids
-from runtime.measure import TokenCounter
-from runtime.model_calibration import CalibrationBook, ModelCalibration
-from runtime.pricing import PricingTable
-from runtime.providers.base import Provider
+from runtime.contract.provider import Provider
+from runtime.measuring.measure import TokenCounter
+from runtime.measuring.model_calibration import CalibrationBook, ModelCalibration
+from runtime.models.pricing import PricingTable
+from runtime.values.ids import IdSource, current_ids
 from signals.bus import SignalBus
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ class ModelScales:
     ``start`` is what every branch of the run begins from (with its own
     evidence added: ``Branch.calibrations``, kept in its state, passed to
     its clones, and given at a node's start the evidence of the nodes it
-    depends on, :func:`runtime.model_calibration.shared_evidence`). It does
+    depends on, :func:`runtime.measuring.model_calibration.shared_evidence`). It does
     not change during the run: were one branch to take another's evidence as
     it arrived, its decisions would hang on the order in which concurrent
     branches were answered, and a resumed run, or the same flow on Temporal,

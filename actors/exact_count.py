@@ -3,10 +3,10 @@
 Our count is o200k_base times the branch's scale; the provider counts with
 its own tokenizer. :class:`ExactCounts` is one operation's turn's access to
 the provider's count-tokens endpoint, under the rules of
-:mod:`runtime.model_calibration`:
+:mod:`runtime.measuring.model_calibration`:
 
 - it asks only when the run's calibration of the model says so
-  (:func:`~runtime.model_calibration.needs_exact_count`: while uncalibrated,
+  (:func:`~runtime.measuring.model_calibration.needs_exact_count`: while uncalibrated,
   or when the ceiling lies within the calibration's range around the
   request), and never twice for the same request (counts are kept by request
   digest for the turn);
@@ -17,7 +17,7 @@ the provider's count-tokens endpoint, under the rules of
   never falls);
 - a provider without the endpoint, a failed count or one that outlasts
   ``env.count_timeout_s`` never hangs the send and never lets it go over: the
-  decision is made on :func:`~runtime.model_calibration.fallback_measurement`
+  decision is made on :func:`~runtime.measuring.model_calibration.fallback_measurement`
   and the note says why. After a failure the turn asks no more.
 """
 
@@ -29,21 +29,21 @@ import attrs
 from actors.branch import Branch, Turn
 from actors.env import RunEnv
 from actors.shape import RequestShape
-from runtime.ceiling import ResolvedCeiling, notice_line
-from runtime.compiler import Intent, Request
+from runtime.contract.provider import ProviderError
+from runtime.decision.ceiling import ResolvedCeiling, notice_line
+from runtime.decision.send_bounds import NoticeChoice, choose_notice
 from runtime.logs import get_logger
-from runtime.measure import Measurement
-from runtime.messages import Instruction, Message
-from runtime.model_calibration import (
+from runtime.measuring.measure import Measurement
+from runtime.measuring.model_calibration import (
     ModelCalibration,
     exact_measurement,
     fallback_measurement,
     needs_exact_count,
     uncalibrated_scale,
 )
-from runtime.model_limits import default_model_table
-from runtime.providers.base import ProviderError
-from runtime.send_bounds import NoticeChoice, choose_notice
+from runtime.models.limits import default_model_table
+from runtime.request.compiler import Intent, Request
+from runtime.values.messages import Instruction, Message
 
 log = get_logger("foldline.engine")
 

@@ -16,7 +16,7 @@ from actors.branch import Turn
 from runtime.fold.context_tool import CONTEXT_TOOL_NAME
 from runtime.fold.cost import RecallProfile
 from runtime.fold.measurer import Measurer
-from runtime.messages import AssistantResponse, Message, Note, ToolResult
+from runtime.values.messages import AssistantResponse, Message, Note, ToolResult
 
 
 def _recalled_index(message: Message, position: int) -> int | None:

@@ -3,7 +3,7 @@
 A :class:`Folding` is installed for an iterative operation whose profile has
 ``context_management = true`` and a resolved ceiling. Before each main send
 the pipeline (:mod:`actors.pipeline`) hands it the compiled, measured request;
-while :func:`runtime.ceiling.decide` says the request is due to fold (at or
+while :func:`runtime.decision.ceiling.decide` says the request is due to fold (at or
 past the fold line, or over the ceiling), or, under immediate scheduling, once
 a first fold has landed, it runs the pure planner (:mod:`runtime.fold.planner`),
 has the ``side`` summary requests the planner asks for sent by a
@@ -40,8 +40,7 @@ from actors.publisher import Publisher
 from actors.shape import RequestShape
 from runtime.cache import TailSkip
 from runtime.cache.blocks import Location
-from runtime.ceiling import ResolvedCeiling, decide
-from runtime.compiler import Intent, Request
+from runtime.decision.ceiling import ResolvedCeiling, decide
 from runtime.fold.context_tool import run_context_call
 from runtime.fold.cost import COST_TARGETS, GROWTH_WINDOW, CostDecision, decide_fold, predicted_cycle, usage_cost
 from runtime.fold.measurer import Measurer
@@ -50,9 +49,10 @@ from runtime.fold.protected import decide as decide_first_round
 from runtime.fold.protected import first_round, protected_ids, round_end_in_view
 from runtime.fold.settings import FoldSettings
 from runtime.logs import get_logger
-from runtime.measure import Measurement
-from runtime.messages import AssistantResponse, Message, Note, ToolCall, ToolResult
-from runtime.usage import Usage
+from runtime.measuring.measure import Measurement
+from runtime.request.compiler import Intent, Request
+from runtime.values.messages import AssistantResponse, Message, Note, ToolCall, ToolResult
+from runtime.values.usage import Usage
 from signals.events import FoldCommitted
 
 log = get_logger("foldline.fold")

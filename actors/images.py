@@ -3,7 +3,7 @@
 :func:`load_workspace_image` opens one file under a workspace root (a path
 that is absolute, climbs out with ``..`` or leaves the root through a symlink
 is refused, as is a file over the API's byte limit, checked before it is
-read) and returns an :class:`~runtime.messages.ImagePart`: its format and size
+read) and returns an :class:`~runtime.values.messages.ImagePart`: its format and size
 read from the header, refused when the API would refuse it. A tool returns
 images as an :class:`ImageOutput`; the tool step turns it into a result whose
 blocks carry the text and then the images.
@@ -19,9 +19,9 @@ import anyio
 import attrs
 
 from actors.tools import BUILTIN_TOOLS, Tool, ToolContext, ToolFailed, ToolRegistry
-from runtime.compiler import ToolSpec
-from runtime.images import MAX_IMAGE_BYTES, ImageError
-from runtime.messages import ImagePart
+from runtime.request.compiler import ToolSpec
+from runtime.values.images import MAX_IMAGE_BYTES, ImageError
+from runtime.values.messages import ImagePart
 
 MAX_PATH_CHARS = 1_000
 MAX_IMAGES_PER_CALL = 8

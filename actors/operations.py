@@ -23,18 +23,18 @@ from actors.branch import Branch
 from actors.env import RunEnv
 from actors.pipeline import TurnProgress
 from actors.send import Spawn, TurnDriver
-from runtime.ceiling import resolve_ceiling
-from runtime.compiler import Intent
 from runtime.config import Profile
-from runtime.messages import AssistantResponse, ToolCall, ToolResult
-from runtime.model_limits import default_model_table
-from runtime.operation import (
+from runtime.config.operation import (
     Operation,
     OperationError,
     OperationResult,
     RoundLimitExceeded,
 )
-from runtime.send_bounds import bound_by_window
+from runtime.decision.ceiling import resolve_ceiling
+from runtime.decision.send_bounds import bound_by_window
+from runtime.models.limits import default_model_table
+from runtime.request.compiler import Intent
+from runtime.values.messages import AssistantResponse, ToolCall, ToolResult
 
 __all__ = ["Operation", "OperationError", "OperationResult", "RoundLimitExceeded", "run_operation"]
 

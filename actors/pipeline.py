@@ -5,9 +5,9 @@ or ``final``) or a fold's ``side`` summary request, goes through the same
 steps, in this order:
 
 1. compile the messages it carries (:class:`actors.shape.RequestShape`) and
-   measure them (:mod:`runtime.measure`), at the run's scale for the model;
+   measure them (:mod:`runtime.measuring.measure`), at the run's scale for the model;
 2. for a main request, fold while due (:class:`actors.folding.Folding`, when
-   installed) and decide against the ceiling (:func:`runtime.ceiling.decide`),
+   installed) and decide against the ceiling (:func:`runtime.decision.ceiling.decide`),
    on the provider's exact count when the calibration asks for one
    (:mod:`actors.exact_count`; a folding branch of an uncalibrated model
    counts before it folds): over it, the branch is refused (sticky) and the
@@ -18,7 +18,7 @@ steps, in this order:
 4. send ONE attempt: before each attempt the request is measured and decided
    again and the decision and ``RequestSent`` published; the provider sends
    exactly that attempt; a failed attempt is retried here, by the SDK's rules
-   (:mod:`runtime.providers.retry`);
+   (:mod:`runtime.contract.retry`);
 5. take the reply in, in one batch: calibration (the branch's and the run's), delivery (main), the cache
    ledger, the response appended to the view (main) or the prompt kept in the
    record (side), the request record; then ``ResponseReceived``.
@@ -45,17 +45,17 @@ from actors.shape import RequestShape
 from actors.side_answers import recorded_answer, summary_of
 from runtime.cache import Placement, ReadVerdict
 from runtime.cache.rewrites import find_rewrite, stable_digests
-from runtime.calibration import MIN_CALIBRATION_TOKENS
-from runtime.ceiling import Action, ResolvedCeiling, decide, refusal
-from runtime.compiler import Intent, Request
+from runtime.contract.progress import reporting_progress
+from runtime.contract.provider import AttemptFailed, ProviderError, ProviderReply
+from runtime.contract.retry import retry_delay, should_retry
+from runtime.decision.ceiling import Action, ResolvedCeiling, decide, refusal
 from runtime.fold.planner import NeedSummary, SummaryResult
 from runtime.logs import get_logger
-from runtime.measure import Measurement
-from runtime.messages import AssistantResponse, Instruction, Message, ToolResult
-from runtime.providers.base import AttemptFailed, ProviderError, ProviderReply
-from runtime.providers.progress import reporting_progress
-from runtime.providers.retry import retry_delay, should_retry
-from runtime.usage import Usage
+from runtime.measuring.calibration import MIN_CALIBRATION_TOKENS
+from runtime.measuring.measure import Measurement
+from runtime.request.compiler import Intent, Request
+from runtime.values.messages import AssistantResponse, Instruction, Message, ToolResult
+from runtime.values.usage import Usage
 from signals.events import CacheRewrite, ContextDecision, RequestSent, ResponseReceived
 
 log = get_logger("foldline.engine")

@@ -6,7 +6,7 @@ from typing import Any
 
 import attrs
 
-from runtime.providers.progress import ReplyProgress
+from runtime.contract.progress import ReplyProgress
 from signals.bus import SignalBus
 from signals.events import ReplyDelta
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import attrs
 
-from runtime.messages import Message
+from runtime.values.messages import Message
 
 
 @attrs.define(eq=False)

@@ -10,7 +10,7 @@ time, takes the reply in and records it. The driver appends the operation's
 instructions (with the size notice at or past the notice line) and runs a
 round's tool calls, the model's ``context`` tool against the branch. The
 operation loops that drive it (bounded and iterative) are in
-:mod:`actors.operations`, the operation values in :mod:`runtime.operation`.
+:mod:`actors.operations`, the operation values in :mod:`runtime.config.operation`.
 
 A refusal is sticky on the branch: once refused, every later send on it raises
 the same refusal until the caller clears it.
@@ -37,15 +37,15 @@ from actors.publisher import Publisher
 from actors.shape import RequestShape, offered_tools
 from actors.tools import ToolContext
 from actors.tools.executor import OrderedRunner, RoundTools, run_calls
-from runtime.ceiling import ResolvedCeiling
-from runtime.compiler import Intent
 from runtime.config import Profile
+from runtime.config.operation import Operation
+from runtime.contract.provider import image_rule_of
+from runtime.decision.ceiling import ResolvedCeiling
 from runtime.fold.context_tool import CONTEXT_TOOL_NAME
 from runtime.fold.cost import CostPrices, prices_or_default
 from runtime.fold.settings import FoldSettings, fold_settings
-from runtime.messages import AssistantResponse, Instruction, ToolCall
-from runtime.operation import Operation
-from runtime.providers.base import image_rule_of
+from runtime.request.compiler import Intent
+from runtime.values.messages import AssistantResponse, Instruction, ToolCall
 
 Spawn = Callable[[str], Awaitable[str]]
 
@@ -124,7 +124,7 @@ class TurnDriver:
         instruction = Instruction(text)
         self.progress.notice_note = None
         if self.ceiling.ceiling is not None:
-            # Decided on the request as sent, notice included (runtime.send_bounds), in the provider's
+            # Decided on the request as sent, notice included (runtime.decision.send_bounds), in the provider's
             # tokens where the calibration asks for its count (actors.exact_count).
             choice = await self.pipeline.counts.notice_choice(self.branch.view(), text, intent)
             instruction = Instruction(text, notice=choice.notice)

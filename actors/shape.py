@@ -15,15 +15,15 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from actors.branch import Branch
-from runtime.compiler import Intent, Request, RequestSettings, ToolSpec, compile_request
 from runtime.config import Profile
 from runtime.fold.context_tool import CONTEXT_TOOL, CONTEXT_TOOL_NAME
 from runtime.fold.measurer import ViewMeasurer
 from runtime.fold.projection import BoundProjection, request_projection
-from runtime.image_count import measure_request
-from runtime.image_rules import MESSAGES_IMAGES, ImageRule
-from runtime.measure import Measurement, TokenCounter
-from runtime.messages import Instruction, Message
+from runtime.measuring.image_count import measure_request
+from runtime.measuring.measure import Measurement, TokenCounter
+from runtime.request.compiler import Intent, Request, RequestSettings, ToolSpec, compile_request
+from runtime.values.image_rules import MESSAGES_IMAGES, ImageRule
+from runtime.values.messages import Instruction, Message
 
 SUMMARY_MAX_TOKENS = 1024
 """Output cap of a fold's summary request."""
@@ -56,7 +56,7 @@ class RequestShape:
     thinking_json: str | None = None
     """The profile's ``thinking`` field (canonical JSON), sent on main requests; None: not sent."""
     images: ImageRule = MESSAGES_IMAGES
-    """The rule images are counted by: the provider's wire's (:func:`runtime.providers.base.image_rule_of`)."""
+    """The rule images are counted by: the provider's wire's (:func:`runtime.contract.provider.image_rule_of`)."""
     prior: Callable[[], float] = attrs.field(default=lambda: 1.0, eq=False)
     """The least scale a request is measured at now: the model family's prior while it is uncalibrated and the
     provider has no count endpoint (:func:`actors.exact_count.uncalibrated_prior`), else 1.0."""

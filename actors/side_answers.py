@@ -3,7 +3,7 @@
 A side request (a fold's summary) keeps its prompt and its reply in the
 branch's record, outside the view, in the batch that stores the request: the
 reply carries the digest of the conversation it answered
-(:meth:`runtime.compiler.Request.context_digest`). A fold that asks for the
+(:meth:`runtime.request.compiler.Request.context_digest`). A fold that asks for the
 summary of the very same prompt again (a resumed run whose fold was answered
 but not committed before the process died, or a pass planned again after a
 rollback) takes the recorded reply instead of paying for the request twice.
@@ -12,10 +12,10 @@ rollback) takes the recorded reply instead of paying for the request twice.
 from __future__ import annotations
 
 from actors.branch import Branch
-from runtime.compiler import Request
 from runtime.fold.planner import SummaryResult
-from runtime.messages import AssistantResponse
-from runtime.usage import Usage
+from runtime.request.compiler import Request
+from runtime.values.messages import AssistantResponse
+from runtime.values.usage import Usage
 
 
 def recorded_answer(branch: Branch, request: Request) -> AssistantResponse | None:

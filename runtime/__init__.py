@@ -1,28 +1,25 @@
-"""foldline's runtime: the pure core, configuration, flows and the products.
+"""foldline's runtime: its public face, and the layers below it as subpackages.
 
-The pure core (synchronous functions over frozen values; no I/O, no clock, no
-event loop; ``tests/test_layering.py`` holds it to that):
+The layers, lowest first (``tests/test_layering.py`` holds them; nothing
+imports upward):
 
-- :mod:`runtime.compiler` (a branch's view to a request), :mod:`runtime.measure`
-  (its size in tokens), :mod:`runtime.ceiling` (the decision against the
-  ceiling), :mod:`runtime.calibration` (the provider's scale);
-- :mod:`runtime.fold` (folding without loss) and :mod:`runtime.cache` (prompt-cache
-  placement).
+1. values: :mod:`runtime.values` (messages, ids, canonical JSON, usage, ...),
+   :mod:`runtime.inputs` (input bounds), :mod:`runtime.errors`, :mod:`runtime.logs`, and :mod:`signals`;
+2. model facts and the compiler: :mod:`runtime.models` (pricing, model limits),
+   :mod:`runtime.request` (a branch's view to a request);
+3. measuring: :mod:`runtime.measuring` (the tokenizer, the counter, calibration);
+4. the ceiling: :mod:`runtime.decision` (pass, notice, fold or refuse);
+5. fold and cache: :mod:`runtime.fold` (folding without loss), :mod:`runtime.cache` (prompt-cache placement);
+6. configuration and the provider contract: :mod:`runtime.config`, :mod:`runtime.scripted`
+   (scripted models), :mod:`runtime.contract` (what the actors ask of a provider);
+7. the actors: :mod:`actors` (the branch actor, the send pipeline, tools);
+8. flows and the Runtime: :mod:`runtime.flows`, :mod:`runtime.runtime`, :mod:`runtime.report`;
+9. the products: :mod:`runtime.providers`, :mod:`runtime.sim` (the simulated Anthropic server),
+   :mod:`runtime.store` (SQLite, resume, replay), :mod:`runtime.bench`, :mod:`runtime.display`,
+   :mod:`runtime.temporal`, :mod:`runtime.scenarios` (running a scenario file), :mod:`runtime.cli`.
 
-Values and configuration: :mod:`runtime.messages`, :mod:`runtime.usage`,
-:mod:`runtime.operation`, :mod:`runtime.policies` (scripted models),
-:mod:`runtime.pricing`, :mod:`runtime.config` (profiles, scenarios, the loader).
-
-The run: :mod:`runtime.flow` (graphs of nodes and the scheduler),
-:mod:`runtime.runtime` (:class:`Runtime`, one run's provider, signals and
-journal), :mod:`runtime.providers` (scripted, simulated, Anthropic),
-:mod:`runtime.scenario_run`. The branch actor and the send step that run the
-core's decisions live in :mod:`actors`; events in :mod:`signals`.
-
-The products: :mod:`runtime.cli` (the ``foldline`` command),
-:mod:`runtime.report`, :mod:`runtime.store` (SQLite, resume, replay),
-:mod:`runtime.bench` (the benchmark), :mod:`runtime.sim` (the simulated
-Anthropic server).
+Layers 2 to 5 are the pure core: synchronous functions over frozen values;
+no I/O, no clock, no event loop.
 
 The names most programs need are importable from here (loaded on first use,
 so ``import runtime`` stays cheap)::
@@ -37,11 +34,11 @@ from typing import Any
 
 _EXPORTS = {
     "Runtime": "runtime.runtime",
-    "Flow": "runtime.flow",
-    "Node": "runtime.flow",
-    "FlowResult": "runtime.flow",
-    "Operation": "runtime.operation",
-    "OperationResult": "runtime.operation",
+    "Flow": "runtime.flows.flow",
+    "Node": "runtime.flows.flow",
+    "FlowResult": "runtime.flows.flow",
+    "Operation": "runtime.config.operation",
+    "OperationResult": "runtime.config.operation",
     "run_operation": "actors.operations",
     "Profile": "runtime.config",
     "ModelConfig": "runtime.config",
@@ -51,11 +48,11 @@ _EXPORTS = {
     "OpenAIProvider": "runtime.providers.openai",
     "ChatDialect": "runtime.providers.openai_wire",
     "ScriptedProvider": "runtime.providers.scripted",
-    "PolicyRegistry": "runtime.policies",
-    "ScriptPolicy": "runtime.policies",
-    "ScriptStep": "runtime.policies",
+    "PolicyRegistry": "runtime.scripted.policies",
+    "ScriptPolicy": "runtime.scripted.policies",
+    "ScriptStep": "runtime.scripted.policies",
     "load_scenario": "runtime.config.loader",
-    "run_scenario": "runtime.scenario_run",
+    "run_scenario": "runtime.scenarios.run",
     "Conversation": "actors.conversation",
     "tool": "actors.tools",
     "function_tool": "actors.tools",
@@ -63,9 +60,9 @@ _EXPORTS = {
     "ToolRegistry": "actors.tools",
     "BUILTIN_TOOLS": "actors.tools",
     "workspace_tools": "actors.tools",
-    "DefaultModel": "runtime.policies_default",
-    "default_policies": "runtime.policies_default",
-    "open_simulated": "runtime.policies_default",
+    "DefaultModel": "runtime.scenarios.defaults",
+    "default_policies": "runtime.scenarios.defaults",
+    "open_simulated": "runtime.scenarios.defaults",
     "InputCeilingExceeded": "runtime.errors",
     "ConfigError": "runtime.errors",
     "FoldlineError": "runtime.errors",

@@ -16,8 +16,8 @@ from typing import Any
 
 import attrs
 
-from runtime.pricing import PricingTable
-from runtime.usage import Usage
+from runtime.models.pricing import PricingTable
+from runtime.values.usage import Usage
 from signals.envelope import Event
 
 

@@ -31,16 +31,16 @@ import attrs
 from actors.branch import Branch, BranchJournal
 from actors.env import DEFAULT_COUNT_TIMEOUT_S, ModelScales, RunEnv
 from actors.tools import BUILTIN_TOOLS, ToolRegistry
-from runtime.canonical import canonical_json, sha256_hex
 from runtime.config import ModelConfig
-from runtime.flow import Flow, FlowResult, Node, Restored, run_flow
+from runtime.contract.provider import Provider
+from runtime.flows.flow import Flow, FlowResult, Node, Restored, run_flow
 from runtime.fold.audit import unrecoverable_bytes
-from runtime.ids import IdSource, current_ids, use_ids
 from runtime.logs import bound_contextvars, get_logger
-from runtime.measure import TokenCounter
-from runtime.pricing import PricingTable
-from runtime.providers.base import Provider
+from runtime.measuring.measure import TokenCounter
+from runtime.models.pricing import PricingTable
 from runtime.report import ReportBuilder
+from runtime.values.canonical import canonical_json, sha256_hex
+from runtime.values.ids import IdSource, current_ids, use_ids
 from signals.bus import Gap, SignalBus
 from signals.envelope import Event
 from signals.events import RunFinished, RunStarted
@@ -186,7 +186,7 @@ class Runtime:
     async def run(self, flow: Flow, *, restored: Mapping[str, Restored] | None = None) -> FlowResult:
         """Run a flow to completion and publish its start and finish.
 
-        ``restored`` resumes an interrupted run (see :func:`runtime.flow.run_flow`).
+        ``restored`` resumes an interrupted run (see :func:`runtime.flows.flow.run_flow`).
         """
         with bound_contextvars(run_id=self.run_id), use_ids(self.ids):
             return await self._run(flow, restored)

@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from actors.tools import Tool, ToolContext, ToolSpec
 from actors.tools.executor import RoundTools, run_calls
-from runtime.messages import ToolCall, ToolResult
+from runtime.values.messages import ToolCall, ToolResult
 
 CALLS, WAIT_S, REPEATS = 8, 0.05, 5
 

@@ -2,8 +2,9 @@
 
 Usage: ``python scripts/import_graph.py [--edges]``. Reads the source with
 ``ast`` only (nothing is imported). Module-level and function-level imports
-both count as arrows. The exit code is 1 when there is an import cycle or a
-core module imports a shell (or an event loop, a clock or SQLite), else 0.
+both count as arrows. The exit code is 1 when there is an import cycle, a
+core module imports a shell (or an event loop, a clock or SQLite), or a layer
+imports one above it (:data:`LAYERS`), else 0.
 
 ``tests/test_layering.py`` loads this file and asserts the same rules, so the
 script and the test cannot drift apart.
@@ -23,13 +24,44 @@ SHELL_PREFIXES = ("actors", "signals", "runtime.providers", "runtime.store", "ru
 IO_PREFIXES = ("anyio", "asyncio", "trio", "time", "datetime", "sqlite3")
 # The pure core: synchronous functions over frozen values, no I/O, no clock (DESIGN.md).
 CORE_PREFIXES = (
+    "runtime.request",
+    "runtime.measuring.measure",
+    "runtime.measuring.measure_prefix",
+    "runtime.measuring.measure_splice",
+    "runtime.measuring.calibration",
+    "runtime.decision",
     "runtime.fold",
     "runtime.cache",
-    "runtime.compiler",
-    "runtime.measure",
-    "runtime.ceiling",
-    "runtime.calibration",
 )
+
+# The layers, lowest first: a module may import from its own layer and the ones below, never above.
+# ``tests/test_layering.py`` pins this order in its docstring and fails on any upward import.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("values", ("runtime.values", "runtime.inputs", "runtime.errors", "runtime.logs", "signals")),
+    ("model facts and the compiler", ("runtime.models", "runtime.request")),
+    ("measuring", ("runtime.measuring",)),
+    ("the ceiling", ("runtime.decision",)),
+    ("fold and cache", ("runtime.fold", "runtime.cache")),
+    ("configuration and the provider contract", ("runtime.config", "runtime.scripted", "runtime.contract")),
+    ("actors", ("actors",)),
+    ("flows and the Runtime", ("runtime.flows", "runtime.runtime", "runtime.report")),
+    (
+        "products",
+        (
+            "runtime.providers",
+            "runtime.sim",
+            "runtime.store",
+            "runtime.bench",
+            "runtime.display",
+            "runtime.temporal",
+            "runtime.scenarios",
+            "runtime.cli",
+            "runtime.data",
+        ),
+    ),
+)
+# The public face (``runtime/__init__.py``) re-exports names of every layer, lazily: it stands above them all.
+PUBLIC_FACE = "runtime"
 
 
 def module_name(path: Path) -> str:
@@ -151,6 +183,39 @@ def breaches(known: dict[str, Path]) -> list[tuple[str, str]]:
     return sorted(out)
 
 
+def layer_of(name: str) -> int | None:
+    """The index in :data:`LAYERS` of the layer ``name`` (a module) belongs to: the longest prefix that holds it."""
+    if name == PUBLIC_FACE:
+        return len(LAYERS)
+    best: tuple[int, int] | None = None
+    for index, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if within(name, (prefix,)) and (best is None or len(prefix) > best[0]):
+                best = (len(prefix), index)
+    return None if best is None else best[1]
+
+
+def upward(known: dict[str, Path]) -> list[tuple[str, str]]:
+    """(module, what it imports) for every import of a higher layer than the module's own.
+
+    Every import form counts (function-level and ``TYPE_CHECKING`` ones too); an import of a top-level
+    package's ``__init__`` counts as that package's layer, and the public face counts as above every layer.
+    """
+    out = []
+    for mod, path in known.items():
+        own = layer_of(mod)
+        if mod == PUBLIC_FACE or own is None:
+            continue
+        for target in imports_of(mod, path):
+            dest = resolve(target, known)
+            if dest is None or dest == mod:
+                continue
+            theirs = layer_of(dest)
+            if theirs is not None and theirs > own:
+                out.append((mod, target))
+    return sorted(out)
+
+
 def floors(known: dict[str, Path]) -> dict[str, int]:
     """Modules directly inside each package (its floor), subpackages not counted."""
     sizes: dict[str, int] = defaultdict(int)
@@ -177,11 +242,15 @@ def main(argv: list[str]) -> int:
     print(f"core -> shell/io imports: {len(bad)}")
     for mod, target in bad:
         print(f"  {mod} -> {target}")
+    up = upward(known)
+    print(f"upward imports (a lower layer importing a higher one): {len(up)}")
+    for mod, target in up:
+        print(f"  {mod} ({LAYERS[layer_of(mod) or 0][0]}) -> {target}")
     if "--edges" in argv:
         for mod in sorted(graph):
             for target in sorted(graph[mod]):
                 print(f"{mod} -> {target}")
-    return 1 if found or bad else 0
+    return 1 if found or bad or up else 0
 
 
 if __name__ == "__main__":

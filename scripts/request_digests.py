@@ -26,8 +26,8 @@ from runtime.bench.harness import run_workload_set, strategies_named  # noqa: E4
 from runtime.bench.workloads import WORKLOADS, build  # noqa: E402
 from runtime.config.loader import load_scenario  # noqa: E402
 from runtime.logs import configure_logging  # noqa: E402
-from runtime.scenario_run import run_scenario  # noqa: E402
-from runtime.scenario_tools import scenario_registry, tool_names_for_loading  # noqa: E402
+from runtime.scenarios.run import run_scenario  # noqa: E402
+from runtime.scenarios.tools import scenario_registry, tool_names_for_loading  # noqa: E402
 from signals.bus import SignalBus  # noqa: E402
 
 CAPTURED: list[tuple[str | None, str]] = []

@@ -34,7 +34,7 @@ from actors.tools import BUILTIN_TOOLS  # noqa: E402
 from runtime.config.loader import load_scenario  # noqa: E402
 from runtime.logs import configure_logging  # noqa: E402
 from runtime.providers.factory import open_provider  # noqa: E402
-from runtime.scenario_run import build_policies, run_scenario  # noqa: E402
+from runtime.scenarios.run import build_policies, run_scenario  # noqa: E402
 from runtime.temporal.activities import ActivityHost  # noqa: E402
 from runtime.temporal.bodies import DirectoryBodyStore  # noqa: E402
 from runtime.temporal.command import branch_histories, history_size, largest_branch_history  # noqa: E402

@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from runtime.usage import Usage
+from runtime.values.usage import Usage
 from signals.envelope import InvalidEventError, freeze_json
 
 NODE_STATUSES = ("ok", "failed", "skipped")

@@ -14,7 +14,7 @@ a typed event cannot change after it is built.
 Conventions the specification leaves open, fixed here:
 
 - ``RequestSent.attempt`` counts from 1 (the first send of a request is 1).
-- Digests are SHA-256 as 64 lowercase hex digits (``runtime.canonical``).
+- Digests are SHA-256 as 64 lowercase hex digits (``runtime.values.canonical``).
 - ``RunFinished.nodes`` maps each node id to ``ok``, ``failed`` or ``skipped``.
 - ``ReplyDelta`` (additive, schema version 1) is low priority (:data:`LOW_PRIORITY_TYPES`).
 """
@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 
 import attrs
 
-from runtime.usage import Usage
+from runtime.values.usage import Usage
 from signals import event_checks as check
 from signals.envelope import Event, InvalidEventError, thaw_json
 

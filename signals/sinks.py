@@ -20,7 +20,7 @@ from typing import IO
 
 import attrs
 
-from runtime.canonical import canonical_json
+from runtime.values.canonical import canonical_json
 from signals.bus import BusClosedError, Gap, SignalBus, Subscription
 from signals.envelope import Event, InvalidEventError
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import anyio
 from anyio.abc import TaskStatus
 
-from runtime.usage import Usage
+from runtime.values.usage import Usage
 from signals.bus import BLOCK, DROP_OLDEST, POLICIES, Gap, SignalBus
 from signals.events import ResponseReceived
 

@@ -10,14 +10,14 @@ from typing import Any
 import attrs
 from support import ProviderWrapper, node
 
-from runtime.flow import Flow
-from runtime.operation import Operation
-from runtime.policies import Policy, PolicyRegistry, ScriptPolicy, ScriptStep
+from runtime.config.operation import Operation
+from runtime.flows.flow import Flow
 from runtime.providers.openai import OpenAIProvider
 from runtime.providers.openai_wire import ChatDialect
+from runtime.scripted.faults import FaultRule
+from runtime.scripted.policies import Policy, PolicyRegistry, ScriptPolicy, ScriptStep
 from runtime.sim.clock import ManualClock
 from runtime.sim.config import SimConfig
-from runtime.sim.faults import FaultRule
 from runtime.sim.server import SimServer, serve_simulator
 
 

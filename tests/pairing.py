@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from runtime.compiler import CompileError
+from runtime.request.compiler import CompileError
 
 
 def check_pairing(payload: Mapping[str, Any]) -> None:

@@ -21,7 +21,7 @@ from runtime.cache.blocks import (
     tools_of,
     without_cache_control,
 )
-from runtime.canonical import canonical_bytes
+from runtime.values.canonical import canonical_bytes
 
 
 def _message_form(message: Mapping[str, Any], m: int) -> bytes:

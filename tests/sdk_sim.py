@@ -10,10 +10,10 @@ from typing import Any
 import attrs
 from support import ProviderWrapper, node
 
-from runtime.flow import Flow
-from runtime.operation import Operation
-from runtime.policies import Policy, PolicyRegistry, Reply, ScriptPolicy, ScriptStep
+from runtime.config.operation import Operation
+from runtime.flows.flow import Flow
 from runtime.providers.anthropic import AnthropicProvider
+from runtime.scripted.policies import Policy, PolicyRegistry, Reply, ScriptPolicy, ScriptStep
 from runtime.sim.clock import ManualClock
 from runtime.sim.config import SimConfig
 from runtime.sim.server import SimServer, serve_simulator

@@ -10,14 +10,14 @@ from typing import Any
 import attrs
 
 from runtime.config import Profile
-from runtime.flow import Flow, Node
-from runtime.image_rules import ImageRule
-from runtime.operation import Operation
-from runtime.policies import PolicyRegistry, ScriptCall, ScriptPolicy, ScriptStep
-from runtime.providers.base import Provider, image_rule_of
+from runtime.config.operation import Operation
+from runtime.contract.provider import Provider, image_rule_of
+from runtime.flows.flow import Flow, Node
 from runtime.providers.scripted import ScriptedProvider
 from runtime.runtime import Runtime
+from runtime.scripted.policies import PolicyRegistry, ScriptCall, ScriptPolicy, ScriptStep
 from runtime.sim.clock import ManualClock
+from runtime.values.image_rules import ImageRule
 
 
 def text(answer: str) -> ScriptStep:

@@ -137,7 +137,7 @@ async def _run_flow(client: Any, scenario_path: str, flow_id: str, queue: str, s
     from actors.tools import BUILTIN_TOOLS
     from runtime.config.loader import load_scenario
     from runtime.providers.factory import open_provider
-    from runtime.scenario_run import build_policies
+    from runtime.scenarios.run import build_policies
     from runtime.temporal.activities import ActivityHost
     from runtime.temporal.worker import build_worker
     from runtime.temporal.workflows import FLOW_WORKFLOW
@@ -160,7 +160,7 @@ async def _remote_probe(address: str, client: Any, store: Any, scenario_path: st
     from actors.tools import BUILTIN_TOOLS
     from runtime.config.loader import load_scenario
     from runtime.providers.factory import open_provider
-    from runtime.scenario_run import build_policies
+    from runtime.scenarios.run import build_policies
     from runtime.temporal.activities import ActivityHost
     from runtime.temporal.flow_host import affinity_queue
     from runtime.temporal.worker import build_worker, connect

@@ -16,7 +16,7 @@ import anyio
 import httpx
 import pytest
 
-from runtime.policies import PolicyRegistry
+from runtime.scripted.policies import PolicyRegistry
 from runtime.sim.admin import Admin
 from runtime.sim.clock import ManualClock
 from runtime.sim.default_model import DefaultModel

@@ -159,7 +159,7 @@ def test_a_follower_scans_the_store_types_once_not_at_every_poll(
     stored_run: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import runtime.store.schema as schema
-    from signals.sqlite_sink import read_events
+    from runtime.store.events_sink import read_events
 
     scans: list[str] = []
     scan = schema.check_column_types

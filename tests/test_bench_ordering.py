@@ -8,10 +8,10 @@ import anyio
 import pytest
 
 from runtime.bench.ordering import OrderedSends
-from runtime.compiler import RequestSettings, compile_request
-from runtime.messages import Instruction
-from runtime.providers.base import ProviderReply
-from runtime.usage import Usage
+from runtime.contract.provider import ProviderReply
+from runtime.request.compiler import RequestSettings, compile_request
+from runtime.values.messages import Instruction
+from runtime.values.usage import Usage
 
 pytestmark = pytest.mark.anyio
 

@@ -15,7 +15,7 @@ from runtime.bench.peers import (
     replay,
     replay_all,
 )
-from runtime.pricing import PricingTable
+from runtime.models.pricing import PricingTable
 
 PRICING = PricingTable.load_default()
 MODEL = "claude-opus-5"  # $5 in, $25 out, $6.25 5m write, $0.50 read: output ratio 5

@@ -51,7 +51,7 @@ def test_the_start_up_rows_run_the_commands_they_name(tmp_path) -> None:
     assert scaling.cli("help", ["--help"], 0, 300.0, runs=1).samples[0] > 0
     assert scaling.cli("bad", ["run", str(bad)], 2, 300.0, runs=1).samples[0] > 0
     load = scaling.in_child(
-        "tokenizer load", "tokenizer.encoding()", 100.0, runs=1, prelude="from runtime import tokenizer\n"
+        "tokenizer load", "tokenizer.encoding()", 100.0, runs=1, prelude="from runtime.measuring import tokenizer\n"
     )
     assert load.samples[0] > 0
 
@@ -63,7 +63,7 @@ def test_a_child_row_runs_with_the_environment_it_is_given() -> None:
         "assert tokenizer.ranks_cache_path() is None, tokenizer.ranks_cache_path()",
         None,
         runs=1,
-        prelude="from runtime import tokenizer\n",
+        prelude="from runtime.measuring import tokenizer\n",
         env={"FOLDLINE_CACHE_DIR": ""},
         note="the rank file parsed",
     )

@@ -9,7 +9,7 @@ import pytest
 from runtime.bench import workload_files, workloads
 from runtime.bench.reader import recalls_of
 from runtime.bench.tools import BENCH_TOOLS
-from runtime.tokenizer import count_tokens
+from runtime.measuring.tokenizer import count_tokens
 
 BENCH_DIR = Path(__file__).resolve().parent.parent / "scenarios" / "bench"
 

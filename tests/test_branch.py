@@ -8,8 +8,8 @@ import pytest
 from actors.branch import Branch, BranchBusy
 from actors.record import Record
 from runtime.errors import InputCeilingExceeded
-from runtime.messages import Instruction, Note
-from runtime.usage import Usage
+from runtime.values.messages import Instruction, Note
+from runtime.values.usage import Usage
 
 
 async def fill(branch: Branch, n: int) -> None:

@@ -20,8 +20,8 @@ from runtime.cache.placement import place_marks
 from runtime.cache.record import G1
 from runtime.cache.tail_skip import TailSkip
 from runtime.cache.verdict import evaluate_read
-from runtime.canonical import canonical_json
-from runtime.usage import Usage
+from runtime.values.canonical import canonical_json
+from runtime.values.usage import Usage
 
 ME = "proc-1"
 TTL = {"5m": 300.0, "1h": 3600.0}

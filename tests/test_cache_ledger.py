@@ -11,7 +11,7 @@ from runtime.cache.ledger import MAX_ROWS, CacheLedger
 from runtime.cache.placement import place_marks
 from runtime.cache.record import G1
 from runtime.cache.rows import LedgerRow
-from runtime.usage import Usage
+from runtime.values.usage import Usage
 
 ME = "proc-1"
 OTHER = "proc-0"
@@ -158,7 +158,7 @@ def test_an_attempt_on_a_route_the_request_could_not_take_is_refused():
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
-        ({"usage": None}, "expected runtime.usage.Usage"),
+        ({"usage": None}, "expected runtime.values.usage.Usage"),
         ({"attempt_start": float("inf")}, "attempt_start inf"),
         ({"process_id": ""}, "process_id ''"),
         ({"route": 3}, "route 3"),
@@ -414,7 +414,7 @@ def test_after_response_names_the_wrong_types() -> None:
     placement = place(conversation(1), CacheLedger.empty())
     with pytest.raises(CacheInputError, match=r"^placement is dict, expected a Placement$"):
         CacheLedger.empty().after_response({}, FIRST_USAGE, T0, "direct", ME)  # type: ignore[arg-type]
-    with pytest.raises(CacheInputError, match=r"^usage is dict, expected runtime.usage.Usage$"):
+    with pytest.raises(CacheInputError, match=r"^usage is dict, expected runtime.values.usage.Usage$"):
         CacheLedger.empty().after_response(placement, {}, T0, "direct", ME)  # type: ignore[arg-type]
 
 

@@ -14,9 +14,9 @@ from runtime.cache.blocks import api_order, block_at, check_location
 from runtime.cache.certificates import certify_payload
 from runtime.cache.errors import CacheInputError
 from runtime.cache.marks import Mark, breaks_ttl_order, check_lifetime, check_marks
-from runtime.cache.prepared import PreparedBlock, PreparedMessage, PreparedPayload, prepare_block
 from runtime.cache.record import G1, G1_EXCLUSIONS
 from runtime.cache.tail_skip import TailSkip
+from runtime.request.prepared import PreparedBlock, PreparedMessage, PreparedPayload, prepare_block
 
 
 # apply.x_apply_marks__mutmut_12..14: the refusal names the block's type.

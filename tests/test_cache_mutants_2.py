@@ -14,10 +14,10 @@ from runtime.cache.errors import CacheInputError
 from runtime.cache.ledger import CacheLedger
 from runtime.cache.marks import Mark
 from runtime.cache.placement import place_marks
-from runtime.cache.prepared import PreparedMessage, PreparedPayload, prepare_block
 from runtime.cache.record import G1, INTENTS, Skipped
 from runtime.cache.rewrites import Rewrite, find_rewrite, stable_digests
 from runtime.cache.rows import LedgerRow
+from runtime.request.prepared import PreparedMessage, PreparedPayload, prepare_block
 
 
 # ledger CacheLedger.__attrs_post_init__ mutmut_2: a bool is not a row count (True would pass as 1).

@@ -12,7 +12,7 @@ from runtime.cache.placement import place_marks
 from runtime.cache.record import G1
 from runtime.cache.rows import LedgerRow
 from runtime.cache.tail_skip import TailSkip
-from runtime.usage import Usage
+from runtime.values.usage import Usage
 
 ME = "proc-1"
 OTHER = "proc-0"

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime.cache.rewrites import Rewrite, find_rewrite, stable_digests
-from runtime.compiler import Request, RequestSettings, ToolSpec, compile_request
-from runtime.messages import AssistantResponse, Instruction, Message, TextPart
+from runtime.request.compiler import Request, RequestSettings, ToolSpec, compile_request
+from runtime.values.messages import AssistantResponse, Instruction, Message, TextPart
 from tests.payload_rewrites import first_divergence, settings_changed, stable_changed
 
 

@@ -11,7 +11,7 @@ from runtime.cache.placement import place_marks
 from runtime.cache.record import G1
 from runtime.cache.rows import LedgerRow
 from runtime.cache.verdict import ReadVerdict, evaluate_read
-from runtime.usage import Usage
+from runtime.values.usage import Usage
 
 ME = "proc-1"
 OTHER = "proc-0"
@@ -142,7 +142,7 @@ def test_the_route_must_be_named_when_there_are_several():
 
 def test_bad_usage_and_start_are_refused():
     placement = placed(conversation(1))
-    with pytest.raises(CacheInputError, match="expected runtime.usage.Usage"):
+    with pytest.raises(CacheInputError, match="expected runtime.values.usage.Usage"):
         evaluate_read(placement, {"cache_read_input_tokens": 3})  # type: ignore[arg-type]
     with pytest.raises(CacheInputError, match="attempt_start"):
         evaluate_read(placement, Usage(), attempt_start=float("nan"))
@@ -168,7 +168,7 @@ def test_bad_attempt_starts_and_usages_are_refused_by_name():
     for bad in ("soon", float("nan"), True):
         with pytest.raises(CacheInputError, match=rf"^attempt_start {bad!r} is not a finite time$"):
             evaluate_read(placement, Usage(), attempt_start=bad)  # type: ignore[arg-type]
-    with pytest.raises(CacheInputError, match=r"^usage is dict, expected runtime.usage.Usage or None$"):
+    with pytest.raises(CacheInputError, match=r"^usage is dict, expected runtime.values.usage.Usage or None$"):
         evaluate_read(placement, {"cache_read_input_tokens": 1})  # type: ignore[arg-type]
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from actors.tools import BUILTIN_TOOLS
 from runtime.config.loader import load_scenario
-from runtime.scenario_run import run_scenario
+from runtime.scenarios.run import run_scenario
 from signals.sinks import read_jsonl
 
 CACHE_SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "cache.toml"

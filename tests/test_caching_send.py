@@ -11,10 +11,10 @@ import pytest
 from support import READER, ProviderWrapper, bounded, calls, iterative, node, read, runtime_for, scripted, text
 
 from actors.cache_step import plan_cache, read_verdict, record_cache_outcome
-from runtime.compiler import RequestSettings, compile_request
-from runtime.flow import Flow
-from runtime.messages import Instruction
+from runtime.flows.flow import Flow
 from runtime.providers.scripted import ScriptedProvider
+from runtime.request.compiler import RequestSettings, compile_request
+from runtime.values.messages import Instruction
 from tests.payload_rewrites import first_divergence
 
 SYSTEM = "You are a meticulous reader. " * 120  # long enough to be cacheable on its own
@@ -134,7 +134,7 @@ async def test_second_request_reads_the_first_requests_turn_mark() -> None:
         reply1 = await provider.send(first.with_marks(plan1.placement.marks), node_id="n")
         ledger = record_cache_outcome(plan1, reply1.usage, attempt_start=env.clock(), env=env)
 
-        from runtime.messages import AssistantResponse, TextPart
+        from runtime.values.messages import AssistantResponse, TextPart
 
         view2 = view + [AssistantResponse((TextPart("one"),)), Instruction("and again")]
         second = compile_request(system=SYSTEM, tools=(), view=view2, settings=settings)

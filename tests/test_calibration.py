@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime.calibration import MIN_CALIBRATION_TOKENS, Calibration
-from runtime.usage import Usage
+from runtime.measuring.calibration import MIN_CALIBRATION_TOKENS, Calibration
+from runtime.values.usage import Usage
 
 
 def test_starts_at_one() -> None:
@@ -63,7 +63,7 @@ def test_refuses_a_bad_count(bad: object) -> None:
 
 
 def test_refuses_usage_that_is_not_a_usage() -> None:
-    with pytest.raises(TypeError, match="expected a runtime.usage.Usage, got dict"):
+    with pytest.raises(TypeError, match="expected a runtime.values.usage.Usage, got dict"):
         Calibration().after_response(5000, {"input_tokens": 6000})  # type: ignore[arg-type]
 
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime.ceiling import (
+from runtime.decision.ceiling import (
     UNSET,
     Decision,
     ResolvedCeiling,
@@ -19,8 +19,8 @@ from runtime.ceiling import (
     resolve_ceiling,
 )
 from runtime.errors import ConfigError, FoldlineError, InputCeilingExceeded
-from runtime.measure import Measurement
-from runtime.pricing import PricingTable
+from runtime.measuring.measure import Measurement
+from runtime.models.pricing import PricingTable
 
 PRICING = PricingTable.load_default()
 HAIKU, SONNET_45, UNKNOWN = "claude-haiku-5-5", "claude-sonnet-4-5", "house-model-7"

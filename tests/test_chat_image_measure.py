@@ -1,7 +1,7 @@
 """Images measured by the wire's rule (issue 18): the chat-completions tiles on the openai kind, the Messages API's elsewhere.
 
 The measure counts a request's images by the rule its provider's wire follows
-(:func:`runtime.providers.base.image_rule_of`); these tests hold it against
+(:func:`runtime.contract.provider.image_rule_of`); these tests hold it against
 the rule itself (a Hypothesis property over image sizes), against the
 simulator's chat face through the official ``openai`` SDK (small, tall, wide
 and huge images), and in runs whose sends must stay under their ceiling by
@@ -24,27 +24,27 @@ from support import ProviderWrapper, calls, iterative, node, text
 from actors.images import read_image_tool, scenario_registry
 from actors.tools import BUILTIN_TOOLS
 from runtime.bench.ordering import OrderedSends
-from runtime.chat_images import chat_image_tokens
-from runtime.compiler import RequestSettings, compile_request
 from runtime.config import Profile
 from runtime.config.loader import load_scenario
+from runtime.contract.provider import image_rule_of
 from runtime.errors import InputCeilingExceeded
-from runtime.flow import Flow
-from runtime.image_count import measure_request
-from runtime.image_rules import CHAT_IMAGES, MESSAGES_IMAGES, ImageRule
-from runtime.images import image_tokens
-from runtime.measure import TokenCounter, measure
-from runtime.messages import AssistantResponse, ImagePart, Instruction, ToolCall, ToolResult
-from runtime.model_calibration import ModelCalibration, fallback_measurement
-from runtime.model_limits import default_model_table
-from runtime.policies import PolicyRegistry
+from runtime.flows.flow import Flow
+from runtime.measuring.image_count import measure_request
+from runtime.measuring.measure import TokenCounter, measure
+from runtime.measuring.model_calibration import ModelCalibration, fallback_measurement
+from runtime.models.limits import default_model_table
 from runtime.providers.anthropic import AnthropicProvider
-from runtime.providers.base import image_rule_of
 from runtime.providers.scripted import ScriptedProvider
+from runtime.request.compiler import RequestSettings, compile_request
 from runtime.runtime import Runtime
-from runtime.scenario_run import run_scenario
+from runtime.scenarios.run import run_scenario
+from runtime.scripted.policies import PolicyRegistry
 from runtime.sim.chat.wire import read_chat_request
 from runtime.sim.clock import ManualClock
+from runtime.values.chat_images import chat_image_tokens
+from runtime.values.image_rules import CHAT_IMAGES, MESSAGES_IMAGES, ImageRule
+from runtime.values.images import image_tokens
+from runtime.values.messages import AssistantResponse, ImagePart, Instruction, ToolCall, ToolResult
 
 openai = pytest.importorskip("openai")
 
@@ -104,7 +104,9 @@ def test_a_wrapper_passes_its_inner_providers_rule_on_and_a_wrong_one_is_refused
         name: str = "confused"
         image_rule: object = "chat"
 
-    with pytest.raises(TypeError, match="'confused': image_rule is 'chat', expected a runtime.image_rules.ImageRule"):
+    with pytest.raises(
+        TypeError, match="'confused': image_rule is 'chat', expected a runtime.values.image_rules.ImageRule"
+    ):
         image_rule_of(Confused())
     with pytest.raises(ValueError, match="'tiles' is not one of messages, chat"):
         ImageRule("tiles")  # type: ignore[arg-type]

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from actors.images import scenario_registry
-from runtime.chat_images import chat_image_tokens, chat_scaled
 from runtime.config.loader import load_scenario
 from runtime.errors import InputCeilingExceeded
-from runtime.scenario_run import run_scenario
+from runtime.scenarios.run import run_scenario
 from runtime.sim.chat.wire import read_chat_request
 from runtime.sim.errors import SimAPIError
+from runtime.values.chat_images import chat_image_tokens, chat_scaled
 
 SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "vision.toml"
 FIGURES = SCENARIO.parent / "vision"

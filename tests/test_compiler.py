@@ -9,8 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.canonical import canonical_json, sha256_hex
-from runtime.compiler import (
+from runtime.request.compiler import (
     CompileError,
     Request,
     RequestSettings,
@@ -18,7 +17,8 @@ from runtime.compiler import (
     compile_request,
     render_blocks,
 )
-from runtime.messages import (
+from runtime.values.canonical import canonical_json, sha256_hex
+from runtime.values.messages import (
     AssistantResponse,
     Instruction,
     Message,

@@ -10,8 +10,8 @@ import pytest
 from runtime.config import ModelConfig, NodeSpec, Profile, ProviderSpec, RunSettings
 from runtime.config.checks import render_value
 from runtime.errors import ConfigError
-from runtime.policies import ScriptCall, ScriptStep
-from runtime.sim.faults import FaultRule
+from runtime.scripted.faults import FaultRule
+from runtime.scripted.policies import ScriptCall, ScriptStep
 
 
 def refusal(build, **kwargs) -> str:

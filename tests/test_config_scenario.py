@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from runtime.config import NodeSpec, Profile, ProviderSpec, RunSettings, Scenario
 from runtime.errors import ConfigError
-from runtime.policies import ScriptCall, ScriptStep
+from runtime.scripted.policies import ScriptCall, ScriptStep
 
 
 def node(node_id: str, **fields) -> NodeSpec:

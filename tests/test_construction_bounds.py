@@ -14,9 +14,9 @@ from runtime.config import (
     loads_scenario,
 )
 from runtime.config.loader import ScenarioError
+from runtime.config.operation import Operation
 from runtime.errors import ConfigError
-from runtime.flow import Flow, Node
-from runtime.operation import Operation
+from runtime.flows.flow import Flow, Node
 
 
 @pytest.mark.parametrize("value", [True, 0, -1, 1.5, "100", "many", 10**30])

@@ -20,8 +20,8 @@ from runtime.fold.formats import parse_read_result
 from runtime.fold.marks import FoldMark
 from runtime.fold.projection import clipped_copy
 from runtime.fold.settings import FoldSettings
-from runtime.measure import TokenCounter
-from runtime.messages import AssistantResponse, Instruction, ToolCall
+from runtime.measuring.measure import TokenCounter
+from runtime.values.messages import AssistantResponse, Instruction, ToolCall
 
 COUNTER = TokenCounter()
 SETTINGS = FoldSettings(ceiling=20_000)
@@ -153,7 +153,7 @@ def test_the_settled_view_leaves_out_the_round_whose_tools_are_running() -> None
 
 def test_the_status_page_lists_the_newest_notes_and_marks_and_the_five_largest_results() -> None:
     from runtime.fold.context_tool import status_answer
-    from runtime.messages import Note
+    from runtime.values.messages import Note
 
     c = Conversation()
     c.task("Read.")

@@ -10,15 +10,15 @@ from support import calls, read, text
 from actors.conversation import BranchInTurn, Conversation
 from actors.tools import tool
 from runtime.config import Profile
+from runtime.config.operation import Operation, OperationError
 from runtime.errors import InputCeilingExceeded
-from runtime.flow import Flow, Node
-from runtime.messages import AssistantResponse, Instruction, ToolResult
-from runtime.operation import Operation, OperationError
-from runtime.policies import PolicyRegistry, ScriptPolicy
-from runtime.policies_default import DefaultModel, default_policies
+from runtime.flows.flow import Flow, Node
 from runtime.providers.scripted import ScriptedProvider
 from runtime.runtime import Runtime
+from runtime.scenarios.defaults import DefaultModel, default_policies
+from runtime.scripted.policies import PolicyRegistry, ScriptPolicy
 from runtime.sim.clock import ManualClock
+from runtime.values.messages import AssistantResponse, Instruction, ToolResult
 
 
 @tool

@@ -224,7 +224,7 @@ def serve(directory: Path, scenario: Path) -> int:
 def content_by_index(branch: Any) -> list[str]:
     """Each record message's canonical content, byte for byte, with the ids it names (a note's
     replaced messages, a copy's original) written as record indices: ids are random per run."""
-    from runtime.canonical import canonical_json
+    from runtime.values.canonical import canonical_json
 
     out = []
     for message in branch.record_messages():

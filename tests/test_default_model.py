@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime.policies_default import DefaultModel, arguments_from_schema
+from runtime.scenarios.defaults import DefaultModel, arguments_from_schema
 
 
 def tool(name: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -8,13 +8,13 @@ from typing import Any
 
 from display_support import Page, outside_references
 
-from runtime.canonical import canonical_json
 from runtime.display.model import picture_events
 from runtime.display.page import run_page
 from runtime.display.sources import RunSource, load_source
 from runtime.display.svg import axis_ticks, nice_ceiling
-from runtime.pricing import PricingTable
-from runtime.usage import Usage
+from runtime.models.pricing import PricingTable
+from runtime.values.canonical import canonical_json
+from runtime.values.usage import Usage
 from signals.envelope import Event
 
 DIGEST = "a" * 64

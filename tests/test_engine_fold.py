@@ -13,16 +13,16 @@ from support import ProviderWrapper, calls, iterative, node, read, runtime_for, 
 from actors.branch import Branch, RequestRecord
 from actors.operations import Operation, run_operation
 from runtime.config import Profile
+from runtime.contract.provider import AttemptFailed
 from runtime.errors import InputCeilingExceeded
-from runtime.flow import Flow
+from runtime.flows.flow import Flow
 from runtime.fold.audit import unrecoverable_bytes
 from runtime.fold.formats import parse_clip_marker
-from runtime.messages import Instruction, Note, ToolResult
-from runtime.policies import PolicyRegistry, ScriptPolicy, ScriptStep
-from runtime.providers.base import AttemptFailed
 from runtime.providers.scripted import ScriptedProvider
+from runtime.scripted.policies import PolicyRegistry, ScriptPolicy, ScriptStep
 from runtime.sim.clock import ManualClock
 from runtime.sim.summary_policy import FoldSummaryPolicy
+from runtime.values.messages import Instruction, Note, ToolResult
 from tests.pairing import check_pairing
 from tests.payload_rewrites import first_divergence
 
@@ -319,7 +319,7 @@ async def test_with_caching_the_first_round_is_protected_anchored_and_the_stable
 
 
 def _digest(payload: dict) -> str:
-    from runtime.canonical import canonical_json, sha256_hex
+    from runtime.values.canonical import canonical_json, sha256_hex
 
     return sha256_hex(canonical_json(payload))
 

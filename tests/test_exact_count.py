@@ -21,19 +21,19 @@ from hypothesis import strategies as st
 from support import READER, ProviderWrapper, bounded, node, text
 
 from actors.env import ModelScales
-from runtime.compiler import RequestSettings, compile_request
-from runtime.flow import Flow
-from runtime.messages import Instruction
-from runtime.model_calibration import CalibrationBook, ModelCalibration
-from runtime.model_limits import default_model_table
-from runtime.policies import PolicyRegistry, ScriptPolicy, ScriptStep
+from runtime.contract.provider import ProviderError
+from runtime.flows.flow import Flow
+from runtime.measuring.model_calibration import CalibrationBook, ModelCalibration
+from runtime.models.limits import default_model_table
 from runtime.providers.anthropic import AnthropicProvider
-from runtime.providers.base import ProviderError
 from runtime.providers.scripted import ScriptedProvider
+from runtime.request.compiler import RequestSettings, compile_request
 from runtime.runtime import Runtime
+from runtime.scripted.policies import PolicyRegistry, ScriptPolicy, ScriptStep
 from runtime.sim.clock import ManualClock
 from runtime.sim.config import SimConfig
 from runtime.sim.server import serve_simulator
+from runtime.values.messages import Instruction
 
 MODEL = "claude-haiku-5-5"
 TASK = "Say what the notes below are about.\n" + " ".join(
@@ -423,7 +423,7 @@ script = [{{ text = "B." }}]
 @pytest.mark.anyio
 async def test_the_store_keeps_the_calibration_for_resume_and_for_a_new_run(tmp_path: Path) -> None:
     from runtime.config.loader import load_scenario
-    from runtime.scenario_run import run_scenario
+    from runtime.scenarios.run import run_scenario
     from runtime.store.reader import StoreReader
     from runtime.store.run import resume_stored_run, run_scenario_stored, stored_calibration
 

@@ -6,10 +6,10 @@ import anyio
 import pytest
 from support import READER, bounded, calls, flow, iterative, node, read, runtime_for, scripted, text
 
-from runtime.compiler import RequestSettings, compile_request
 from runtime.errors import ConfigError
-from runtime.flow import Flow, Node
-from runtime.messages import AssistantResponse, ToolResult
+from runtime.flows.flow import Flow, Node
+from runtime.request.compiler import RequestSettings, compile_request
+from runtime.values.messages import AssistantResponse, ToolResult
 from signals.envelope import Event
 from tests.pairing import check_pairing
 
@@ -192,7 +192,7 @@ async def test_cancelling_a_flow_leaves_every_view_paired() -> None:
     fl = flow(node("h", iterative("hang"), profile=profile))
     branches = {}
     async with runtime_for(provider, registry=registry) as rt, anyio.create_task_group() as tg:
-        from runtime import flow as flow_module
+        from runtime.flows import flow as flow_module
 
         original = flow_module._Scheduler.supervise
 

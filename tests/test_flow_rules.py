@@ -1,10 +1,10 @@
-"""The flow scheduler's rules (runtime/flow_rules.py), which both engines decide by."""
+"""The flow scheduler's rules (runtime/flows/rules.py), which both engines decide by."""
 
 from __future__ import annotations
 
 import attrs
 
-from runtime.flow_rules import blocked_by, never_spawned, spawn_refusal
+from runtime.flows.rules import blocked_by, never_spawned, spawn_refusal
 
 
 @attrs.frozen

@@ -7,12 +7,12 @@ import pytest
 from actors.tools import synthetic_text
 from runtime.bench.conversations import Conversation
 from runtime.bench.fold_micro import bench_clip_pass, bench_tool_io_fold, clip_pass_once, tool_io_fold_once
-from runtime.canonical import canonical_json
 from runtime.fold.audit import unrecoverable_bytes
 from runtime.fold.notes import build_note
 from runtime.fold.units import units_of
-from runtime.messages import Note
 from runtime.sim.summary_policy import FoldSummaryPolicy, extractive_summary
+from runtime.values.canonical import canonical_json
+from runtime.values.messages import Note
 
 
 def test_folded_originals_are_recoverable_and_compaction_drops_are_counted() -> None:

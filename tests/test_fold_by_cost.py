@@ -12,12 +12,12 @@ from actors.branch import Branch
 from actors.folding import view_growth
 from runtime.config import Profile
 from runtime.errors import ConfigError
-from runtime.flow import Flow
+from runtime.flows.flow import Flow
 from runtime.fold.cost import COST_TARGETS, CostPrices, usage_cost
 from runtime.fold.settings import DEFAULT_POLICY, FoldSettings
-from runtime.messages import AssistantResponse, Instruction, Message, Note, TextPart, ToolResult
-from runtime.policies import ScriptStep
-from runtime.usage import Usage
+from runtime.scripted.policies import ScriptStep
+from runtime.values.messages import AssistantResponse, Instruction, Message, Note, TextPart, ToolResult
+from runtime.values.usage import Usage
 
 SYSTEM = "You read files one at a time and report what they say. " * 4
 CEILING = 20_000

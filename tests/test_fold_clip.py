@@ -13,8 +13,8 @@ from runtime.fold.planner import FoldPlanner
 from runtime.fold.projection import CLIP_FLOOR
 from runtime.fold.recovery import read_result
 from runtime.fold.settings import FoldSettings
-from runtime.measure import TokenCounter
-from runtime.messages import Note, ToolResult
+from runtime.measuring.measure import TokenCounter
+from runtime.values.messages import Note, ToolResult
 
 COUNTER = TokenCounter()
 

@@ -13,9 +13,9 @@ from actors.tools import synthetic_text
 from runtime.bench.conversations import Conversation, fold_input, measurer_for, run_planner
 from runtime.fold.planner import FoldPlan, FoldPlanner, NeedSummary, SummaryResult
 from runtime.fold.settings import FoldSettings
-from runtime.measure import TokenCounter
-from runtime.messages import Note
-from runtime.usage import Usage
+from runtime.measuring.measure import TokenCounter
+from runtime.values.messages import Note
+from runtime.values.usage import Usage
 
 COUNTER = TokenCounter()
 

@@ -29,8 +29,8 @@ from runtime.fold.cost import (
     target_candidate,
     usage_cost,
 )
-from runtime.pricing import PriceTier, PricingTable
-from runtime.usage import Usage
+from runtime.models.pricing import PriceTier, PricingTable
+from runtime.values.usage import Usage
 
 PRICES = CostPrices()  # read 0.1, write 1.25, output 5
 

@@ -23,7 +23,7 @@ from runtime.fold.cost import (
     realised,
     target_candidate,
 )
-from runtime.pricing import PriceTier
+from runtime.models.pricing import PriceTier
 
 PRICES = CostPrices()
 

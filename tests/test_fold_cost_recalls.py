@@ -28,7 +28,7 @@ from runtime.fold.cost import (
     predicted_cycle,
     target_candidate,
 )
-from runtime.messages import AssistantResponse, Instruction, Message, TextPart, ToolCall, ToolResult
+from runtime.values.messages import AssistantResponse, Instruction, Message, TextPart, ToolCall, ToolResult
 
 PRICES = CostPrices(read=0.1, write=1.25, output=5.0)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from runtime.cli import main
 from runtime.fold.notes import fold_id, span_digest, structural_digest
-from runtime.messages import ClipInfo, Instruction, Note, ToolResult
+from runtime.values.messages import ClipInfo, Instruction, Note, ToolResult
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 
 from actors.tools import synthetic_text
 from runtime.bench.conversations import Conversation, measurer_for
-from runtime.canonical import canonical_json
 from runtime.fold.audit import unrecoverable_bytes
 from runtime.fold.bodies import recovery_text
 from runtime.fold.clip import MAX_CUTS_PER_BODY, _level, clip_stage
@@ -32,8 +31,9 @@ from runtime.fold.marks import FoldMark, resolve_marks
 from runtime.fold.measurer import ViewMeasurer
 from runtime.fold.projection import ProjectionError, allowance_of, clipped_copy, record_projection
 from runtime.fold.units import Unit
-from runtime.measure import TokenCounter
-from runtime.messages import AssistantResponse, ClipInfo, Message, Note, TextPart, ToolCall, ToolResult
+from runtime.measuring.measure import TokenCounter
+from runtime.values.canonical import canonical_json
+from runtime.values.messages import AssistantResponse, ClipInfo, Message, Note, TextPart, ToolCall, ToolResult
 
 
 @attrs.frozen

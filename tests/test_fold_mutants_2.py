@@ -22,8 +22,8 @@ from runtime.fold.recovery import RecoveryCorrupted, RecoveryError, plan_restore
 from runtime.fold.settings import FoldSettings, fold_settings
 from runtime.fold.target import needed_prefix
 from runtime.fold.units import chronology_key, is_complete_round, tail_units, units_of
-from runtime.messages import AssistantResponse, Instruction, Note, TextPart, ToolResult
-from runtime.usage import Usage
+from runtime.values.messages import AssistantResponse, Instruction, Note, TextPart, ToolResult
+from runtime.values.usage import Usage
 from tests.test_fold_planner import COUNTER, _history_over_the_target, history_after_a_note, plan_for, read
 
 

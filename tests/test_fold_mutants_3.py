@@ -19,7 +19,7 @@ from runtime.fold.protected import protected_ids
 from runtime.fold.settings import FoldSettings
 from runtime.fold.target import TARGET_LOW
 from runtime.fold.units import units_of
-from runtime.messages import (
+from runtime.values.messages import (
     AssistantResponse,
     ClipInfo,
     ImagePart,

@@ -39,9 +39,9 @@ from runtime.fold.projection import (
 from runtime.fold.recovery import RecoveryCorrupted, plan_restore, read_result
 from runtime.fold.settings import FoldSettings
 from runtime.fold.units import is_complete_round, units_of
-from runtime.image_count import measure_request
-from runtime.image_rules import CHAT_IMAGES, MESSAGES_IMAGES
-from runtime.messages import (
+from runtime.measuring.image_count import measure_request
+from runtime.values.image_rules import CHAT_IMAGES, MESSAGES_IMAGES
+from runtime.values.messages import (
     AssistantResponse,
     ImagePart,
     Instruction,

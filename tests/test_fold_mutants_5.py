@@ -28,10 +28,10 @@ from runtime.fold.cost import (
 from runtime.fold.notes import build_note
 from runtime.fold.plan_run import rebuild_view
 from runtime.fold.units import units_of
-from runtime.image_count import measure_request
-from runtime.image_rules import CHAT_IMAGES, MESSAGES_IMAGES
-from runtime.measure import TokenCounter
-from runtime.messages import ImagePart, Instruction, Message
+from runtime.measuring.image_count import measure_request
+from runtime.measuring.measure import TokenCounter
+from runtime.values.image_rules import CHAT_IMAGES, MESSAGES_IMAGES
+from runtime.values.messages import ImagePart, Instruction, Message
 
 PRICES = CostPrices(read=0.1, write=1.25, output=5.0)
 STATE = CostState(tokens=100_000, growth=2_000.0, ceiling=200_000, margin=0.045)

@@ -12,8 +12,8 @@ from runtime.fold.planner import FoldPlanner, SummaryResult
 from runtime.fold.protected import protected_ids
 from runtime.fold.recovery import verify
 from runtime.fold.settings import FoldSettings
-from runtime.measure import TokenCounter
-from runtime.messages import Instruction, Note, ToolResult
+from runtime.measuring.measure import TokenCounter
+from runtime.values.messages import Instruction, Note, ToolResult
 from tests.pairing import check_pairing
 
 BIG = synthetic_text("listing", 100_045)

@@ -23,21 +23,21 @@ from support import runtime_for
 
 from actors.tools import BUILTIN_TOOLS, Tool, ToolSpec
 from runtime.bench.conversations import Conversation, fold_input, measurer_for, run_planner
-from runtime.canonical import canonical_json, sha256_hex
-from runtime.compiler import EMPTY_RESPONSE_TEXT
 from runtime.config import Profile
-from runtime.flow import Flow
+from runtime.flows.flow import Flow
 from runtime.fold.formats import parse_read_result
 from runtime.fold.marks import FoldMark
 from runtime.fold.planner import FoldPlanner, SummaryResult
 from runtime.fold.protected import protected_ids
 from runtime.fold.recovery import plan_restore, read_result, stood_for
 from runtime.fold.settings import FoldSettings
-from runtime.measure import TokenCounter
-from runtime.messages import AssistantResponse, Instruction, TextPart, ToolResult
-from runtime.policies import PolicyRegistry, ScriptCall, ScriptPolicy, ScriptStep
+from runtime.measuring.measure import TokenCounter
 from runtime.providers.scripted import ScriptedProvider
+from runtime.request.compiler import EMPTY_RESPONSE_TEXT
+from runtime.scripted.policies import PolicyRegistry, ScriptCall, ScriptPolicy, ScriptStep
 from runtime.sim.clock import ManualClock
+from runtime.values.canonical import canonical_json, sha256_hex
+from runtime.values.messages import AssistantResponse, Instruction, TextPart, ToolResult
 from tests.pairing import check_pairing
 from tests.payload_rewrites import first_divergence
 

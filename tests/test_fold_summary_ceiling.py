@@ -17,9 +17,9 @@ import pytest
 from support import calls, read, text
 
 from runtime import Flow, Node, Operation, PolicyRegistry, Profile, Runtime, ScriptedProvider, ScriptPolicy
-from runtime.messages import Note
 from runtime.sim.clock import ManualClock
 from runtime.sim.summary_policy import FoldSummaryPolicy
+from runtime.values.messages import Note
 
 CHILD_CEILING = 3_000
 LEAD = Profile(system="You read and delegate.", tools=("synthetic_read", "spawn"), max_input_tokens=100_000)

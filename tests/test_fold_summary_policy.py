@@ -9,9 +9,9 @@ from runtime.bench.conversations import Conversation, measurer_for
 from runtime.bench.fold_micro import median
 from runtime.fold.bodies import result_shape
 from runtime.fold.projection import project
-from runtime.measure import TokenCounter
-from runtime.messages import ToolCall, ToolResult
+from runtime.measuring.measure import TokenCounter
 from runtime.sim.summary_policy import LINE_CHARS, MAX_LINES, FoldSummaryPolicy, extractive_summary
+from runtime.values.messages import ToolCall, ToolResult
 
 TRANSCRIPT = "\n".join(
     [
@@ -105,8 +105,8 @@ def test_a_measurer_at_another_scale_scales_the_same_count() -> None:
 
 
 def test_the_first_round_decision_records_everything_it_was_decided_on() -> None:
-    from runtime.canonical import sha256_hex
     from runtime.fold.protected import decide
+    from runtime.values.canonical import sha256_hex
 
     c = Conversation()
     c.task("Read.")

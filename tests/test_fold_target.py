@@ -14,7 +14,7 @@ from runtime.bench.conversations import (
 )
 from runtime.fold.planner import TARGET_LOW, FoldPlanner
 from runtime.fold.settings import FoldSettings
-from runtime.measure import TokenCounter
+from runtime.measuring.measure import TokenCounter
 
 COUNTER = TokenCounter()
 

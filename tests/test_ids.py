@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.ids import CountingIds, RandomIds, current_ids, use_ids
-from runtime.messages import Instruction
+from runtime.values.ids import CountingIds, RandomIds, current_ids, use_ids
+from runtime.values.messages import Instruction
 from tests.support import calls, flow, iterative, node, read, runtime_for, scripted, text
 
 

@@ -14,10 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime.cache import CacheLedger, certify_payload, place_marks
-from runtime.compile_view import forget_layouts
-from runtime.compiler import Request, RequestSettings, ToolSpec, compile_request
-from runtime.measure import TokenCounter, measure
-from runtime.messages import (
+from runtime.measuring.measure import TokenCounter, measure
+from runtime.measuring.tokenizer import count_tokens
+from runtime.request.compiler import Request, RequestSettings, ToolSpec, compile_request
+from runtime.request.layout import forget_layouts
+from runtime.values.messages import (
     AssistantResponse,
     Instruction,
     Message,
@@ -26,7 +27,6 @@ from runtime.messages import (
     ToolCall,
     ToolResult,
 )
-from runtime.tokenizer import count_tokens
 
 TOOLS = (ToolSpec.create("read_file", "Read a file.", {"type": "object", "properties": {"path": {"type": "string"}}}),)
 SETTINGS = RequestSettings(model="claude-haiku-5-5")
@@ -188,7 +188,7 @@ def test_a_message_rendered_twice_is_measured_whole() -> None:
 
 
 def test_placement_from_the_prepared_request_equals_placement_from_the_payload() -> None:
-    from runtime.usage import Usage
+    from runtime.values.usage import Usage
 
     settings = RequestSettings(model="claude-haiku-5-5", max_tokens=77, tool_choice_json='{"type":"auto"}')
     conversation = Conversation()

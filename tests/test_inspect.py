@@ -14,9 +14,9 @@ from actors.tools import BUILTIN_TOOLS
 from runtime.cli.store import main
 from runtime.config.loader import load_scenario
 from runtime.fold.formats import read_call
-from runtime.messages import AssistantResponse, Instruction, Note, ToolCall, ToolResult
 from runtime.store.inspect import describe_branch, format_branch
 from runtime.store.run import run_scenario_stored
+from runtime.values.messages import AssistantResponse, Instruction, Note, ToolCall, ToolResult
 
 
 def inspect_cli(*args: str) -> tuple[int, str, str]:

@@ -88,7 +88,7 @@ def test_opening_the_simulated_provider_imports_the_sdk_then() -> None:
     code = (
         "import sys, anyio\n"
         "from runtime.config import ProviderSpec\n"
-        "from runtime.policies import PolicyRegistry\n"
+        "from runtime.scripted.policies import PolicyRegistry\n"
         "from runtime.providers.factory import open_provider\n"
         "before = 'anthropic' in sys.modules\n"
         "async def main():\n"

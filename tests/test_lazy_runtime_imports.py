@@ -33,7 +33,7 @@ seen = {}
 import runtime.runtime
 from runtime import Profile, Runtime, tool, workspace_tools
 seen["import"] = loaded()
-from runtime.providers.retry import retry_delay
+from runtime.contract.retry import retry_delay
 retry_delay(0, {"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, jitter=0.0, now=0.0)
 seen["http date"] = loaded()
 

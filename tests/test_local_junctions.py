@@ -12,8 +12,8 @@ from __future__ import annotations
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from runtime.measure import JUNCTION_WINDOW, TokenCounter, local_junction
-from runtime.tokenizer import count_tokens
+from runtime.measuring.measure import JUNCTION_WINDOW, TokenCounter, local_junction
+from runtime.measuring.tokenizer import count_tokens
 
 _CHARS = st.sampled_from(
     list("abcXYZ019'\" ,.:;{}[]()-_/\\\n\t\r")

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.measure import (
+from runtime.measuring.measure import (
     JUNCTION_WINDOW,
     TOP_PARTS,
     Measurement,
@@ -17,7 +17,7 @@ from runtime.measure import (
     measure,
     scaled_estimate,
 )
-from runtime.tokenizer import count_tokens
+from runtime.measuring.tokenizer import count_tokens
 
 
 def test_count_matches_the_tokenizer_and_caches_by_content() -> None:
@@ -205,7 +205,7 @@ def labelled_pieces(payload: dict) -> list[tuple[str, str]]:
     Keys are sorted as canonical JSON sorts them; each message content block,
     tool and system block is its own piece; everything between is glue.
     """
-    from runtime.canonical import canonical_json
+    from runtime.values.canonical import canonical_json
 
     pieces: list[tuple[str, str]] = []
     glue = "{"

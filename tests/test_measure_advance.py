@@ -1,7 +1,7 @@
 """Walking pieces with a tracked local end (:meth:`TokenCounter.walk`, :func:`next_local_end`), and counting ahead.
 
-A segmented request (:mod:`runtime.measure_prefix`) and a spliced count
-(:mod:`runtime.measure_splice`) read each junction's correction by its local
+A segmented request (:mod:`runtime.measuring.measure_prefix`) and a spliced count
+(:mod:`runtime.measuring.measure_splice`) read each junction's correction by its local
 junction, the tail's local end worked out from the previous one and the
 piece's edges instead of searched for. The properties walk random pieces built
 to reach every way the local end can move (the piece's own last split, a split
@@ -19,9 +19,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from runtime import measure as measure_module
-from runtime.compiler import RequestSettings, compile_request
-from runtime.measure import (
+from runtime.measuring import measure as measure_module
+from runtime.measuring.measure import (
     EDGE_MEMO_CHARS,
     JUNCTION_WINDOW,
     MAX_EDGES,
@@ -33,8 +32,9 @@ from runtime.measure import (
     next_local_end,
     piece_edges,
 )
-from runtime.messages import AssistantResponse, Instruction, TextPart, ToolCall, ToolResult
-from runtime.tokenizer import count_tokens
+from runtime.measuring.tokenizer import count_tokens
+from runtime.request.compiler import RequestSettings, compile_request
+from runtime.values.messages import AssistantResponse, Instruction, TextPart, ToolCall, ToolResult
 
 _CHARS = st.sampled_from(list("abcXYZ019'\" ,.:;{}[]()-_/\\\n\t") + ["é", "ß", "漢", "\u0301", "\u0663", "🙂"])
 _SHORT = st.lists(

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import attrs
 
-from runtime.compiler import RequestSettings, ToolSpec, compile_request
-from runtime.measure import TokenCounter, measure
-from runtime.messages import AssistantResponse, Instruction, Message, TextPart, ToolCall, ToolResult
-from runtime.tokenizer import count_tokens
+from runtime.measuring.measure import TokenCounter, measure
+from runtime.measuring.tokenizer import count_tokens
+from runtime.request.compiler import RequestSettings, ToolSpec, compile_request
+from runtime.values.messages import AssistantResponse, Instruction, Message, TextPart, ToolCall, ToolResult
 
 TOOLS = (
     ToolSpec.create("read_file", "Read a file.", {"type": "object", "properties": {"path": {"type": "string"}}}),

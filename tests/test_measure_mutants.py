@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from runtime.bench.conversations import Conversation, measurer_for
-from runtime.measure import TokenCounter, measure
-from runtime.pieces import SegmentedPieces
+from runtime.measuring.measure import TokenCounter, measure
+from runtime.values.pieces import SegmentedPieces
 from tests.test_fold_planner import read
 
 

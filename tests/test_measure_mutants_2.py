@@ -1,6 +1,6 @@
 """Splice counting and line counting rules a mutation run found unpinned (scripts/mutation).
 
-Each test names the mutants of ``runtime/measure_splice.py`` or ``runtime/measure.py`` it was
+Each test names the mutants of ``runtime/measuring/measure_splice.py`` or ``runtime/measuring/measure.py`` it was
 written against. The rule every splice test checks is the module's: a candidate's spliced
 count is the count of the candidate compiled and counted whole, or None (then the caller
 counts it whole); it never raises, and the cases it promises to take are taken.
@@ -16,12 +16,14 @@ import pytest
 
 from actors.tools import synthetic_text
 from runtime.bench.conversations import Conversation
-from runtime.compiler import RequestSettings, compile_request
 from runtime.fold.projection import record_projection
-from runtime.image_count import measure_request
-from runtime.measure import LINE_COUNT_MIN_CHARS, TokenCounter, _lines_of, measure
-from runtime.measure_splice import SpliceBase
-from runtime.messages import (
+from runtime.measuring.image_count import measure_request
+from runtime.measuring.measure import LINE_COUNT_MIN_CHARS, TokenCounter, _lines_of, measure
+from runtime.measuring.measure_splice import SpliceBase
+from runtime.measuring.tokenizer import count_tokens
+from runtime.request.compiler import RequestSettings, compile_request
+from runtime.request.rendering import CompileError, ResultProjection
+from runtime.values.messages import (
     AssistantResponse,
     ImagePart,
     Instruction,
@@ -31,8 +33,6 @@ from runtime.messages import (
     ToolCall,
     ToolResult,
 )
-from runtime.rendering import CompileError, ResultProjection
-from runtime.tokenizer import count_tokens
 
 SETTINGS = RequestSettings(model="claude-haiku-5-5")
 CHART = Path(__file__).resolve().parents[1] / "scenarios" / "vision" / "chart.png"

@@ -1,4 +1,4 @@
-"""Counting a candidate view from the view counted before it (runtime.measure_splice).
+"""Counting a candidate view from the view counted before it (runtime.measuring.measure_splice).
 
 The count of a spliced candidate must be the number compiling and counting the
 candidate whole gives, for any view and any window; where the splice cannot
@@ -13,16 +13,16 @@ from hypothesis import strategies as st
 
 from actors.tools import synthetic_text
 from runtime.bench.conversations import Conversation, measurer_for
-from runtime.compiler import RequestSettings, compile_request
 from runtime.fold.notes import build_note
 from runtime.fold.plan_run import rebuild_view
 from runtime.fold.units import units_of
-from runtime.image_count import measure_request
-from runtime.measure import TokenCounter
-from runtime.measure_splice import SpliceBase
-from runtime.messages import AssistantResponse, Instruction, Message, TextPart, ToolResult
-from runtime.rendering import CompileError
-from runtime.tokenizer import count_tokens
+from runtime.measuring.image_count import measure_request
+from runtime.measuring.measure import TokenCounter
+from runtime.measuring.measure_splice import SpliceBase
+from runtime.measuring.tokenizer import count_tokens
+from runtime.request.compiler import RequestSettings, compile_request
+from runtime.request.rendering import CompileError
+from runtime.values.messages import AssistantResponse, Instruction, Message, TextPart, ToolResult
 
 SETTINGS = RequestSettings(model="claude-haiku-5-5")
 

@@ -11,11 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.calibration import MIN_CALIBRATION_TOKENS
-from runtime.compiler import RequestSettings, compile_request
-from runtime.measure import Measurement, TokenCounter, measure
-from runtime.messages import Instruction
-from runtime.model_calibration import (
+from runtime.measuring.calibration import MIN_CALIBRATION_TOKENS
+from runtime.measuring.measure import Measurement, TokenCounter, measure
+from runtime.measuring.model_calibration import (
     UNCERTAINTY,
     CalibrationBook,
     ModelCalibration,
@@ -24,11 +22,13 @@ from runtime.model_calibration import (
     needs_exact_count,
     shared_evidence,
 )
-from runtime.model_limits import default_model_table
-from runtime.policies import PolicyRegistry, ScriptPolicy, ScriptStep
+from runtime.models.limits import default_model_table
+from runtime.request.compiler import RequestSettings, compile_request
+from runtime.scripted.policies import PolicyRegistry, ScriptPolicy, ScriptStep
 from runtime.sim.clock import ManualClock
 from runtime.sim.config import SimConfig
 from runtime.sim.server import serve_simulator
+from runtime.values.messages import Instruction
 
 TEXT = " ".join(f"line {i}: the fold keeps every original recoverable by its index." for i in range(600))
 

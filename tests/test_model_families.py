@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from runtime.errors import ConfigError
-from runtime.model_limits import MAX_TOKEN_PRIOR, ModelTable, default_model_table
+from runtime.models.limits import MAX_TOKEN_PRIOR, ModelTable, default_model_table
 
 HEAD = 'schema = "foldline.models/v1"\n'
 

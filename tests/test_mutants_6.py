@@ -8,16 +8,16 @@ import attrs
 
 from actors.tools import synthetic_text
 from runtime.bench.conversations import Conversation, measurer_for
-from runtime.canonical import canonical_json
-from runtime.compiler import Request, RequestSettings
 from runtime.fold.bodies import Body
 from runtime.fold.clip import clip_stage
 from runtime.fold.measurer import ViewMeasurer
 from runtime.fold.projection import bound_retained, project_body
-from runtime.image_rules import MESSAGES_IMAGES
-from runtime.measure import TokenCounter
-from runtime.messages import Message
-from runtime.rendering import Block, RenderedMessage
+from runtime.measuring.measure import TokenCounter
+from runtime.request.compiler import Request, RequestSettings
+from runtime.request.rendering import Block, RenderedMessage
+from runtime.values.canonical import canonical_json
+from runtime.values.image_rules import MESSAGES_IMAGES
+from runtime.values.messages import Message
 
 _TEXT = canonical_json({"type": "text", "text": "hello"})
 _IMAGE = canonical_json({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "QUJD"}})

@@ -21,8 +21,8 @@ pytest.importorskip("openai")
 
 from test_exact_count import OVER
 
-import runtime.model_limits
-from runtime.model_limits import ModelTable
+import runtime.models.limits
+from runtime.models.limits import ModelTable
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 SCENARIOS = OVER.scenario_paths()
@@ -53,7 +53,7 @@ async def test_a_model_counted_exactly_never_goes_over_by_the_servers_count(path
 async def test_without_the_priors_the_same_runs_went_over(
     name: str, factor: float, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(runtime.model_limits, "_DEFAULT", ModelTable({}))  # every prior 1.0, as before
+    monkeypatch.setattr(runtime.models.limits, "_DEFAULT", ModelTable({}))  # every prior 1.0, as before
     path = next(p for p in SCENARIOS if p.name == name)
     tally = await OVER.scenario_tally(path, factor, "openai", "gpt-sim")
     assert tally.over >= 1, "the contrast no longer shows what the priors prevent"

@@ -17,9 +17,9 @@ from support import READER, calls, iterative, read, text
 from actors.tools import BUILTIN_TOOLS
 from runtime.config import load_scenario
 from runtime.providers.openai_wire import ChatDialect
-from runtime.scenario_run import run_scenario
+from runtime.scenarios.run import run_scenario
+from runtime.scripted.faults import FaultRule
 from runtime.sim.chat.cache import INCREMENT, MIN_CACHED_TOKENS
-from runtime.sim.faults import FaultRule
 
 pytestmark = pytest.mark.anyio
 SYSTEM = "You read every document you are given and report what it says, briefly and exactly. " * 60
@@ -240,10 +240,10 @@ async def test_a_fork_names_the_session_of_its_root_and_another_root_its_own() -
 
 
 async def test_streamed_text_reaches_the_sends_progress_hook_and_there_is_no_count_endpoint() -> None:
-    from runtime.compiler import RequestSettings, compile_request
-    from runtime.messages import Instruction
-    from runtime.providers.base import CountUnavailable
-    from runtime.providers.progress import reporting_progress
+    from runtime.contract.progress import reporting_progress
+    from runtime.contract.provider import CountUnavailable
+    from runtime.request.compiler import RequestSettings, compile_request
+    from runtime.values.messages import Instruction
 
     answer = "a streamed answer " * 40
     async with chat_simulated({"n": [text(answer)]}) as (sim, capture, clock):

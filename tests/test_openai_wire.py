@@ -6,10 +6,8 @@ import json
 
 import pytest
 
-from runtime.compiler import RequestSettings, ToolSpec, compile_request
 from runtime.config import ProviderSpec
 from runtime.errors import ConfigError
-from runtime.messages import AssistantResponse, Instruction, TextPart, ThinkingPart, ToolCall, ToolResult
 from runtime.providers.openai_wire import (
     ChatDialect,
     chat_body,
@@ -20,6 +18,8 @@ from runtime.providers.openai_wire import (
     reasoning_block,
     session_key,
 )
+from runtime.request.compiler import RequestSettings, ToolSpec, compile_request
+from runtime.values.messages import AssistantResponse, Instruction, TextPart, ThinkingPart, ToolCall, ToolResult
 
 ORIGIN = origin_of("http://127.0.0.1:1/v1", "m")
 TOOL = ToolSpec.create("look", "Look a term up.", {"type": "object", "properties": {"q": {"type": "string"}}})

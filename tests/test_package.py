@@ -44,7 +44,7 @@ def test_tokenizer_never_calls_get_encoding() -> None:
         "import tiktoken\n"
         "def boom(*a, **k): raise AssertionError('tiktoken.get_encoding must not be called')\n"
         "tiktoken.get_encoding = boom\n"
-        "from runtime.tokenizer import count_tokens\n"
+        "from runtime.measuring.tokenizer import count_tokens\n"
         "assert count_tokens('hello world') == 2\n"
         "print('ok')\n"
     )

@@ -10,11 +10,11 @@ import attrs
 import pytest
 
 from actors.operations import run_operation
-from runtime.compiler import Request
 from runtime.config import Profile
-from runtime.messages import AssistantResponse
-from runtime.providers.base import AttemptFailed, ProviderError, ProviderReply
+from runtime.contract.provider import AttemptFailed, ProviderError, ProviderReply
 from runtime.providers.scripted import ScriptedProvider
+from runtime.request.compiler import Request
+from runtime.values.messages import AssistantResponse
 from tests.support import bounded, runtime_for, scripted, text
 
 
@@ -106,7 +106,7 @@ async def test_retries_stop_at_the_providers_limit(tmp_path: Path) -> None:
 async def test_send_returns_the_one_message_it_appended(tmp_path: Path) -> None:
     from actors.pipeline import TurnProgress
     from actors.send import TurnDriver
-    from runtime.ceiling import resolve_ceiling
+    from runtime.decision.ceiling import resolve_ceiling
 
     provider = scripted({"n": [text("hi")]})
     async with runtime_for(provider) as rt:

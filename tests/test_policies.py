@@ -8,9 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime.canonical import canonical_json, sha256_hex
 from runtime.errors import ConfigError
-from runtime.policies import (
+from runtime.scripted.policies import (
     PolicyExhausted,
     PolicyRegistry,
     Reply,
@@ -20,6 +19,7 @@ from runtime.policies import (
     UnknownPolicy,
     tool_use_id,
 )
+from runtime.values.canonical import canonical_json, sha256_hex
 
 PAYLOAD = {"model": "claude-haiku-5-5", "max_tokens": 10, "messages": [{"role": "user", "content": []}]}
 

@@ -8,8 +8,8 @@ import re
 import pytest
 
 from runtime.errors import ConfigError
-from runtime.pricing import ZERO_COST, Cost, PriceTier, PricingTable
-from runtime.usage import Usage
+from runtime.models.pricing import ZERO_COST, Cost, PriceTier, PricingTable
+from runtime.values.usage import Usage
 
 DEFAULT = PricingTable.load_default()
 
@@ -297,5 +297,5 @@ def test_costs_add_and_unknown_dollars_stay_unknown() -> None:
 
 
 def test_cost_refuses_usage_that_is_not_a_usage() -> None:
-    with pytest.raises(TypeError, match="expected a runtime.usage.Usage"):
+    with pytest.raises(TypeError, match="expected a runtime.values.usage.Usage"):
         DEFAULT.cost({"input_tokens": 3}, "claude-sonnet-4-5")  # type: ignore[arg-type]

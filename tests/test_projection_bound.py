@@ -10,14 +10,14 @@ from hypothesis import strategies as st
 
 from actors.record import Record
 from actors.tools import synthetic_text
-from runtime.canonical import canonical_json
-from runtime.compiler import RequestSettings, compile_request
 from runtime.fold.bodies import JSON_PREVIEW_LABEL, recovery_text, result_shape
 from runtime.fold.formats import parse_clip_marker, parse_read_result
 from runtime.fold.projection import CLIP_FLOOR, BoundProjection, ProjectionError, clipped_copy, project
 from runtime.fold.recovery import read_result
 from runtime.fold.units import RecordReader
-from runtime.messages import AssistantResponse, Instruction, Message, ToolCall, ToolResult
+from runtime.request.compiler import RequestSettings, compile_request
+from runtime.values.canonical import canonical_json
+from runtime.values.messages import AssistantResponse, Instruction, Message, ToolCall, ToolResult
 
 BIG = synthetic_text("listing", 100_045)
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.compiler import Request, RequestSettings, compile_request
-from runtime.messages import Instruction
-from runtime.policies import PolicyRegistry, ScriptPolicy, ScriptStep
+from runtime.contract.provider import AttemptFailed, ProviderError
 from runtime.providers.anthropic import AnthropicProvider
-from runtime.providers.base import AttemptFailed, ProviderError
+from runtime.request.compiler import Request, RequestSettings, compile_request
+from runtime.scripted.faults import FaultRule
+from runtime.scripted.policies import PolicyRegistry, ScriptPolicy, ScriptStep
 from runtime.sim.clock import ManualClock
-from runtime.sim.faults import FaultRule
 from runtime.sim.server import SimConfig, serve_simulator
+from runtime.values.messages import Instruction
 
 KEY = "sk-sim-attempts"
 

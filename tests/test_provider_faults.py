@@ -6,7 +6,7 @@ import pytest
 
 from actors.tools import BUILTIN_TOOLS
 from runtime.config.loader import loads_scenario
-from runtime.scenario_run import run_scenario
+from runtime.scenarios.run import run_scenario
 from signals.sinks import read_jsonl
 
 BASE = """
@@ -96,8 +96,8 @@ async def test_the_api_key_never_appears_in_events_or_errors(tmp_path, monkeypat
 
 
 def _sim_config(secret: str):
+    from runtime.scripted.faults import FaultRule
     from runtime.sim.config import SimConfig
-    from runtime.sim.faults import FaultRule
 
     return SimConfig(
         api_keys=frozenset({secret}),

@@ -6,7 +6,7 @@ import pytest
 
 from actors.tools import BUILTIN_TOOLS
 from runtime.config.loader import loads_scenario
-from runtime.scenario_run import run_scenario
+from runtime.scenarios.run import run_scenario
 from signals.sinks import read_jsonl
 
 BASE = """
@@ -45,17 +45,17 @@ async def test_a_stream_cut_mid_way_is_retried_measured_again_and_counted_once(t
 
 @pytest.mark.anyio
 async def test_the_provider_reports_a_mid_stream_error_as_a_retryable_failed_attempt() -> None:
-    from runtime.compiler import RequestSettings, compile_request
-    from runtime.messages import Instruction
-    from runtime.policies import PolicyRegistry
-    from runtime.policies_default import DefaultModel
+    from runtime.contract.provider import AttemptFailed
+    from runtime.contract.retry import should_retry
     from runtime.providers.anthropic import AnthropicProvider
-    from runtime.providers.base import AttemptFailed
-    from runtime.providers.retry import should_retry
+    from runtime.request.compiler import RequestSettings, compile_request
+    from runtime.scenarios.defaults import DefaultModel
+    from runtime.scripted.faults import FaultRule
+    from runtime.scripted.policies import PolicyRegistry
     from runtime.sim.clock import ManualClock
     from runtime.sim.config import SimConfig
-    from runtime.sim.faults import FaultRule
     from runtime.sim.server import serve_simulator
+    from runtime.values.messages import Instruction
 
     config = SimConfig(faults=(FaultRule.from_obj({"kind": "stream_error", "on_request": 1}, "f"),))
     request = compile_request(

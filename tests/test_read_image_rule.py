@@ -19,15 +19,15 @@ from support import ProviderWrapper, calls, iterative, node, text
 
 from actors.images import read_image_tool
 from actors.tools import BUILTIN_TOOLS, ToolContext
-from runtime.chat_images import chat_image_tokens
 from runtime.config import Profile
-from runtime.flow import Flow
-from runtime.image_rules import CHAT_IMAGES, MESSAGES_IMAGES
-from runtime.images import image_tokens
-from runtime.policies import PolicyRegistry, ScriptPolicy
+from runtime.flows.flow import Flow
 from runtime.providers.scripted import ScriptedProvider
 from runtime.runtime import Runtime
+from runtime.scripted.policies import PolicyRegistry, ScriptPolicy
 from runtime.sim.clock import ManualClock
+from runtime.values.chat_images import chat_image_tokens
+from runtime.values.image_rules import CHAT_IMAGES, MESSAGES_IMAGES
+from runtime.values.images import image_tokens
 
 openai = pytest.importorskip("openai")
 

@@ -17,7 +17,7 @@ from runtime.bench.reader import (
 )
 from runtime.bench.tools import document_text, facts_printed, stage_text
 from runtime.fold.formats import call_line, clip_marker, read_result_text
-from runtime.policies import PolicyExhausted, ScriptCall, ScriptStep
+from runtime.scripted.policies import PolicyExhausted, ScriptCall, ScriptStep
 
 READ_A = {"path": "docs/a.md", "size": 40_000, "facts": ["F1"]}
 TOOLS = [{"name": "read_doc", "description": "", "input_schema": {"type": "object"}}]

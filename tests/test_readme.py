@@ -23,7 +23,7 @@ import anyio
 import anyio.from_thread
 import pytest
 
-from runtime.policies import PolicyRegistry, ScriptPolicy, ScriptStep
+from runtime.scripted.policies import PolicyRegistry, ScriptPolicy, ScriptStep
 from runtime.sim.server import SimConfig, SimServer, serve_simulator
 
 ROOT = Path(__file__).resolve().parents[1]

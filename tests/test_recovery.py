@@ -14,8 +14,8 @@ from runtime.fold.projection import clipped_copy
 from runtime.fold.recovery import RecoveryCorrupted, RecoveryError, plan_restore, read_result, verify_note
 from runtime.fold.settings import FoldSettings
 from runtime.fold.units import units_of
-from runtime.measure import TokenCounter
-from runtime.messages import Note, ToolResult
+from runtime.measuring.measure import TokenCounter
+from runtime.values.messages import Note, ToolResult
 
 COUNTER = TokenCounter()
 

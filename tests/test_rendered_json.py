@@ -1,7 +1,7 @@
 """A tool result's output is escaped once, when the result is made: its digest and its block splice it in.
 
-:class:`runtime.messages.ToolResult` keeps ``output_json`` (the canonical JSON
-of its output) and builds its digest around it; :mod:`runtime.rendering`
+:class:`runtime.values.messages.ToolResult` keeps ``output_json`` (the canonical JSON
+of its output) and builds its digest around it; :mod:`runtime.request.rendering`
 writes a result's block, and a text block, out by hand rather than through a
 dict's encoding. The properties hold every one of them byte for byte equal to
 the canonical JSON of the value it stands for, over outputs full of what JSON
@@ -16,9 +16,9 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.canonical import canonical_json, sha256_hex
-from runtime.messages import ClipInfo, Instruction, Note, ToolCall, ToolResult
-from runtime.rendering import render_blocks
+from runtime.request.rendering import render_blocks
+from runtime.values.canonical import canonical_json, sha256_hex
+from runtime.values.messages import ClipInfo, Instruction, Note, ToolCall, ToolResult
 
 _TEXT = st.text(
     st.one_of(

@@ -13,13 +13,13 @@ import pytest
 from support import copy_store, tamper_first_tool_result
 
 from actors.tools import BUILTIN_TOOLS
-from runtime.canonical import canonical_json, sha256_hex
 from runtime.cli.store import main
 from runtime.config.loader import load_scenario
 from runtime.store.errors import ReplayMismatch, UnknownRecipe
 from runtime.store.reader import StoreReader
 from runtime.store.replay import Replayed, replay_all
 from runtime.store.run import resume_stored_run, run_scenario_stored
+from runtime.values.canonical import canonical_json, sha256_hex
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 

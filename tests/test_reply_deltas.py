@@ -15,11 +15,11 @@ from sdk_sim import Capture, simulated
 from support import READER, calls, iterative, node, read, text
 
 from actors.publisher import Publisher
-from runtime.flow import Flow
-from runtime.messages import AssistantResponse, ThinkingPart
+from runtime.flows.flow import Flow
 from runtime.runtime import Runtime
+from runtime.scripted.faults import FaultRule
 from runtime.sim.config import SimConfig
-from runtime.sim.faults import FaultRule
+from runtime.values.messages import AssistantResponse, ThinkingPart
 from signals.bus import DROP_OLDEST, SignalBus
 from signals.envelope import Event
 from signals.events import LOW_PRIORITY_TYPES, ReplyDelta, ResponseReceived

@@ -15,15 +15,15 @@ import pytest
 from actors.branch import Branch
 from actors.tools import BUILTIN_TOOLS
 from runtime.cli.store import main
-from runtime.compiler import Request
 from runtime.config.loader import load_scenario
-from runtime.messages import AssistantResponse, Instruction, ToolCall, ToolResult
-from runtime.policies import PolicyRegistry, ScriptPolicy, ScriptStep
-from runtime.providers.base import Provider, ProviderReply
+from runtime.contract.provider import Provider, ProviderReply
 from runtime.providers.factory import open_provider
+from runtime.request.compiler import Request
 from runtime.runtime import Runtime
-from runtime.scenario_run import build_flow, build_policies
+from runtime.scenarios.run import build_flow, build_policies
+from runtime.scripted.policies import PolicyRegistry, ScriptPolicy, ScriptStep
 from runtime.store.errors import NothingToResume, StoreInUse
+from runtime.store.events_sink import SqliteSink
 from runtime.store.journal import RunStore
 from runtime.store.reader import StoreReader
 from runtime.store.resume import CANCELLED_RESULT, view_without_cancelled_results
@@ -32,8 +32,8 @@ from runtime.store.run import (
     resume_stored_run,
     run_scenario_stored,
 )
+from runtime.values.messages import AssistantResponse, Instruction, ToolCall, ToolResult
 from signals.envelope import Event
-from signals.sqlite_sink import SqliteSink
 
 SCENARIO = """
 schema = "foldline.scenario/v1"

@@ -11,8 +11,8 @@ import pytest
 from runtime.config import ModelConfig, NodeSpec, Profile, ProviderSpec, RunSettings, Scenario
 from runtime.config.loader import SCHEMA, ScenarioError, load_scenario, loads_scenario
 from runtime.errors import ConfigError
-from runtime.policies import ScriptCall, ScriptStep
-from runtime.sim.faults import FaultRule
+from runtime.scripted.faults import FaultRule
+from runtime.scripted.policies import ScriptCall, ScriptStep
 
 TOOLS = frozenset({"read_file", "search", "spawn", "fail"})
 HEAD = 'schema = "foldline.scenario/v1"\n'

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from runtime.config import NodeSpec, Profile, ProviderSpec, RunSettings
 from runtime.config.loader import ScenarioError, loads_scenario
 from runtime.errors import ConfigError
-from runtime.model_limits import default_model_table
+from runtime.models.limits import default_model_table
 
 LABEL = "scenarios/prop.toml"
 NODE = '\n[[nodes]]\nid = "solo"\ninstruction = "Answer."\n'

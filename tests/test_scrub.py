@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime.compiler import RequestSettings, compile_request
-from runtime.messages import Instruction
+from runtime.contract.provider import ProviderError
 from runtime.providers.anthropic import AnthropicProvider
-from runtime.providers.base import ProviderError
-from runtime.scrub import REDACTED, scrub_secret
+from runtime.request.compiler import RequestSettings, compile_request
+from runtime.values.messages import Instruction
+from runtime.values.scrub import REDACTED, scrub_secret
 
 SECRET = "sk-ant-api03-Zq7Xw2Lk9Pm4Rt6Yb1Nc8Vd3Hf5Jg0Ks-123456789"
 

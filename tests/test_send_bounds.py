@@ -19,14 +19,14 @@ from support import (
     text,
 )
 
-from runtime.ceiling import ResolvedCeiling
-from runtime.compiler import RequestSettings, compile_request
-from runtime.flow import Flow
-from runtime.measure import Measurement, TokenCounter, measure
-from runtime.messages import Instruction
-from runtime.model_limits import default_model_table
-from runtime.send_bounds import WINDOW_SOURCE, bound_by_window, choose_notice
-from runtime.tokenizer import count_tokens
+from runtime.decision.ceiling import ResolvedCeiling
+from runtime.decision.send_bounds import WINDOW_SOURCE, bound_by_window, choose_notice
+from runtime.flows.flow import Flow
+from runtime.measuring.measure import Measurement, TokenCounter, measure
+from runtime.measuring.tokenizer import count_tokens
+from runtime.models.limits import default_model_table
+from runtime.request.compiler import RequestSettings, compile_request
+from runtime.values.messages import Instruction
 
 COUNTER = TokenCounter()
 TASK = "Summarise the design notes below in five lines.\n" + " ".join(

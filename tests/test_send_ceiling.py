@@ -9,7 +9,7 @@ from actors.branch import Branch
 from actors.operations import Operation, run_operation
 from runtime.config import Profile
 from runtime.errors import InputCeilingExceeded
-from runtime.flow import Flow
+from runtime.flows.flow import Flow
 
 
 def decisions(events):
@@ -115,7 +115,7 @@ async def test_a_bounded_run_over_the_ceiling_sends_nothing_and_records_the_coun
     provider = scripted({"n": [text("never")]})
     events = []
     branch = Branch.create(system="s")
-    from runtime.messages import Instruction
+    from runtime.values.messages import Instruction
 
     async with branch.turn() as turn:
         turn.append(Instruction("x" * 40_000))
@@ -135,7 +135,7 @@ async def test_a_bounded_run_over_the_ceiling_sends_nothing_and_records_the_coun
 async def test_refusal_is_sticky_on_the_branch_and_not_on_its_siblings() -> None:
     provider = scripted({"n": [text("unused")], "m": [text("sibling fine")]})
     emitter = Branch.create(system="s")
-    from runtime.messages import Instruction
+    from runtime.values.messages import Instruction
 
     async with emitter.turn() as turn:
         turn.append(Instruction("y" * 20_000))
@@ -181,11 +181,11 @@ async def test_what_the_cache_would_read_counts_against_the_ceiling() -> None:
 
 @pytest.mark.anyio
 async def test_one_large_result_is_counted_by_the_tokenizer_not_by_a_byte_ratio() -> None:
-    from runtime.tokenizer import count_tokens
+    from runtime.measuring.tokenizer import count_tokens
 
     dense = "".join(chr(0x4E00 + (i * 7919) % 20000) for i in range(6000))  # ~1 token per character
     assert count_tokens(dense) > 4000
-    from runtime.messages import Instruction
+    from runtime.values.messages import Instruction
 
     branch = Branch.create()
     async with branch.turn() as turn:

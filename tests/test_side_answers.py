@@ -16,10 +16,10 @@ from support import calls, read, text
 from actors.shape import SUMMARY_MAX_TOKENS
 from actors.side_answers import recorded_answer, summary_of
 from runtime import Flow, Node, Operation, PolicyRegistry, Profile, Runtime, ScriptedProvider, ScriptPolicy
-from runtime.compiler import RequestSettings, compile_request
-from runtime.messages import AssistantResponse, Instruction, Note, TextPart
+from runtime.request.compiler import RequestSettings, compile_request
 from runtime.sim.clock import ManualClock
 from runtime.sim.summary_policy import FoldSummaryPolicy
+from runtime.values.messages import AssistantResponse, Instruction, Note, TextPart
 
 READER = Profile(
     system="You read files under a ceiling.",

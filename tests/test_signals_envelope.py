@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime.canonical import canonical_json
+from runtime.values.canonical import canonical_json
 from signals.envelope import (
     ENVELOPE_FIELDS,
     SCHEMA_VERSION,

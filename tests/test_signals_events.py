@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime.canonical import canonical_json, sha256_hex
-from runtime.usage import Usage
+from runtime.values.canonical import canonical_json, sha256_hex
+from runtime.values.usage import Usage
 from signals.envelope import SCHEMA_VERSION, Event, InvalidEventError
 from signals.events import (
     CEILING_SOURCES,

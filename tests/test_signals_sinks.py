@@ -9,8 +9,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from runtime.canonical import canonical_json, sha256_hex
-from runtime.usage import Usage
+from runtime.values.canonical import canonical_json, sha256_hex
+from runtime.values.usage import Usage
 from signals.bus import BusClosedError, SignalBus
 from signals.envelope import Event, InvalidEventError
 from signals.events import ContextDecision, NodeStarted, RequestSent, ResponseReceived, RunStarted, payload_of

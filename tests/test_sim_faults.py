@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from runtime.errors import ConfigError
+from runtime.scripted.faults import FaultRule, FaultSchedule
 from runtime.sim.config import SimConfig
-from runtime.sim.faults import FaultRule, FaultSchedule
 
 
 def test_from_obj_reads_every_kind() -> None:

@@ -13,7 +13,7 @@ import anyio
 import h11
 import pytest
 
-from runtime.policies import PolicyRegistry, Reply, ScriptStep
+from runtime.scripted.policies import PolicyRegistry, Reply, ScriptStep
 from runtime.sim.clock import ManualClock
 from runtime.sim.default_model import DefaultModel, example_value
 from runtime.sim.generation import finish

@@ -12,7 +12,7 @@ import anyio.abc
 import h11
 import pytest
 
-from runtime.policies import PolicyRegistry, Reply, ScriptPolicy, ScriptStep
+from runtime.scripted.policies import PolicyRegistry, Reply, ScriptPolicy, ScriptStep
 from runtime.sim.clock import ManualClock
 from runtime.sim.server import SimConfig, SimServer, serve_simulator
 

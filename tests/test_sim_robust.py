@@ -18,11 +18,11 @@ import anyio
 import anyio.abc
 import pytest
 
-from runtime.policies import PolicyRegistry
+from runtime.measuring.tokenizer import count_tokens
+from runtime.scripted.policies import PolicyRegistry
 from runtime.sim.default_model import DefaultModel
 from runtime.sim.server import SimConfig, SimServer, serve_simulator
 from runtime.sim.tokens import SimTokenCounter
-from runtime.tokenizer import count_tokens
 from tests.sim_process import foldline_sim
 
 pytestmark = pytest.mark.anyio

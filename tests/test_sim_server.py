@@ -10,9 +10,9 @@ import anthropic
 import anyio
 import pytest
 
-from runtime.policies import PolicyRegistry, ScriptCall, ScriptPolicy, ScriptStep
+from runtime.scripted.faults import FaultRule
+from runtime.scripted.policies import PolicyRegistry, ScriptCall, ScriptPolicy, ScriptStep
 from runtime.sim.clock import ManualClock
-from runtime.sim.faults import FaultRule
 from runtime.sim.server import SimConfig, SimServer, serve_forever, serve_simulator
 
 pytestmark = pytest.mark.anyio

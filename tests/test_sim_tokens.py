@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.canonical import canonical_json
+from runtime.measuring.tokenizer import count_tokens
 from runtime.sim.layout import build_layout
 from runtime.sim.tokens import MESSAGE_OVERHEAD_TOKENS, SimTokenCounter
 from runtime.sim.validation import validate_request
-from runtime.tokenizer import count_tokens
+from runtime.values.canonical import canonical_json
 
 
 def test_a_block_counts_its_canonical_json_times_the_factor_rounded_up() -> None:

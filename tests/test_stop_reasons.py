@@ -7,7 +7,7 @@ from sdk_sim import run_node, simulated
 from support import READER, calls, iterative, read, text
 
 from actors.operations import CONTINUE_TEXT, MAX_CONTINUATIONS
-from runtime.policies import ScriptStep
+from runtime.scripted.policies import ScriptStep
 
 
 @pytest.mark.anyio

@@ -12,19 +12,8 @@ from hypothesis import strategies as st
 from actors.branch import ContextState, RequestRecord
 from runtime.cache.ledger import CacheLedger
 from runtime.cache.rows import LedgerRow
-from runtime.canonical import canonical_json, sha256_hex
-from runtime.compiler import ToolSpec
 from runtime.errors import InputCeilingExceeded
-from runtime.messages import (
-    AssistantResponse,
-    ClipInfo,
-    Instruction,
-    Note,
-    SystemMessage,
-    TextPart,
-    ToolCall,
-    ToolResult,
-)
+from runtime.request.compiler import ToolSpec
 from runtime.store.codec import (
     RestoredError,
     decode_message,
@@ -37,6 +26,17 @@ from runtime.store.codec import (
     tool_from_piece,
 )
 from runtime.store.errors import StoreCorrupt, StoreEncodeError
+from runtime.values.canonical import canonical_json, sha256_hex
+from runtime.values.messages import (
+    AssistantResponse,
+    ClipInfo,
+    Instruction,
+    Note,
+    SystemMessage,
+    TextPart,
+    ToolCall,
+    ToolResult,
+)
 
 text = st.text(max_size=200)
 ids = st.text(alphabet="0123456789abcdef", min_size=16, max_size=16)
@@ -206,7 +206,7 @@ def test_only_foldline_classes_are_rebuilt() -> None:
     with pytest.raises(StoreCorrupt, match="is not one of foldline's own"):
         loads_value('{"$attrs":"os:PathLike","fields":{}}', "x")
     with pytest.raises(StoreCorrupt, match="does not exist in this build"):
-        loads_value('{"$attrs":"runtime.messages:NoSuchThing","fields":{}}', "x")
+        loads_value('{"$attrs":"runtime.values.messages:NoSuchThing","fields":{}}', "x")
     with pytest.raises(StoreCorrupt, match="fields \\['bogus'\\] this build does not know"):
         loads_value('{"$attrs":"actors.branch:ContextState","fields":{"bogus":1}}', "x")
     with pytest.raises(StoreCorrupt, match="has no known tag"):

@@ -22,14 +22,14 @@ from support import copy_store
 
 from actors.branch import Branch
 from runtime.cli import main
-from runtime.compiler import RequestSettings, compile_request
-from runtime.image_count import measure_request
-from runtime.measure import TokenCounter
-from runtime.messages import AssistantResponse, ImagePart, Instruction, Message, Note, ToolCall, ToolResult
+from runtime.measuring.image_count import measure_request
+from runtime.measuring.measure import TokenCounter
+from runtime.request.compiler import RequestSettings, compile_request
 from runtime.store.codec import content_with_images, stored_message_content
 from runtime.store.errors import StoreCorrupt
 from runtime.store.journal import RunStore
 from runtime.store.reader import StoreReader
+from runtime.values.messages import AssistantResponse, ImagePart, Instruction, Message, Note, ToolCall, ToolResult
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 FIGURES = {name: (SCENARIOS / "vision" / name).read_bytes() for name in ("chart.png", "diagram.png", "photo.png")}

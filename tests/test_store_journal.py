@@ -9,9 +9,18 @@ import pytest
 
 from actors.branch import Branch, RequestRecord
 from runtime.cache.ledger import CacheLedger
-from runtime.compiler import ToolSpec
 from runtime.fold.marks import FoldMark
-from runtime.messages import (
+from runtime.request.compiler import ToolSpec
+from runtime.store.errors import (
+    NotAStore,
+    StoreInUse,
+    StorePathRefused,
+    StoreWriteFailed,
+)
+from runtime.store.events_sink import SqliteSink, read_events
+from runtime.store.journal import RunStore
+from runtime.store.reader import StoreReader
+from runtime.values.messages import (
     AssistantResponse,
     Instruction,
     Note,
@@ -19,18 +28,9 @@ from runtime.messages import (
     ToolCall,
     ToolResult,
 )
-from runtime.store.errors import (
-    NotAStore,
-    StoreInUse,
-    StorePathRefused,
-    StoreWriteFailed,
-)
-from runtime.store.journal import RunStore
-from runtime.store.reader import StoreReader
-from runtime.usage import Usage
+from runtime.values.usage import Usage
 from signals.bus import SignalBus
 from signals.events import NodeStarted, ResponseReceived, RunStarted
-from signals.sqlite_sink import SqliteSink, read_events
 
 pytestmark = pytest.mark.anyio
 

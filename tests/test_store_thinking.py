@@ -16,16 +16,16 @@ import anyio
 import pytest
 from support import copy_store
 
-from runtime.canonical import canonical_json, sha256_hex
 from runtime.cli import main
 from runtime.config.loader import load_scenario
-from runtime.messages import AssistantResponse, ThinkingPart
-from runtime.scenario_tools import run_tools
+from runtime.scenarios.tools import run_tools
 from runtime.store.errors import NotAStore, ReplayError, ReplayMismatch
 from runtime.store.reader import StoreReader
 from runtime.store.replay import Replayed, replay_all
 from runtime.store.run import run_scenario_stored
 from runtime.store.schema import SCHEMA_VERSION
+from runtime.values.canonical import canonical_json, sha256_hex
+from runtime.values.messages import AssistantResponse, ThinkingPart
 
 THINKING_SCENARIO = """
 schema = "foldline.scenario/v1"

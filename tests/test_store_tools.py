@@ -19,10 +19,10 @@ import pytest
 
 from runtime.cli import main
 from runtime.config.loader import load_scenario
-from runtime.messages import ToolResult
-from runtime.scenario_tools import TOOL_NAMES_KEY, TOOLS_SPEC_KEY, run_tools, stored_tool_names, tools_meta
+from runtime.scenarios.tools import TOOL_NAMES_KEY, TOOLS_SPEC_KEY, run_tools, stored_tool_names, tools_meta
 from runtime.store.reader import StoreReader
 from runtime.store.run import run_scenario_stored
+from runtime.values.messages import ToolResult
 
 TESTS = Path(__file__).resolve().parent
 SCENARIOS = TESTS.parent / "scenarios"

@@ -26,8 +26,8 @@ pytest.importorskip("temporalio", reason="the Temporal engine needs the temporal
 
 from temporalio.api.common.v1 import Payload
 
+from runtime.contract.retry import INITIAL_RETRY_DELAY, MAX_RETRY_DELAY
 from runtime.errors import ConfigError
-from runtime.providers.retry import INITIAL_RETRY_DELAY, MAX_RETRY_DELAY
 from runtime.temporal.activities import reply_from_wire, reply_to_wire, usage_to_wire
 from runtime.temporal.bodies import (
     CLAIM_ENCODING,
@@ -39,7 +39,7 @@ from runtime.temporal.bodies import (
 from runtime.temporal.flow_host import sdk_retry_policy
 from runtime.temporal.sinks import append_events
 from runtime.temporal.worker import parse_address
-from runtime.usage import Usage
+from runtime.values.usage import Usage
 from signals.sinks import read_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,9 +86,9 @@ def test_body_store_locations(tmp_path: Path) -> None:
 
 def _emitter() -> Any:
     from actors.branch import Branch
-    from runtime.compiler import ToolSpec
-    from runtime.messages import AssistantResponse as Reply
-    from runtime.messages import Instruction, TextPart
+    from runtime.request.compiler import ToolSpec
+    from runtime.values.messages import AssistantResponse as Reply
+    from runtime.values.messages import Instruction, TextPart
 
     branch = Branch.create(system="You read.", tools=[ToolSpec("t", "a tool", '{"type":"object"}')])
 
@@ -215,7 +215,7 @@ def test_usage_crosses_the_wire_unchanged(i: int, r: int, w5: int, w1: int, o: i
 
 
 def test_reply_crosses_the_wire_unchanged() -> None:
-    from runtime.providers.base import ProviderReply
+    from runtime.contract.provider import ProviderReply
 
     reply = ProviderReply(
         content=({"type": "text", "text": "hi"}, {"type": "tool_use", "id": "t1", "name": "search", "input": {}}),
@@ -281,7 +281,7 @@ def _local_run(scenario: Path, signals: Path | None = None) -> Any:
     """The scenario run in process (asyncio), writing its events to ``signals``."""
     from actors.tools import BUILTIN_TOOLS
     from runtime.config.loader import load_scenario
-    from runtime.scenario_run import run_scenario
+    from runtime.scenarios.run import run_scenario
 
     loaded = load_scenario(scenario, tool_names=BUILTIN_TOOLS.names())
     return asyncio.run(run_scenario(loaded, signals_path=signals))
@@ -466,7 +466,7 @@ def sim() -> Any:
     from actors.tools import BUILTIN_TOOLS
     from runtime.config.loader import load_scenario
     from runtime.providers.factory import sim_config_for
-    from runtime.scenario_run import build_policies
+    from runtime.scenarios.run import build_policies
     from runtime.sim.server import serve_simulator
 
     stops: list[Any] = []
@@ -701,7 +701,7 @@ def test_worker_slots_are_parsed_or_refused() -> None:
 
 def test_a_continued_flow_carries_its_report_exactly(local_fold: tuple[dict[str, Any], Path]) -> None:
     """Cut the fold run's events anywhere: counters carried through JSON, then fed the rest, give the same report."""
-    from runtime.pricing import PricingTable
+    from runtime.models.pricing import PricingTable
     from runtime.report import ReportBuilder
     from runtime.temporal.flow_carry import report_state, restore_report
 
@@ -749,15 +749,15 @@ def test_a_flow_prefers_one_queue() -> None:
 def test_the_count_activity_is_the_providers_count_and_a_failure_comes_back_as_a_value() -> None:
     """``foldline.count_tokens`` with the real SDK against the simulator: the count a send in process reads."""
     from actors.tools import BUILTIN_TOOLS
-    from runtime.compiler import RequestSettings, compile_request
-    from runtime.messages import Instruction
-    from runtime.policies import PolicyRegistry, ScriptPolicy, ScriptStep
+    from runtime.contract.provider import ProviderError
     from runtime.providers.anthropic import AnthropicProvider
-    from runtime.providers.base import ProviderError
+    from runtime.request.compiler import RequestSettings, compile_request
+    from runtime.scripted.policies import PolicyRegistry, ScriptPolicy, ScriptStep
     from runtime.sim.clock import ManualClock
     from runtime.sim.config import SimConfig
     from runtime.sim.server import serve_simulator
     from runtime.temporal.activities import ActivityHost
+    from runtime.values.messages import Instruction
 
     def request(model: str) -> Any:
         view = [Instruction("Count these words, all of them, twice over. " * 40)]

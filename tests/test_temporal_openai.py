@@ -59,7 +59,7 @@ def _chat_sim(scenario: Path, port: int) -> Iterator[list[int]]:
     from actors.tools import BUILTIN_TOOLS
     from runtime.config.loader import load_scenario
     from runtime.providers.factory import sim_config_for
-    from runtime.scenario_run import build_policies
+    from runtime.scenarios.run import build_policies
     from runtime.sim.server import serve_simulator
 
     loaded = load_scenario(scenario, tool_names=BUILTIN_TOOLS.names())
@@ -89,7 +89,7 @@ def _chat_sim(scenario: Path, port: int) -> Iterator[list[int]]:
 def _local(scenario: Path, signals: Path) -> Any:
     from actors.tools import BUILTIN_TOOLS
     from runtime.config.loader import load_scenario
-    from runtime.scenario_run import run_scenario
+    from runtime.scenarios.run import run_scenario
 
     loaded = load_scenario(scenario, tool_names=BUILTIN_TOOLS.names())
     return asyncio.run(run_scenario(loaded, signals_path=signals))

@@ -6,8 +6,13 @@ from typing import Any
 
 import pytest
 
-from runtime.compiler import RequestSettings, compile_request
-from runtime.messages import (
+from runtime.contract.provider import ProviderReply
+from runtime.request.compiler import RequestSettings, compile_request
+from runtime.scripted.policies import Reply
+from runtime.sim.errors import SimAPIError
+from runtime.sim.thinking import ThinkingSigner
+from runtime.store.codec import message_from_content
+from runtime.values.messages import (
     AssistantResponse,
     Instruction,
     Message,
@@ -17,12 +22,7 @@ from runtime.messages import (
     ToolCall,
     ToolResult,
 )
-from runtime.policies import Reply
-from runtime.providers.base import ProviderReply
-from runtime.sim.errors import SimAPIError
-from runtime.sim.thinking import ThinkingSigner
-from runtime.store.codec import message_from_content
-from runtime.usage import Usage
+from runtime.values.usage import Usage
 
 SETTINGS = RequestSettings(
     model="claude-haiku-5-5", max_tokens=4096, thinking_json='{"budget_tokens":1024,"type":"enabled"}'
@@ -80,7 +80,7 @@ def test_a_fold_drops_exactly_the_blocks_of_replies_made_before_it_and_the_simul
 
 
 def test_a_layout_continued_from_an_earlier_view_gives_back_the_blocks_a_fresh_one_does() -> None:
-    from runtime.compile_view import forget_layouts
+    from runtime.request.layout import forget_layouts
 
     def text_of(view: list[Message]) -> str:
         return compile_request(system="s", tools=(), view=view, settings=SETTINGS).payload_text()

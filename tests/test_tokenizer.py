@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime import tokenizer
+from runtime.measuring import tokenizer
 
 
 def test_counts_are_o200k_counts() -> None:

@@ -19,7 +19,7 @@ import tiktoken
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime import tokenizer
+from runtime.measuring import tokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -166,7 +166,7 @@ def test_ranks_that_are_not_the_pinned_ones_are_never_written(tmp_path: Path, so
 
 def test_a_fresh_process_builds_its_encoding_from_the_cache(cache_dir: Path) -> None:
     probe = (
-        "from runtime import tokenizer\n"
+        "from runtime.measuring import tokenizer\n"
         "import sys\n"
         "if sys.argv[1] == 'cached':\n"
         "    def no_parse():\n"

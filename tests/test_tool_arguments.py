@@ -19,7 +19,7 @@ from actors.tools import BUILTIN_TOOLS, ToolArgumentError, ToolContext
 from actors.tools.registry import MAX_SYNTHETIC_CHARS
 from runtime.config import loads_scenario
 from runtime.config.loader import ScenarioError
-from runtime.messages import ToolResult
+from runtime.values.messages import ToolResult
 
 CONTEXT = ToolContext(node_id="n", branch_id="b")
 

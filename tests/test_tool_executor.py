@@ -11,7 +11,7 @@ import pytest
 
 from actors.tools import Tool, ToolContext, ToolFailed, ToolSpec
 from actors.tools.executor import RoundTools, ToolTimeout, error_text, run_calls
-from runtime.messages import ToolCall, ToolResult
+from runtime.values.messages import ToolCall, ToolResult
 
 SCHEMA = {"type": "object"}
 

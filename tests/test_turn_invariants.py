@@ -10,8 +10,8 @@ from actors.branch import Branch, StateSet
 from runtime.errors import InputCeilingExceeded
 from runtime.fold.marks import FoldMark
 from runtime.fold.protected import ProtectedRound
-from runtime.messages import Instruction, Note
-from runtime.usage import Usage
+from runtime.values.messages import Instruction, Note
+from runtime.values.usage import Usage
 
 
 def refusal(estimate: int = 10) -> InputCeilingExceeded:

@@ -15,9 +15,9 @@ import pytest
 
 from runtime.cli import main
 from runtime.config import load_scenario
-from runtime.messages import ToolResult
-from runtime.scenario_run import run_scenario
-from runtime.scenario_tools import load_user_tools, scenario_registry, tool_names_for_loading
+from runtime.scenarios.run import run_scenario
+from runtime.scenarios.tools import load_user_tools, scenario_registry, tool_names_for_loading
+from runtime.values.messages import ToolResult
 from signals.sinks import read_jsonl
 
 TESTS = Path(__file__).resolve().parent

@@ -11,23 +11,23 @@ import pytest
 
 from actors.images import load_workspace_image, scenario_registry
 from actors.tools import ToolFailed
-from runtime.compiler import RequestSettings, compile_request
 from runtime.config.loader import load_scenario
 from runtime.fold.recovery import plan_restore
-from runtime.image_count import measure_request
-from runtime.images import (
+from runtime.measuring.image_count import measure_request
+from runtime.measuring.measure import TokenCounter
+from runtime.request.compiler import RequestSettings, compile_request
+from runtime.scenarios.run import run_scenario
+from runtime.sim.errors import SimAPIError
+from runtime.sim.images import split_images
+from runtime.store.codec import StoreCorrupt, message_from_content
+from runtime.values.images import (
     MAX_IMAGE_BYTES,
     ImageError,
     api_resized,
     image_tokens,
     inspect_image,
 )
-from runtime.measure import TokenCounter
-from runtime.messages import ImagePart, Instruction, Note, ToolResult
-from runtime.scenario_run import run_scenario
-from runtime.sim.errors import SimAPIError
-from runtime.sim.images import split_images
-from runtime.store.codec import StoreCorrupt, message_from_content
+from runtime.values.messages import ImagePart, Instruction, Note, ToolResult
 from signals.sinks import read_jsonl
 
 SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "vision.toml"
@@ -120,7 +120,7 @@ def test_an_image_counts_by_the_estimate_and_the_digest_covers_it() -> None:
 
 def test_a_counted_image_message_is_never_reused_for_its_sent_bytes_and_certifies_like_its_payload() -> None:
     from runtime.cache.certificates import certify
-    from runtime.measure import measure
+    from runtime.measuring.measure import measure
 
     image = ImagePart.from_bytes((FIGURES / "chart.png").read_bytes(), "chart")
     settings = RequestSettings(model="claude-haiku-5-5")

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from runtime.config import load_scenario
-from runtime.messages import ToolResult
-from runtime.scenario_run import run_scenario
-from runtime.scenario_tools import scenario_registry, tool_names_for_loading
+from runtime.scenarios.run import run_scenario
+from runtime.scenarios.tools import scenario_registry, tool_names_for_loading
+from runtime.values.messages import ToolResult
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 WORKSPACE = SCENARIOS / "workspace"

@@ -21,7 +21,7 @@ from actors.tools.registry import (
     synthetic_text,
 )
 from actors.tools.workspace import WORKSPACE_TOOL_NAMES, WorkspacePathError, workspace_tools
-from runtime.compiler import ToolSpec
+from runtime.request.compiler import ToolSpec
 
 __all__ = [
     "BUILTIN_TOOLS",

@@ -34,7 +34,7 @@ import attrs
 from actors.images import ImageOutput
 from actors.tools.registry import DEFAULT_MAX_CONCURRENT, Tool, ToolArgumentError, ToolContext, ToolFailed
 from runtime.errors import FoldlineError
-from runtime.messages import ToolCall, ToolResult
+from runtime.values.messages import ToolCall, ToolResult
 from signals.events import ToolCallFinished
 
 ToolErrors = Literal["model", "fail"]

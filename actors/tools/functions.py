@@ -49,8 +49,8 @@ from typing import TYPE_CHECKING, Any, overload
 import anyio.to_thread
 
 from actors.tools.registry import DEFAULT_TIMEOUT_S, Tool, ToolArgumentError, ToolContext, ToolFailed
-from runtime.compiler import ToolSpec
 from runtime.errors import ConfigError
+from runtime.request.compiler import ToolSpec
 
 if TYPE_CHECKING:
     # Imported where a tool is built or its output converted: importing the tools (and so the runtime) does not

@@ -1,6 +1,6 @@
 """Tools: a registry of named async callables, and the built-in ones.
 
-A tool is a :class:`~runtime.compiler.ToolSpec` (what the model sees) and an
+A tool is a :class:`~runtime.request.compiler.ToolSpec` (what the model sees) and an
 async function ``(arguments, context) -> str | JSON value``. Scenario files can
 only name tools from a registry; nothing in a scenario is executed as code.
 Tools made from typed Python functions are in :mod:`actors.tools.functions`,
@@ -29,9 +29,9 @@ from typing import Any
 
 import attrs
 
-from runtime.compiler import ToolSpec
 from runtime.errors import ConfigError, FoldlineError
-from runtime.image_rules import MESSAGES_IMAGES, ImageRule
+from runtime.request.compiler import ToolSpec
+from runtime.values.image_rules import MESSAGES_IMAGES, ImageRule
 
 
 class ToolFailed(FoldlineError):
@@ -61,7 +61,7 @@ class ToolContext:
     """What a running tool may use: who calls it, the flow's spawn hook, and the wire's image rule.
 
     ``image_rule`` is the rule the provider in use counts an image by
-    (:func:`runtime.providers.base.image_rule_of`), so a tool that states an
+    (:func:`runtime.contract.provider.image_rule_of`), so a tool that states an
     image's tokens (``read_image``) states what this run's wire charges.
     """
 

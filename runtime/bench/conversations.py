@@ -16,13 +16,21 @@ import attrs
 
 from actors.branch import Branch, ContextState
 from actors.record import Record
-from runtime.compiler import RequestSettings, ToolSpec
 from runtime.fold.measurer import ViewMeasurer
 from runtime.fold.planner import FoldInput, FoldPlan, FoldPlanner, NeedSummary, SummaryResult
 from runtime.fold.projection import record_projection
 from runtime.fold.settings import FoldSettings
-from runtime.measure import TokenCounter
-from runtime.messages import AssistantResponse, Instruction, Message, SystemMessage, TextPart, ToolCall, ToolResult
+from runtime.measuring.measure import TokenCounter
+from runtime.request.compiler import RequestSettings, ToolSpec
+from runtime.values.messages import (
+    AssistantResponse,
+    Instruction,
+    Message,
+    SystemMessage,
+    TextPart,
+    ToolCall,
+    ToolResult,
+)
 
 MODEL = "claude-haiku-5-5"
 

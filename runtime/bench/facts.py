@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from runtime.canonical import sha256_hex
+from runtime.values.canonical import sha256_hex
 
 FACT_ID_PATTERN = r"[A-Za-z0-9_-]{1,40}"
 _FACT_ID = re.compile(FACT_ID_PATTERN)

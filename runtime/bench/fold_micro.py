@@ -18,13 +18,13 @@ from collections.abc import Sequence
 from actors.branch import Branch
 from actors.tools import synthetic_text
 from runtime.bench.conversations import Conversation
-from runtime.compiler import RequestSettings
 from runtime.fold.clip import clip_stage
 from runtime.fold.measurer import ViewMeasurer
 from runtime.fold.planner import FoldInput, FoldPlan, FoldPlanner
 from runtime.fold.settings import FoldSettings
-from runtime.measure import TokenCounter
-from runtime.messages import SystemMessage
+from runtime.measuring.measure import TokenCounter
+from runtime.request.compiler import RequestSettings
+from runtime.values.messages import SystemMessage
 
 MODEL = "claude-haiku-5-5"
 SYSTEM = "You read files and report what they say."

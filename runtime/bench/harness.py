@@ -40,11 +40,11 @@ from runtime.bench.tools import BENCH_TOOLS, facts_printed
 from runtime.config import Scenario
 from runtime.errors import ConfigError, FoldlineError
 from runtime.fold.cost import CostPrices, prices_for
-from runtime.policies import Policy, PolicyRegistry, Reply
-from runtime.pricing import PricingTable
+from runtime.models.pricing import PricingTable
 from runtime.providers.factory import open_provider
 from runtime.runtime import Runtime
-from runtime.scenario_run import build_flow
+from runtime.scenarios.run import build_flow
+from runtime.scripted.policies import Policy, PolicyRegistry, Reply
 from runtime.sim.clock import ManualClock
 from runtime.sim.summary_policy import FoldSummaryPolicy
 from runtime.sim.tokens import SimTokenCounter

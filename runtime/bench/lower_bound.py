@@ -24,7 +24,7 @@ from typing import Any
 
 import attrs
 
-from runtime.pricing import BIT_CACHE_READ, BIT_CACHE_WRITE_5M
+from runtime.models.pricing import BIT_CACHE_READ, BIT_CACHE_WRITE_5M
 from runtime.sim.layout import build_layout
 from runtime.sim.tokens import SimTokenCounter
 from runtime.sim.validation import validate_request

@@ -27,9 +27,10 @@ import attrs
 
 from actors.branch import Branch
 from actors.tools import synthetic_text
-from runtime.compiler import RequestSettings, compile_request
-from runtime.measure import TokenCounter, measure
-from runtime.messages import (
+from runtime.measuring.measure import TokenCounter, measure
+from runtime.measuring.tokenizer import encoding
+from runtime.request.compiler import RequestSettings, compile_request
+from runtime.values.messages import (
     AssistantResponse,
     Instruction,
     Message,
@@ -37,7 +38,6 @@ from runtime.messages import (
     ToolCall,
     ToolResult,
 )
-from runtime.tokenizer import encoding
 from signals.throughput import measure_bus_throughput
 
 MODEL = "claude-haiku-5-5"
@@ -246,5 +246,5 @@ async def run_micro(progress: Callable[[Figure], None] | None = None) -> list[Fi
     done(clip_figure())
     done(import_figure("runtime, actors, signals"))
     done(import_figure("runtime.runtime"))
-    done(import_figure("runtime.scenario_run"))
+    done(import_figure("runtime.scenarios.run"))
     return figures

@@ -18,9 +18,9 @@ import anyio
 import anyio.lowlevel
 import attrs
 
-from runtime.compiler import Request
-from runtime.image_rules import ImageRule
-from runtime.providers.base import Provider, ProviderReply, image_rule_of
+from runtime.contract.provider import Provider, ProviderReply, image_rule_of
+from runtime.request.compiler import Request
+from runtime.values.image_rules import ImageRule
 
 _SETTLE_CHECKPOINTS = 64
 

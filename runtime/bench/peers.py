@@ -57,8 +57,8 @@ from typing import Any, Literal
 
 import attrs
 
-from runtime.pricing import ZERO_COST, Cost, PricingTable
-from runtime.usage import Usage
+from runtime.models.pricing import ZERO_COST, Cost, PricingTable
+from runtime.values.usage import Usage
 
 TRIGGER_SHARE = round((200_000 - 20_000 - 13_000) / 200_000, 6)
 """Claude Code's trigger as a share of its 200k window with max output >= 20k (0.835)."""

@@ -2,7 +2,7 @@
 
 A :class:`ReaderPolicy` answers each request by looking at the payload it is
 sent, the way a model would. Its plan is a node's script (a tuple of
-:class:`~runtime.policies.ScriptStep`): each step is one model turn of text
+:class:`~runtime.scripted.policies.ScriptStep`): each step is one model turn of text
 and tool calls. A tool-call argument written as ``{recall = "F12"}`` is a
 *recall*: before the step can be taken the model needs fact ``F12``'s value
 (see :mod:`runtime.bench.facts`), and the policy gets it in one of three ways:
@@ -42,7 +42,6 @@ from typing import Any, Literal
 import attrs
 
 from runtime.bench.facts import check_fact_id, facts_in, find_fact
-from runtime.canonical import canonical_json, sha256_hex
 from runtime.errors import FoldlineError
 from runtime.fold.formats import (
     NoteCall,
@@ -51,7 +50,8 @@ from runtime.fold.formats import (
     parse_note_calls,
     parse_read_result,
 )
-from runtime.policies import PolicyExhausted, Reply, ScriptStep, tool_use_id
+from runtime.scripted.policies import PolicyExhausted, Reply, ScriptStep, tool_use_id
+from runtime.values.canonical import canonical_json, sha256_hex
 
 CONTEXT_TOOL = "context"
 ANSWER_TOOL = "answer"

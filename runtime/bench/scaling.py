@@ -44,14 +44,14 @@ import attrs
 from runtime.bench.fold_micro import _input, _measurer, reading_branch
 from runtime.bench.micro import MODEL, _branch_with, _round
 from runtime.cache import CacheLedger, place_marks
-from runtime.compile_view import forget_layouts
-from runtime.compiler import RequestSettings, compile_request
 from runtime.fold.planner import FoldPlan, FoldPlanner
 from runtime.fold.settings import FoldSettings
-from runtime.measure import TokenCounter, measure
-from runtime.messages import Instruction, Message
-from runtime.tokenizer import count_tokens, encoding
-from runtime.usage import Usage
+from runtime.measuring.measure import TokenCounter, measure
+from runtime.measuring.tokenizer import count_tokens, encoding
+from runtime.request.compiler import RequestSettings, compile_request
+from runtime.request.layout import forget_layouts
+from runtime.values.messages import Instruction, Message
+from runtime.values.usage import Usage
 from signals.throughput import measure_bus_throughput
 
 ROUTE, PROCESS = "direct", "bench"
@@ -344,7 +344,7 @@ async def run_scaling(progress: Callable[[Row], None] | None = None) -> list[Row
             "tokenizer load",
             "tokenizer.encoding()",
             100.0,
-            prelude="from runtime import tokenizer\n",
+            prelude="from runtime.measuring import tokenizer\n",
             note="rank cache warm",
         )
     )
@@ -353,7 +353,7 @@ async def run_scaling(progress: Callable[[Row], None] | None = None) -> list[Row
             "tokenizer load, rank cache off",
             "tokenizer.encoding()",
             None,
-            prelude="from runtime import tokenizer\n",
+            prelude="from runtime.measuring import tokenizer\n",
             env={"FOLDLINE_CACHE_DIR": ""},
             note="the rank file parsed",
         )
@@ -361,7 +361,7 @@ async def run_scaling(progress: Callable[[Row], None] | None = None) -> list[Row
     done(
         in_child(
             "tokenizer: import to first count",
-            "from runtime.tokenizer import count_tokens\ncount_tokens('hello world')",
+            "from runtime.measuring.tokenizer import count_tokens\ncount_tokens('hello world')",
             None,
             note="rank cache warm; what a program waits for its first count",
         )

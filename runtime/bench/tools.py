@@ -32,7 +32,7 @@ from actors.tools import (
     synthetic_text,
 )
 from runtime.bench.facts import VALUE_CHARS, check_fact_id, fact_line, fact_value
-from runtime.compiler import ToolSpec
+from runtime.request.compiler import ToolSpec
 
 MAX_SIZE = 1_000_000
 """The largest ``size`` a bench tool produces, in characters."""

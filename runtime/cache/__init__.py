@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from runtime.cache.verdict import ReadVerdict, evaluate_read
 
 # Loaded on first use, so that a module needing one part (the compiler needs
-# runtime.cache.prepared) does not import placement, ledger and the rest.
+# runtime.request.prepared) does not import placement, ledger and the rest.
 _EXPORTS = {
     "apply_marks": "runtime.cache.apply",
     "BlockRef": "runtime.cache.certificates",

@@ -16,11 +16,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from runtime.cache.errors import CacheInputError
+from runtime.request.prepared import UNMARKABLE_KINDS
 
 Location = tuple[str, int] | tuple[str, int, int]
 
 _TIER_RANK = {"tools": 0, "system": 1, "messages": 2}
-UNMARKABLE_KINDS = frozenset({"thinking", "redacted_thinking"})
 RUN_KINDS = frozenset({"tool_use", "tool_result"})
 
 # Anthropic's server-executed tools: with one in the request, usage may count

@@ -50,14 +50,14 @@ from runtime.cache.blocks import (
     without_cache_control,
 )
 from runtime.cache.errors import CacheInputError
-from runtime.cache.prepared import (
+from runtime.request.prepared import (
     ABSENT,
     PreparedBlock,
     PreparedMessage,
     PreparedPayload,
 )
-from runtime.canonical import canonical_bytes
-from runtime.prefix import common_prefix
+from runtime.values.canonical import canonical_bytes
+from runtime.values.prefix import common_prefix
 
 CERTIFICATE_FORMAT = "foldline.cache.certificate/1"
 
@@ -97,7 +97,7 @@ class CertifiedPayload:
     fields are private to :func:`certify_payload`: keys of the stable part
     and of each message (to recognise an unchanged prefix: digests of their
     canonical bytes for a mapping, the caller's message keys for a
-    :class:`~runtime.cache.prepared.PreparedPayload`), the hash state and
+    :class:`~runtime.request.prepared.PreparedPayload`), the hash state and
     lookback position after the stable part and after each message, and an
     index of refs by certificate. A result holds every block ref of its
     payload: keep the latest one for reuse, not one per request.
@@ -190,7 +190,7 @@ def certify_payload(
     Reuse is exact, never assumed: the stable part (seeds, tools, system,
     tool_choice) and each leading message are compared by the SHA-256 of their
     canonical bytes with the previous payload's (a
-    :class:`~runtime.cache.prepared.PreparedPayload`'s messages by their keys),
+    :class:`~runtime.request.prepared.PreparedPayload`'s messages by their keys),
     and only an identical prefix is taken over; from the first difference on
     every block is certified afresh. The result is always equal to certifying
     ``payload`` from scratch.

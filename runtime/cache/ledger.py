@@ -29,7 +29,7 @@ from runtime.cache.marks import TTL_SECONDS, Lifetime
 from runtime.cache.record import Placement
 from runtime.cache.rows import LedgerRow
 from runtime.cache.verdict import attempt_route, evaluate_read
-from runtime.usage import Usage
+from runtime.values.usage import Usage
 
 MAX_ROWS = 512
 
@@ -138,7 +138,7 @@ class CacheLedger:
         if not isinstance(placement, Placement):
             raise CacheInputError(f"placement is {type(placement).__name__}, expected a Placement")
         if not isinstance(usage, Usage):
-            raise CacheInputError(f"usage is {type(usage).__name__}, expected runtime.usage.Usage")
+            raise CacheInputError(f"usage is {type(usage).__name__}, expected runtime.values.usage.Usage")
         start = _check_time("attempt_start", attempt_start)
         route = attempt_route(placement, _check_id("route", route))
         process_id = _check_id("process_id", process_id)

@@ -62,11 +62,11 @@ from runtime.cache.marks import (
     check_marks,
     in_api_order,
 )
-from runtime.cache.prepared import PreparedPayload
 from runtime.cache.reach import LOOKBACK, reaches
 from runtime.cache.record import G1, INTENTS, Entry, Intent, Placement, Skipped
 from runtime.cache.rows import LedgerRow
 from runtime.cache.tail_skip import TailSkip
+from runtime.request.prepared import PreparedPayload
 
 
 def _live_rows(certified: CertifiedPayload, ledger: CacheLedger, now: float) -> list[tuple[BlockRef, LedgerRow]]:
@@ -100,7 +100,7 @@ def place_marks(
     """Choose the cache marks for ``payload`` (which carries no ``cache_control``).
 
     ``payload`` is the Messages payload, or the same request as a
-    :class:`~runtime.cache.prepared.PreparedPayload` (what the compiler gives:
+    :class:`~runtime.request.prepared.PreparedPayload` (what the compiler gives:
     the same marks, without re-serialising the history).
 
     ``route`` is the route the request takes, or every route it can take

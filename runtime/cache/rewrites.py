@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from runtime.canonical import sha256_hex
+from runtime.values.canonical import sha256_hex
 
 STABLE_PARTS = ("tools", "system text", "model")
 """The parts of the stable segment whose digests :func:`stable_digests` returns, in order."""

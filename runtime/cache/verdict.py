@@ -23,7 +23,7 @@ import attrs
 from runtime.cache.blocks import api_order
 from runtime.cache.errors import CacheInputError
 from runtime.cache.record import Entry, Placement
-from runtime.usage import Usage
+from runtime.values.usage import Usage
 
 ReadLabel = Literal["unevaluated", "at_or_above", "below_expired", "below_live"]
 HitLabel = Literal["identified", "unidentified", "none"]
@@ -80,7 +80,7 @@ def evaluate_read(
     if usage is None:
         return ReadVerdict(read="unevaluated", hit="unidentified", hit_certificate=None, read_tokens=None)
     if not isinstance(usage, Usage):
-        raise CacheInputError(f"usage is {type(usage).__name__}, expected runtime.usage.Usage or None")
+        raise CacheInputError(f"usage is {type(usage).__name__}, expected runtime.values.usage.Usage or None")
     read_tokens = usage.cache_read_input_tokens
     read: ReadLabel | None = None
     target = placement.read_target

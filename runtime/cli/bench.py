@@ -126,7 +126,7 @@ def _workload_file(given: str) -> Scenario:
 def _scenarios(args: argparse.Namespace) -> list[Scenario]:
     from runtime.bench import workloads
     from runtime.bench.harness import priced_model, with_model
-    from runtime.pricing import PricingTable
+    from runtime.models.pricing import PricingTable
 
     files = list(getattr(args, "workload", None) or [])
     named = _names(args.workloads)
@@ -162,7 +162,7 @@ def _scenarios(args: argparse.Namespace) -> list[Scenario]:
 
 def pricing_note(scenarios: Sequence[Scenario]) -> str:
     """Where the prices of the scenarios' models come from (the pricing table's source and read_on)."""
-    from runtime.pricing import PricingTable
+    from runtime.models.pricing import PricingTable
 
     pricing = PricingTable.load_default()
     notes = []

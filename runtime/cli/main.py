@@ -100,7 +100,7 @@ def _cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
         return run_run(args, out, err)  # the same tools, kept in the store for resume
     from runtime.config.loader import load_scenario
-    from runtime.scenario_tools import run_tools
+    from runtime.scenarios.tools import run_tools
 
     try:
         tools = run_tools(args.scenario, args.tools)  # built-ins, read_image (next to the file), --tools
@@ -112,7 +112,7 @@ def _cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return EXIT_BAD_INPUT
     from runtime.display.live import progress_view
     from runtime.report import format_report
-    from runtime.scenario_run import run_scenario
+    from runtime.scenarios.run import run_scenario
 
     try:
         with progress_view(err, quiet=args.quiet, plain=args.plain, plain_printer=progress_printer) as progress:

@@ -43,12 +43,12 @@ from typing import Any, TextIO
 import anyio
 
 from runtime.errors import ConfigError
-from runtime.policies import PolicyRegistry, ScriptPolicy, ScriptStep
+from runtime.scripted.faults import FaultRule
+from runtime.scripted.policies import PolicyRegistry, ScriptPolicy, ScriptStep
 from runtime.sim.admin import ADVANCE_PATH, Admin
 from runtime.sim.clock import ManualClock, frozen_sleep
 from runtime.sim.config import SimConfig
 from runtime.sim.default_model import DefaultModel
-from runtime.sim.faults import FaultRule
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 SCRIPT_SCHEMA = "foldline.sim-script/v1"
@@ -90,8 +90,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _read_toml(path: str, what: str) -> dict[str, Any]:
-    from runtime.config.bounds import MAX_SCENARIO_BYTES
-    from runtime.config.files import FileTooLarge, read_bounded
+    from runtime.inputs.bounds import MAX_SCENARIO_BYTES
+    from runtime.inputs.files import FileTooLarge, read_bounded
 
     try:
         return tomllib.loads(read_bounded(path, MAX_SCENARIO_BYTES, what=f"a {what} file").decode("utf-8"))
@@ -146,7 +146,7 @@ def _policies(args: argparse.Namespace) -> PolicyRegistry:
     policies: dict[str, Any] = {}
     if args.scenario:
         from runtime.config.loader import load_scenario
-        from runtime.scenario_tools import tool_names_for_loading
+        from runtime.scenarios.tools import tool_names_for_loading
 
         scenario = load_scenario(args.scenario, tool_names=tool_names_for_loading())
         policies.update({spec.id: ScriptPolicy(spec.id, spec.script) for spec in scenario.nodes})

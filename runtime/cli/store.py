@@ -30,7 +30,6 @@ from typing import Any, TextIO
 
 import anyio
 
-from runtime.canonical import canonical_json
 from runtime.errors import ConfigError, FoldlineError
 from runtime.store.errors import (
     NotAStore,
@@ -41,6 +40,7 @@ from runtime.store.errors import (
     StoreInUse,
     StorePathRefused,
 )
+from runtime.values.canonical import canonical_json
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 FOLLOW_POLL_SECONDS = 0.2
@@ -87,7 +87,7 @@ def run_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     store keeps the ``--tools`` spec so ``foldline resume`` loads them again.
     """
     from runtime.config.loader import load_scenario
-    from runtime.scenario_tools import run_tools, tools_meta
+    from runtime.scenarios.tools import run_tools, tools_meta
     from runtime.store.run import run_scenario_stored
 
     try:
@@ -175,7 +175,7 @@ def _verify_store(reader: Any) -> Any:
 
 def _stored_model(reader: Any) -> str:
     from runtime.config.loader import loads_scenario
-    from runtime.scenario_tools import stored_tool_names
+    from runtime.scenarios.tools import stored_tool_names
 
     meta = reader.meta()
     scenario = loads_scenario(
@@ -257,10 +257,10 @@ def add_events_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_events(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from runtime.store.events_sink import read_events
     from runtime.store.lock import writer_active
     from runtime.store.schema import resolve_store_path
     from signals.envelope import InvalidEventError
-    from signals.sqlite_sink import read_events
 
     types = None
     if args.types:
@@ -351,9 +351,9 @@ def _projection_of(branch: Any, bounds: dict[str, int | None]) -> Any:
 
 
 def run_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from runtime.measuring.tokenizer import count_tokens
     from runtime.store.inspect import describe_branch, format_branch, format_branches
     from runtime.store.reader import StoreReader
-    from runtime.tokenizer import count_tokens
 
     try:
         reader = StoreReader(args.path)

@@ -4,7 +4,7 @@ A per-call ``max_input_tokens`` may only lower the ceiling it runs under, and
 that ceiling is known before anything runs: the profile's value if set, else
 the model configuration's (``[provider] max_input_tokens``), else auto (the
 first price tier for a tier-priced model). :func:`check_call_ceiling` resolves
-the ceiling exactly as a send will (:func:`runtime.ceiling.resolve_ceiling`),
+the ceiling exactly as a send will (:func:`runtime.decision.ceiling.resolve_ceiling`),
 so a value the send would refuse is refused here instead, naming the key path,
 before any node runs and before anything is sent.
 
@@ -16,12 +16,12 @@ nothing and ``max_tokens`` keeps its generic bound.
 
 from __future__ import annotations
 
-from runtime.ceiling import resolve_ceiling
 from runtime.config.checks import CeilingValue, render_value
 from runtime.config.profile import Profile
+from runtime.decision.ceiling import resolve_ceiling
 from runtime.errors import ConfigError
-from runtime.model_limits import ModelTable, default_model_table
-from runtime.pricing import PricingTable
+from runtime.models.limits import ModelTable, default_model_table
+from runtime.models.pricing import PricingTable
 
 _PRICING: PricingTable | None = None
 

@@ -21,11 +21,11 @@ from typing import Any, TypeVar, cast
 
 import attrs
 
-from runtime.ceiling import CeilingPolicy, parse_max_input_tokens
+from runtime.decision.ceiling import CeilingPolicy, parse_max_input_tokens
 from runtime.errors import ConfigError
 
 CeilingValue = CeilingPolicy
-"""A ceiling as configured (the one type, :data:`runtime.ceiling.CeilingPolicy`)."""
+"""A ceiling as configured (the one type, :data:`runtime.decision.ceiling.CeilingPolicy`)."""
 """A ``max_input_tokens`` value: a positive int, ``"auto"``, ``"none"``, or None (unset)."""
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_.-]+")

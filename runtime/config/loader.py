@@ -23,7 +23,6 @@ from collections.abc import Collection, Mapping
 from pathlib import PurePath
 from typing import Any
 
-from runtime.config.bounds import MAX_SCENARIO_BYTES
 from runtime.config.checks import (
     check_array,
     check_document_ints,
@@ -36,7 +35,6 @@ from runtime.config.checks import (
     require_table,
     wrong_type,
 )
-from runtime.config.files import FileTooLarge, read_bounded
 from runtime.config.values import (
     NodeSpec,
     Profile,
@@ -46,6 +44,8 @@ from runtime.config.values import (
     check_known_tools,
 )
 from runtime.errors import ConfigError
+from runtime.inputs.bounds import MAX_SCENARIO_BYTES
+from runtime.inputs.files import FileTooLarge, read_bounded
 
 SCHEMA = "foldline.scenario/v1"
 TOP_LEVEL_KEYS = ("schema", "name", "description", "run", "provider", "profiles", "nodes")

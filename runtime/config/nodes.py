@@ -7,7 +7,6 @@ from typing import Any, Literal
 
 import attrs
 
-from runtime.config.bounds import MAX_ROUNDS, MAX_SCRIPT_STEPS
 from runtime.config.checks import (
     _NAME_EXPECTED,
     CeilingValue,
@@ -29,7 +28,8 @@ from runtime.config.checks import (
 )
 from runtime.config.tables import script_from_obj
 from runtime.errors import ConfigError
-from runtime.policies import ScriptStep
+from runtime.inputs.bounds import MAX_ROUNDS, MAX_SCRIPT_STEPS
+from runtime.scripted.policies import ScriptStep
 
 OPERATIONS = ("bounded", "iterative")
 INHERIT_MODES = ("view", "none")

@@ -8,8 +8,6 @@ from typing import Any, Literal
 
 import attrs
 
-from runtime.canonical import canonical_json
-from runtime.config.bounds import MAX_OUTPUT_TOKENS, MAX_TOOL_RESULT_CHARS
 from runtime.config.checks import (
     CeilingValue,
     _check_unique_names,
@@ -32,6 +30,8 @@ from runtime.config.checks import (
     render_value,
 )
 from runtime.errors import ConfigError
+from runtime.inputs.bounds import MAX_OUTPUT_TOKENS, MAX_TOOL_RESULT_CHARS
+from runtime.values.canonical import canonical_json
 
 FOLD_SCHEDULINGS = ("epoch", "immediate")
 CONTEXT_STRATEGIES = ("fold", "compaction")

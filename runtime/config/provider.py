@@ -8,7 +8,6 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from runtime.config.bounds import MAX_LATENCY_S, MAX_RETRIES, MAX_TOKEN_FACTOR
 from runtime.config.ceilings import check_window
 from runtime.config.checks import (
     _ENV_NAME_EXPECTED,
@@ -35,7 +34,8 @@ from runtime.config.checks import (
 )
 from runtime.config.tables import fault_rule_from_obj
 from runtime.errors import ConfigError
-from runtime.sim.faults import FaultRule
+from runtime.inputs.bounds import MAX_LATENCY_S, MAX_RETRIES, MAX_TOKEN_FACTOR
+from runtime.scripted.faults import FaultRule
 
 
 @attrs.frozen(kw_only=True)

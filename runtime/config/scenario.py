@@ -9,7 +9,6 @@ from typing import Any
 
 import attrs
 
-from runtime.config.bounds import MAX_CONCURRENCY, MAX_SPAWN_LIMIT
 from runtime.config.ceilings import check_call_ceiling, check_output_limit, check_window
 from runtime.config.checks import (
     _NAME_EXPECTED,
@@ -35,6 +34,7 @@ from runtime.config.nodes import NodeSpec
 from runtime.config.profile import Profile
 from runtime.config.provider import ProviderSpec
 from runtime.errors import ConfigError, FoldlineError
+from runtime.inputs.bounds import MAX_CONCURRENCY, MAX_SPAWN_LIMIT
 
 SPAWN_TOOL = "spawn"
 """The built-in tool a model calls with ``{"node": "<id>"}`` to start a child template."""

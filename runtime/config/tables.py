@@ -1,7 +1,7 @@
 """Script steps, their tool calls and fault rules from plain dicts, with full key paths (pure).
 
-The value types live beside what runs them (:class:`~runtime.policies.ScriptStep`,
-:class:`~runtime.sim.faults.FaultRule`); their own ``from_obj`` checks the
+The value types live beside what runs them (:class:`~runtime.scripted.policies.ScriptStep`,
+:class:`~runtime.scripted.faults.FaultRule`); their own ``from_obj`` checks the
 values. This module runs the configuration's checks first, so a refusal reads
 like every other one: ``nodes[1].script[0].txt: unknown key; expected one of
 text, tool_calls (did you mean "text"?)``, and integers carry upper bounds.
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime.config.bounds import MAX_FAULT_REQUEST, MAX_LATENCY_S, MAX_RETRY_AFTER_MS
 from runtime.config.checks import (
     check_array,
     join_index,
@@ -22,8 +21,9 @@ from runtime.config.checks import (
     wrong_type,
 )
 from runtime.errors import ConfigError
-from runtime.policies import ScriptStep
-from runtime.sim.faults import FaultRule
+from runtime.inputs.bounds import MAX_FAULT_REQUEST, MAX_LATENCY_S, MAX_RETRY_AFTER_MS
+from runtime.scripted.faults import FaultRule
+from runtime.scripted.policies import ScriptStep
 
 STEP_KEYS = ("text", "tool_calls", "stop_reason")
 CALL_KEYS = ("name", "arguments")

@@ -13,7 +13,7 @@ The rules every check keeps:
 
 - booleans are never numbers (``True`` is refused where a number is expected);
 - strings are never numbers (``"0.8"`` is refused);
-- every limit has a lower and an upper bound (:mod:`runtime.config.bounds`);
+- every limit has a lower and an upper bound (:mod:`runtime.inputs.bounds`);
 - an explicit null in a dict is refused (omit the key to leave it unset); in
   code, ``None`` is accepted only for fields whose default is ``None``;
 - unknown keys are refused by name, with a close match suggested.

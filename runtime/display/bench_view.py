@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from runtime.display.svg import el, esc, nice_ceiling, svg, title, tokens, void
-from runtime.pricing import BIT_CACHE_READ, BIT_CACHE_WRITE_1H, BIT_CACHE_WRITE_5M, BIT_FRESH
+from runtime.models.pricing import BIT_CACHE_READ, BIT_CACHE_WRITE_1H, BIT_CACHE_WRITE_5M, BIT_FRESH
 
 WIDTH, LEFT, RIGHT, TOP, BAR, GAP = 960.0, 130.0, 90.0, 24.0, 20.0, 8.0
 SEGMENTS = (

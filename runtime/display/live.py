@@ -23,7 +23,7 @@ from typing import Any, TextIO
 
 import attrs
 
-from runtime.ceiling import DEFAULT_FOLD_AT
+from runtime.decision.ceiling import DEFAULT_FOLD_AT
 from runtime.display import terminal
 from signals.bus import Gap
 from signals.envelope import Event

@@ -19,9 +19,9 @@ from typing import Any
 
 import attrs
 
-from runtime.ceiling import DEFAULT_FOLD_AT, DEFAULT_NOTICE_AT
-from runtime.pricing import PricingTable
-from runtime.usage import Usage
+from runtime.decision.ceiling import DEFAULT_FOLD_AT, DEFAULT_NOTICE_AT
+from runtime.models.pricing import PricingTable
+from runtime.values.usage import Usage
 from signals.envelope import Event
 
 ACTION_RANK = {"pass": 0, "notice": 1, "fold": 2, "refuse": 3}

@@ -19,7 +19,7 @@ from runtime.display.requests_chart import legend, node_chart, node_notes, reque
 from runtime.display.sources import BranchFacts, RunSource
 from runtime.display.svg import el, esc
 from runtime.display.timeline import timeline
-from runtime.pricing import PricingTable
+from runtime.models.pricing import PricingTable
 from runtime.report import format_report
 
 CSS = """

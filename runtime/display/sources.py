@@ -22,9 +22,9 @@ from typing import Any
 
 import attrs
 
-from runtime.config.files import FileTooLarge, read_bounded
 from runtime.errors import FoldlineError
-from runtime.pricing import PricingTable
+from runtime.inputs.files import FileTooLarge, read_bounded
+from runtime.models.pricing import PricingTable
 from runtime.report import ReportBuilder
 from runtime.store.inspect import BranchPicture
 from signals.envelope import Event, InvalidEventError
@@ -180,7 +180,7 @@ def _load_store(label: str) -> RunSource:
 
 def _stored_scenario(reader: Any) -> Any:
     from runtime.config.loader import loads_scenario
-    from runtime.scenario_tools import stored_tool_names
+    from runtime.scenarios.tools import stored_tool_names
 
     meta = reader.meta()
     if "scenario_text" not in meta:
@@ -194,9 +194,9 @@ def _stored_scenario(reader: Any) -> Any:
 
 def branch_facts_of(reader: Any) -> tuple[BranchFacts, ...]:
     """Every stored branch's view as its requests compile it (what ``foldline inspect`` shows)."""
+    from runtime.measuring.tokenizer import count_tokens
     from runtime.store.inspect import describe_branch
     from runtime.store.replay import result_projection
-    from runtime.tokenizer import count_tokens
 
     branches = reader.restore_branches()
     nodes = reader.node_of_branches()
@@ -213,8 +213,8 @@ def branch_facts_of(reader: Any) -> tuple[BranchFacts, ...]:
 
 def branch_facts(branch: Any, picture: BranchPicture) -> BranchFacts:
     """What the picture leaves out: the record's size and which view entries are restored originals."""
-    from runtime.messages import Note, ToolResult
     from runtime.store.inspect import message_chars
+    from runtime.values.messages import Note, ToolResult
 
     ever_folded: set[str] = set()
     record_chars = 0

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from runtime.canonical import canonical_json
-from runtime.messages import Message, Note, ToolResult
+from runtime.values.canonical import canonical_json
+from runtime.values.messages import Message, Note, ToolResult
 
 
 class BranchLike(Protocol):

@@ -30,8 +30,8 @@ from typing import Any, Literal
 
 import attrs
 
-from runtime.canonical import canonical_json
-from runtime.messages import (
+from runtime.values.canonical import canonical_json
+from runtime.values.messages import (
     AssistantResponse,
     Instruction,
     Message,

@@ -26,7 +26,7 @@ from runtime.fold.bodies import result_shape
 from runtime.fold.measurer import Measurer
 from runtime.fold.projection import CLIP_FLOOR, bound_retained, clipped_copy, project
 from runtime.fold.units import RecordAccess
-from runtime.messages import Message, ToolResult
+from runtime.values.messages import Message, ToolResult
 
 MARKER_SLACK = 256
 """Extra characters a proposed cut removes, for the marker the cut adds."""

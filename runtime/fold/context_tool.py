@@ -23,7 +23,6 @@ from typing import Any, Literal, Protocol
 
 import attrs
 
-from runtime.compiler import ToolSpec
 from runtime.errors import FoldlineError
 from runtime.fold.formats import read_call
 from runtime.fold.marks import FoldMark
@@ -31,7 +30,8 @@ from runtime.fold.projection import READ_LIMIT
 from runtime.fold.recovery import RecoveryError, plan_restore, read_result
 from runtime.fold.settings import FoldSettings
 from runtime.fold.units import RecordAccess, original_index
-from runtime.messages import AssistantResponse, Message, Note, ToolResult
+from runtime.request.compiler import ToolSpec
+from runtime.values.messages import AssistantResponse, Message, Note, ToolResult
 
 CONTEXT_TOOL_NAME = "context"
 

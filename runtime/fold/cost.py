@@ -51,8 +51,8 @@ from typing import Any
 
 import attrs
 
-from runtime.pricing import BIT_CACHE_READ, BIT_CACHE_WRITE_1H, BIT_CACHE_WRITE_5M, PriceTier
-from runtime.usage import Usage
+from runtime.models.pricing import BIT_CACHE_READ, BIT_CACHE_WRITE_1H, BIT_CACHE_WRITE_5M, PriceTier
+from runtime.values.usage import Usage
 
 
 def _positive(name: str, value: float) -> None:

@@ -42,7 +42,7 @@ from typing import Any
 
 import attrs
 
-from runtime.canonical import canonical_json
+from runtime.values.canonical import canonical_json
 
 PATH_ARG_LIMIT = 1000
 """A path-like argument is shown whole up to this many characters."""

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import attrs
 
 from runtime.fold.units import RecordAccess, Unit
-from runtime.messages import Note, ToolResult
+from runtime.values.messages import Note, ToolResult
 
 
 @attrs.frozen

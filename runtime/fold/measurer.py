@@ -6,7 +6,7 @@ stands for, and measured with the branch's counter and scale (one counter
 everywhere). The compiler's block memo and the counter's piece cache make a
 candidate cost O(what changed); a candidate that differs from the view last
 counted whole in one window is counted from that view
-(:mod:`runtime.measure_splice`): the same number, for the cost of the window.
+(:mod:`runtime.measuring.measure_splice`): the same number, for the cost of the window.
 """
 
 from __future__ import annotations
@@ -16,12 +16,19 @@ from typing import Protocol
 
 import attrs
 
-from runtime.compiler import Request, RequestSettings, ResultProjection, ToolSpec, compile_request, render_blocks
-from runtime.image_count import measure_request
-from runtime.image_rules import MESSAGES_IMAGES, ImageRule
-from runtime.measure import Measurement, TokenCounter, scaled_estimate
-from runtime.measure_splice import SpliceBase
-from runtime.messages import Message, SystemMessage
+from runtime.measuring.image_count import measure_request
+from runtime.measuring.measure import Measurement, TokenCounter, scaled_estimate
+from runtime.measuring.measure_splice import SpliceBase
+from runtime.request.compiler import (
+    Request,
+    RequestSettings,
+    ResultProjection,
+    ToolSpec,
+    compile_request,
+    render_blocks,
+)
+from runtime.values.image_rules import MESSAGES_IMAGES, ImageRule
+from runtime.values.messages import Message, SystemMessage
 
 
 class Measurer(Protocol):

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from runtime.canonical import canonical_json, sha256_hex
 from runtime.fold.formats import call_line, listing_lines, message_line, note_header
 from runtime.fold.units import RecordAccess, Unit
-from runtime.messages import (
+from runtime.measuring.tokenizer import count_tokens
+from runtime.values.canonical import canonical_json, sha256_hex
+from runtime.values.messages import (
     AssistantResponse,
     ImagePart,
     Instruction,
@@ -28,7 +29,6 @@ from runtime.messages import (
     ToolCall,
     ToolResult,
 )
-from runtime.tokenizer import count_tokens
 
 SUMMARY_MAX_CHARS = 4000
 """A note keeps at most this many characters of a summary."""

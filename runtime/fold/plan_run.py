@@ -20,8 +20,8 @@ from runtime.fold.units import (
     task_instruction,
     units_of,
 )
-from runtime.messages import Message, Note
-from runtime.usage import Usage
+from runtime.values.messages import Message, Note
+from runtime.values.usage import Usage
 
 
 @attrs.define(eq=False)

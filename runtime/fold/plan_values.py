@@ -6,7 +6,6 @@ from typing import Literal
 
 import attrs
 
-from runtime.canonical import sha256_hex
 from runtime.fold.marks import FoldMark
 from runtime.fold.settings import (
     FoldSettings,
@@ -14,8 +13,9 @@ from runtime.fold.settings import (
 from runtime.fold.units import (
     RecordAccess,
 )
-from runtime.messages import Message
-from runtime.usage import Usage
+from runtime.values.canonical import sha256_hex
+from runtime.values.messages import Message
+from runtime.values.usage import Usage
 
 
 @attrs.frozen(eq=False)

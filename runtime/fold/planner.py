@@ -72,7 +72,7 @@ from runtime.fold.units import (
     Unit,
     task_instruction,
 )
-from runtime.messages import Note, ToolResult
+from runtime.values.messages import Note, ToolResult
 
 __all__ = ["TARGET_LOW", "FoldInput", "FoldPlan", "FoldPlanner", "NeedSummary", "PassRecord", "Step", "SummaryResult"]
 

@@ -30,11 +30,11 @@ from typing import Any
 
 import attrs
 
-from runtime.canonical import canonical_json
 from runtime.errors import FoldlineError
 from runtime.fold.bodies import JSON_PREVIEW_LABEL, Body, result_shape
 from runtime.fold.formats import clip_marker
-from runtime.messages import ClipInfo, ToolResult
+from runtime.values.canonical import canonical_json
+from runtime.values.messages import ClipInfo, ToolResult
 
 READ_LIMIT = 16_000
 """The most characters one read_result call returns."""

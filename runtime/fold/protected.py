@@ -21,8 +21,8 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
-from runtime.canonical import sha256_hex
-from runtime.messages import AssistantResponse, Instruction, Message, Note, ToolResult
+from runtime.values.canonical import sha256_hex
+from runtime.values.messages import AssistantResponse, Instruction, Message, Note, ToolResult
 
 
 @attrs.frozen

@@ -20,14 +20,14 @@ from collections.abc import Sequence
 
 import attrs
 
-from runtime.canonical import canonical_json, sha256_hex
 from runtime.errors import FoldlineError
 from runtime.fold.bodies import recovery_text
 from runtime.fold.formats import parse_note_header, read_result_header, read_result_text
 from runtime.fold.notes import span_digest
 from runtime.fold.projection import READ_LIMIT
 from runtime.fold.units import RecordAccess, Unit, chronology_key, units_of
-from runtime.messages import AssistantResponse, Message, Note, SystemMessage, ToolResult
+from runtime.values.canonical import canonical_json, sha256_hex
+from runtime.values.messages import AssistantResponse, Message, Note, SystemMessage, ToolResult
 
 
 class RecoveryError(FoldlineError):

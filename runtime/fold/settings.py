@@ -18,7 +18,7 @@ from typing import Literal
 
 import attrs
 
-from runtime.ceiling import DEFAULT_FOLD_AT, line_at
+from runtime.decision.ceiling import DEFAULT_FOLD_AT, line_at
 from runtime.fold.cost import CostPrices
 
 DEFAULT_TARGET = 0.6
@@ -78,7 +78,7 @@ class FoldSettings:
 
     @property
     def fold_line(self) -> float:
-        """The fold line in tokens (whether a request reaches it is :func:`runtime.ceiling.decide`'s call)."""
+        """The fold line in tokens (whether a request reaches it is :func:`runtime.decision.ceiling.decide`'s call)."""
         return line_at(self.fold_at, self.ceiling)
 
     @property

@@ -22,7 +22,7 @@ from typing import Any, Literal, Protocol
 
 import attrs
 
-from runtime.messages import AssistantResponse, Instruction, Message, Note, ToolResult
+from runtime.values.messages import AssistantResponse, Instruction, Message, Note, ToolResult
 
 
 class RecordAccess(Protocol):

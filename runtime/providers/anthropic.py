@@ -7,11 +7,11 @@ refuses non-streaming calls whose ``max_tokens`` could outlast its time
 limit); the final message is assembled from the events and its usage is what
 ``message_start`` and ``message_delta`` reported, as the non-streaming body
 would. Each text and thinking piece goes, as it arrives, to the progress hook
-of the send (:mod:`runtime.providers.progress`; the pipeline publishes them
+of the send (:mod:`runtime.contract.progress`; the pipeline publishes them
 as low-priority ``ReplyDelta`` events). A stream cut mid-way (an ``error`` event, or the connection lost) is a
 failed attempt: nothing of it is recorded. The SDK runs with ``max_retries=0``
 and this provider sends exactly one attempt per call: the send pipeline retries by the SDK's own rules
-(:mod:`runtime.providers.retry`), so that each attempt is measured, decided and
+(:mod:`runtime.contract.retry`), so that each attempt is measured, decided and
 recorded before it is sent.
 
 The API key is held only by the SDK client; it never appears in logs, events,
@@ -27,13 +27,13 @@ import anthropic
 import attrs
 import httpx2
 
-from runtime.compiler import Request
-from runtime.image_rules import MESSAGES_IMAGES, ImageRule
-from runtime.providers.base import AttemptFailed, ProviderError, ProviderReply, count_body, count_payload
-from runtime.providers.progress import current_progress
-from runtime.providers.retry import DEFAULT_MAX_RETRIES
-from runtime.scrub import scrub_secret
-from runtime.usage import Usage
+from runtime.contract.progress import current_progress
+from runtime.contract.provider import AttemptFailed, ProviderError, ProviderReply, count_body, count_payload
+from runtime.contract.retry import DEFAULT_MAX_RETRIES
+from runtime.request.compiler import Request
+from runtime.values.image_rules import MESSAGES_IMAGES, ImageRule
+from runtime.values.scrub import scrub_secret
+from runtime.values.usage import Usage
 
 NODE_HEADER = "x-foldline-node"
 
@@ -84,7 +84,7 @@ class AnthropicProvider:
         return cls(client, api_key, name=name, max_retries=max_retries)
 
     def _scrub(self, text: str) -> str:
-        return scrub_secret(text, self._secret)  # masked and partial forms too (runtime.scrub)
+        return scrub_secret(text, self._secret)  # masked and partial forms too (runtime.values.scrub)
 
     async def count_tokens(self, request: Request) -> int:
         """The provider's input-token count of ``request`` (``client.messages.count_tokens``), one attempt.

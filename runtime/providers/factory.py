@@ -23,11 +23,11 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from runtime.config import ProviderSpec
+from runtime.contract.provider import Provider
 from runtime.errors import ConfigError
-from runtime.policies import PolicyRegistry
-from runtime.providers.base import Provider
 from runtime.providers.key_destination import check_key_destination
 from runtime.providers.scripted import ScriptedProvider
+from runtime.scripted.policies import PolicyRegistry
 
 if TYPE_CHECKING:
     from runtime.providers.anthropic import AnthropicProvider

@@ -24,7 +24,7 @@ workflow named: the key and the dialect are the worker's, never in history.
 
 The SDK runs with ``max_retries=0`` and this provider sends exactly one
 attempt per call: the send pipeline retries by the SDK's rules, which the
-``openai`` SDK shares with the ``anthropic`` one (:mod:`runtime.providers.retry`:
+``openai`` SDK shares with the ``anthropic`` one (:mod:`runtime.contract.retry`:
 408, 409, 429 and 5xx, ``x-should-retry``, ``retry-after-ms``/``retry-after``,
 0.5 s doubling to 8 s with jitter), so every attempt is measured and recorded.
 The API key is held only by the SDK client and scrubbed from every error.
@@ -47,9 +47,9 @@ except ImportError as exc:  # the optional extra is missing: say which
         name=exc.name,
     ) from exc
 
-from runtime.compiler import Request
-from runtime.image_rules import CHAT_IMAGES, ImageRule
-from runtime.providers.base import AttemptFailed, CountUnavailable, ProviderError, ProviderReply
+from runtime.contract.progress import current_progress
+from runtime.contract.provider import AttemptFailed, CountUnavailable, ProviderError, ProviderReply
+from runtime.contract.retry import DEFAULT_MAX_RETRIES
 from runtime.providers.openai_wire import (
     SESSION_HEADER,
     STOP_REASONS,
@@ -61,9 +61,9 @@ from runtime.providers.openai_wire import (
     reasoning_block,
     session_key,
 )
-from runtime.providers.progress import current_progress
-from runtime.providers.retry import DEFAULT_MAX_RETRIES
-from runtime.scrub import scrub_secret
+from runtime.request.compiler import Request
+from runtime.values.image_rules import CHAT_IMAGES, ImageRule
+from runtime.values.scrub import scrub_secret
 
 NODE_HEADER = "x-foldline-node"
 STREAM_ERROR_STATUS = {"rate_limit_exceeded": 429, "server_error": 500, "timeout": 504}

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 from runtime.config import ProviderSpec
 from runtime.errors import ConfigError
-from runtime.policies import PolicyRegistry
 from runtime.providers.openai_wire import ChatDialect
+from runtime.scripted.policies import PolicyRegistry
 
 if TYPE_CHECKING:
     from runtime.providers.openai import OpenAIProvider

@@ -1,7 +1,7 @@
 """A compiled request on the chat-completions wire, and a completion read back (pure).
 
 foldline compiles every request once, in the Messages shape it measures
-(:mod:`runtime.compiler`); :func:`chat_payload` renders that request for a
+(:mod:`runtime.request.compiler`); :func:`chat_payload` renders that request for a
 chat-completions server without deciding anything again:
 
 - ``system`` leads as a ``system`` message; ``tools`` become ``function``
@@ -25,7 +25,7 @@ all. A reply keeps it as a ``thinking`` block whose ``signature`` names its
 origin (:func:`reasoning_block`): a digest of the server's address and the
 model, the field, and for ``reasoning_details`` the array itself. The
 compiler keeps a reply's thinking only while the conversation before it is
-unchanged (:mod:`runtime.thinking`: a reply made before a fold goes back
+unchanged (:mod:`runtime.values.thinking`: a reply made before a fold goes back
 without it), and :func:`chat_payload` gives a kept block back only to its
 origin, in its own field; any other thinking block (another server's,
 another model's, Anthropic's) is left out.
@@ -39,9 +39,9 @@ from typing import Any, Literal
 
 import attrs
 
-from runtime.canonical import canonical_json, sha256_hex
-from runtime.compiler import Request
-from runtime.usage import Usage
+from runtime.request.compiler import Request
+from runtime.values.canonical import canonical_json, sha256_hex
+from runtime.values.usage import Usage
 
 REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_details", "none")
 CACHE_KEY_MODES = ("session", "header", "off")

@@ -1,11 +1,11 @@
 """The in-process scripted provider: the fast provider for unit tests.
 
-It answers from per-node scripts (a :class:`~runtime.policies.PolicyRegistry`)
+It answers from per-node scripts (a :class:`~runtime.scripted.policies.PolicyRegistry`)
 and reports usage exactly as the simulated Anthropic server does (its token
 count, its caching rules, the same cache engine), because it *is* the
 simulator's request handler called in process: no socket, no HTTP client, no
 retries. A request the simulator would refuse (a 400, an exhausted script) is
-a :class:`~runtime.providers.base.ProviderError` here.
+a :class:`~runtime.contract.provider.ProviderError` here.
 """
 
 from __future__ import annotations
@@ -18,16 +18,16 @@ import anyio.lowlevel
 import anyio.to_thread
 import attrs
 
-from runtime.compiler import Request
-from runtime.policies import PolicyRegistry
-from runtime.providers.base import ProviderError, ProviderReply, count_payload
+from runtime.contract.provider import ProviderError, ProviderReply, count_payload
+from runtime.request.compiler import Request
+from runtime.scripted.policies import PolicyRegistry
 from runtime.sim.app import SimApp
 from runtime.sim.config import SimConfig
 from runtime.sim.errors import SimAPIError
 from runtime.sim.http import HttpRequest, HttpResponse
 from runtime.sim.models import model_facts
 from runtime.sim.prepare import prepare
-from runtime.usage import Usage
+from runtime.values.usage import Usage
 
 _KEY = "scripted-in-process"
 

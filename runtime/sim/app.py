@@ -36,9 +36,9 @@ import anyio
 import anyio.to_thread
 import attrs
 
-from runtime.canonical import canonical_bytes, sha256_hex
 from runtime.logs import get_logger
-from runtime.policies import PolicyExhausted, PolicyRegistry, Reply, ScriptPolicy, UnknownPolicy
+from runtime.scripted.faults import ERROR_KINDS, ERROR_MESSAGES, ERROR_TYPES, FaultRule, FaultSchedule
+from runtime.scripted.policies import PolicyExhausted, PolicyRegistry, Reply, ScriptPolicy, UnknownPolicy
 from runtime.sim.admin import ADMIN_PREFIX, Admin
 from runtime.sim.cache_engine import CacheEngine, CacheEntry, CacheOutcome
 from runtime.sim.chat.cache import ChatCacheOutcome
@@ -46,7 +46,6 @@ from runtime.sim.chat.face import CHAT_PATH, SESSION_HEADER, ChatFace, chat_erro
 from runtime.sim.config import SimConfig
 from runtime.sim.conversations import ConversationScripts
 from runtime.sim.errors import SimAPIError, invalid_request
-from runtime.sim.faults import ERROR_KINDS, ERROR_MESSAGES, ERROR_TYPES, FaultRule, FaultSchedule
 from runtime.sim.generation import finish
 from runtime.sim.http import HttpRequest, HttpResponse, Response, StreamingResponse
 from runtime.sim.models import list_models, model_facts
@@ -54,7 +53,8 @@ from runtime.sim.prepare import Decoded, Prepared, decode_body, prepare
 from runtime.sim.streaming import encode_sse, error_event, message_events
 from runtime.sim.thinking import ThinkingSigner
 from runtime.sim.tokens import SimTokenCounter
-from runtime.usage import Usage
+from runtime.values.canonical import canonical_bytes, sha256_hex
+from runtime.values.usage import Usage
 
 MESSAGES_PATH = "/v1/messages"
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"

@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 
 from runtime.errors import ConfigError
-from runtime.sim.faults import FaultRule
+from runtime.scripted.faults import FaultRule
 from runtime.sim.http import MAX_BODY_BYTES, HttpLimits
 
 

@@ -21,9 +21,9 @@ from typing import Any
 
 import attrs
 
-from runtime.canonical import canonical_bytes, sha256_hex
-from runtime.policies import PolicyExhausted, Reply, ScriptPolicy, reply_for_step
+from runtime.scripted.policies import PolicyExhausted, Reply, ScriptPolicy, reply_for_step
 from runtime.sim.tokens import strip_cache_control
+from runtime.values.canonical import canonical_bytes, sha256_hex
 
 DEFAULT_MEMORY = 65_536
 """How many conversations (and answered requests) are remembered; the least recently used is forgotten."""

@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from runtime.canonical import canonical_bytes, sha256_hex
-from runtime.policies import Reply
+from runtime.scripted.policies import Reply
+from runtime.values.canonical import canonical_bytes, sha256_hex
 
 QUOTE_CHARS = 80
 _MAX_SCHEMA_DEPTH = 8

@@ -27,9 +27,9 @@ from typing import Any
 
 import attrs
 
-from runtime.policies import Reply
+from runtime.measuring.tokenizer import encoding
+from runtime.scripted.policies import Reply
 from runtime.sim.tokens import SimTokenCounter
-from runtime.tokenizer import encoding
 
 
 @attrs.frozen

@@ -1,7 +1,7 @@
 """Images in the simulator: counted by the API's documented estimate, refused when unreadable (pure).
 
 An ``image`` block (base64 source), alone or inside a ``tool_result``'s
-content, costs :func:`runtime.images.image_tokens` of its header's size after
+content, costs :func:`runtime.values.images.image_tokens` of its header's size after
 the resize rule, not the count of its base64 text; the rest of the block is
 counted as any block is. An image whose data is not base64, or whose header
 is not a PNG, JPEG, GIF or WebP the API would take, is the API's 400.
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from runtime.images import ImageError, decode_base64_image, inspect_image
 from runtime.sim.errors import invalid_request
+from runtime.values.images import ImageError, decode_base64_image, inspect_image
 
 
 def _image_tokens(block: Mapping[str, Any]) -> int:

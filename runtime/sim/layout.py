@@ -25,9 +25,9 @@ from typing import Any
 
 import attrs
 
-from runtime.canonical import canonical_json, sha256_hex
 from runtime.sim.errors import invalid_request
 from runtime.sim.tokens import MESSAGE_OVERHEAD_TOKENS, SimTokenCounter, block_digest
+from runtime.values.canonical import canonical_json, sha256_hex
 
 MAX_MARKS = 4
 LOOKBACK_POSITIONS = 20

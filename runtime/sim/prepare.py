@@ -13,11 +13,11 @@ from typing import Any
 
 import attrs
 
-from runtime.canonical import digest
 from runtime.sim.errors import invalid_request
 from runtime.sim.layout import Layout, build_layout
 from runtime.sim.tokens import SimTokenCounter
 from runtime.sim.validation import validate_request
+from runtime.values.canonical import digest
 
 MAX_JSON_DEPTH = 100
 """The deepest nesting of arrays and objects a request body may have."""

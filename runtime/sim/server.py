@@ -22,7 +22,7 @@ import anyio.abc
 import attrs
 
 from runtime.logs import get_logger
-from runtime.policies import PolicyRegistry
+from runtime.scripted.policies import PolicyRegistry
 from runtime.sim.admin import Admin
 from runtime.sim.app import Clock, RequestRecord, SimApp, Sleep, protocol_error_response
 from runtime.sim.cache_engine import CacheEngine, CacheEntry

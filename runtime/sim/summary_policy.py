@@ -5,8 +5,8 @@ request by the node it names; a fold's summary request is a ``side`` request
 that names no node. :class:`FoldSummaryPolicy` answers such requests with an
 extractive summary of the span it carries: the calls made (function and
 arguments, with the original's index) and the first line of each result and
-message. It satisfies :class:`runtime.policies.Policy`; register it as a
-:class:`~runtime.policies.PolicyRegistry`'s ``default`` to answer summary
+message. It satisfies :class:`runtime.scripted.policies.Policy`; register it as a
+:class:`~runtime.scripted.policies.PolicyRegistry`'s ``default`` to answer summary
 requests in scripted scenarios.
 """
 
@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from runtime.policies import Reply
+from runtime.scripted.policies import Reply
 
 MAX_LINES = 24
 LINE_CHARS = 160

@@ -25,10 +25,10 @@ from typing import Any
 
 import attrs
 
-from runtime.canonical import canonical_bytes
-from runtime.policies import Reply
+from runtime.scripted.policies import Reply
 from runtime.sim.errors import SimAPIError, invalid_request
 from runtime.sim.tokens import strip_cache_control
+from runtime.values.canonical import canonical_bytes
 
 THINKING_KINDS = ("thinking", "redacted_thinking")
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import attrs
 
-from runtime.canonical import canonical_bytes, sha256_hex
+from runtime.measuring.tokenizer import count_tokens
 from runtime.sim.images import split_images
-from runtime.tokenizer import count_tokens
+from runtime.values.canonical import canonical_bytes, sha256_hex
 
 MESSAGE_OVERHEAD_TOKENS = 3
 """Tokens the simulator adds for each message (role and turn framing)."""

@@ -36,10 +36,11 @@ from typing import Any
 import attrs
 
 from runtime.cache.ledger import CacheLedger
-from runtime.canonical import canonical_json, sha256_hex
-from runtime.compiler import ToolSpec
 from runtime.errors import FoldlineError
-from runtime.messages import (
+from runtime.request.compiler import ToolSpec
+from runtime.store.errors import StoreCorrupt, StoreEncodeError
+from runtime.values.canonical import canonical_json, sha256_hex
+from runtime.values.messages import (
     AssistantResponse,
     ClipInfo,
     ImagePart,
@@ -54,7 +55,6 @@ from runtime.messages import (
     ToolCall,
     ToolResult,
 )
-from runtime.store.errors import StoreCorrupt, StoreEncodeError
 
 MESSAGE_KINDS = ("system", "instruction", "assistant", "tool_result", "note")
 _OWN_PACKAGES = ("runtime.", "actors.", "signals.")

@@ -22,11 +22,12 @@ from collections.abc import Callable, Mapping, Sequence
 import attrs
 
 from actors.branch import Branch
-from runtime.compiler import ResultProjection, render_blocks
 from runtime.fold.bodies import recovery_text
 from runtime.fold.formats import parse_clip_marker, read_call
 from runtime.fold.projection import READ_LIMIT
-from runtime.messages import (
+from runtime.request.compiler import ResultProjection, render_blocks
+from runtime.request.rendering import Block
+from runtime.values.messages import (
     AssistantResponse,
     Instruction,
     Message,
@@ -34,7 +35,6 @@ from runtime.messages import (
     SystemMessage,
     ToolResult,
 )
-from runtime.rendering import Block
 
 PREVIEW_CHARS = 72
 

@@ -1,7 +1,7 @@
 """The run store: where a run's branches and signals become durable.
 
 :class:`RunStore` is the :class:`~actors.branch.BranchJournal` a run hands its
-branches and the target of its :class:`~signals.sqlite_sink.SqliteSink`. Its
+branches and the target of its :class:`~runtime.store.events_sink.SqliteSink`. Its
 methods are called on the event loop and never block: each journal batch is
 turned into the SQL of one unit and handed to the store's writer thread
 (:mod:`runtime.store.writer`), which commits it in one transaction. The order
@@ -42,10 +42,8 @@ from actors.branch import (
     StateSet,
     ViewSet,
 )
-from runtime.canonical import canonical_json
 from runtime.logs import get_logger
-from runtime.messages import AssistantResponse, Message, SystemMessage
-from runtime.model_calibration import CalibrationBook
+from runtime.measuring.model_calibration import CalibrationBook
 from runtime.store.codec import dumps_value, ledger_rows_of, stored_message_content, thinking_block_digests
 from runtime.store.errors import (
     NotAStore,
@@ -58,6 +56,8 @@ from runtime.store.pairing import ResponsePairing, Statement
 from runtime.store.reader import CALIBRATION_QUERY, calibration_from_rows
 from runtime.store.schema import check_schema, create_store_file, resolve_store_path
 from runtime.store.writer import SqliteWriter
+from runtime.values.canonical import canonical_json
+from runtime.values.messages import AssistantResponse, Message, SystemMessage
 from signals.envelope import Event
 
 log = get_logger("foldline.store")

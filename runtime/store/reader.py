@@ -22,8 +22,7 @@ import attrs
 
 from actors.branch import Branch, ContextState
 from actors.record import Record
-from runtime.messages import Message, SystemMessage
-from runtime.model_calibration import CalibrationBook, ModelCalibration
+from runtime.measuring.model_calibration import CalibrationBook, ModelCalibration
 from runtime.store.codec import (
     content_with_images,
     decode_message,
@@ -34,6 +33,7 @@ from runtime.store.codec import (
 )
 from runtime.store.errors import StoreCorrupt
 from runtime.store.schema import open_reader, resolve_store_path
+from runtime.values.messages import Message, SystemMessage
 from signals.envelope import Event, InvalidEventError
 
 

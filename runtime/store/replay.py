@@ -29,16 +29,14 @@ from typing import Any, Protocol
 import attrs
 
 from actors.branch import ContextState
-from runtime.canonical import canonical_json, sha256_hex
-from runtime.compiler import (
+from runtime.fold.projection import BoundProjection, ProjectionError, request_projection
+from runtime.request.compiler import (
     RECIPE_VERSION,
     CompileError,
     Request,
     RequestSettings,
     compile_request,
 )
-from runtime.fold.projection import BoundProjection, ProjectionError, request_projection
-from runtime.messages import Message, SystemMessage
 from runtime.store.codec import loads_json, tool_from_piece
 from runtime.store.errors import (
     ReplayError,
@@ -47,6 +45,8 @@ from runtime.store.errors import (
     UnknownRecipe,
 )
 from runtime.store.reader import RequestRow, StoreReader
+from runtime.values.canonical import canonical_json, sha256_hex
+from runtime.values.messages import Message, SystemMessage
 
 
 @attrs.frozen

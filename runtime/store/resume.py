@@ -32,13 +32,13 @@ import attrs
 
 from actors.branch import Branch
 from runtime.config import Scenario
-from runtime.flow import NodeOutcome, Restored
-from runtime.messages import AssistantResponse, ToolResult
-from runtime.operation import OperationResult
+from runtime.config.operation import OperationResult
+from runtime.flows.flow import NodeOutcome, Restored
 from runtime.store.codec import loads_json
 from runtime.store.errors import StoreCorrupt
 from runtime.store.reader import BranchRow, RequestRow
-from runtime.usage import Usage
+from runtime.values.messages import AssistantResponse, ToolResult
+from runtime.values.usage import Usage
 from signals.envelope import Event
 from signals.events import NodeFinished, NodeSkipped
 

@@ -1,7 +1,7 @@
 """Running a scenario with a store, and resuming a stored run.
 
 :func:`run_scenario_stored` is ``foldline run SCENARIO --store PATH``: the run
-of :func:`runtime.scenario_run.run_scenario`, with every branch change,
+of :func:`runtime.scenarios.run.run_scenario`, with every branch change,
 request and event written to the store as it happens (the scenario file's
 text and path, the provider and the run id go in first, so the run can be
 rebuilt without the file).
@@ -17,7 +17,7 @@ report is rebuilt from all the run's stored events, the stopped run's and
 the resumed run's, so its totals are the whole run's.
 
 The run's calibration book (the provider/o200k scale per model
-configuration, :mod:`runtime.model_calibration`) is kept in the store as it
+configuration, :mod:`runtime.measuring.model_calibration`) is kept in the store as it
 changes, and :func:`stored_calibration` hands it to a new run
 (``Runtime(calibration=ModelScales(book=...))``), which starts calibrated. A
 resumed run starts from what the stopped run started from (nothing: a stored
@@ -40,21 +40,21 @@ from actors.env import ModelScales
 from actors.tools import BUILTIN_TOOLS, ToolRegistry
 from runtime.config import Scenario
 from runtime.config.loader import loads_scenario
-from runtime.model_calibration import CalibrationBook
-from runtime.policies import PolicyRegistry, ScriptPolicy
-from runtime.pricing import PricingTable
+from runtime.measuring.model_calibration import CalibrationBook
+from runtime.models.pricing import PricingTable
 from runtime.providers.factory import open_provider
 from runtime.report import ReportBuilder
 from runtime.runtime import Runtime
-from runtime.scenario_run import ScenarioRun, build_flow, build_policies, run_scenario
-from runtime.scenario_tools import stored_run_tools
+from runtime.scenarios.run import ScenarioRun, build_flow, build_policies, run_scenario
+from runtime.scenarios.tools import stored_run_tools
+from runtime.scripted.policies import PolicyRegistry, ScriptPolicy
 from runtime.store.errors import NothingToResume, StoreError
+from runtime.store.events_sink import SqliteSink
 from runtime.store.journal import RunStore
 from runtime.store.reader import StoreReader
 from runtime.store.resume import ResumePlan, plan_resume, view_without_cancelled_results
 from signals.bus import Gap
 from signals.envelope import Event
-from signals.sqlite_sink import SqliteSink
 
 
 def policies_resumed_at(registry: PolicyRegistry, cursors: dict[str, int]) -> PolicyRegistry:
@@ -93,7 +93,7 @@ async def run_scenario_stored(
 ) -> ScenarioRun:
     """Run a scenario, storing it as it goes (see the module docstring).
 
-    ``tools_meta`` (:func:`runtime.scenario_tools.tools_meta`) names the user's
+    ``tools_meta`` (:func:`runtime.scenarios.tools.tools_meta`) names the user's
     ``--tools`` registry so a resume loads it again; the built-ins, ``read_image``
     and the workspace tools are loaded again from the scenario itself.
     """
@@ -136,7 +136,7 @@ def load_stored_plan(
     """The stored run's scenario, its resume plan, its meta and its tools; :class:`NothingToResume` if it finished.
 
     Without ``registry`` the run's own tools are loaded again
-    (:func:`runtime.scenario_tools.stored_run_tools`): the built-ins,
+    (:func:`runtime.scenarios.tools.stored_run_tools`): the built-ins,
     ``read_image`` beside the scenario file, the workspace tools and the
     ``--tools`` registry it was run with.
     """

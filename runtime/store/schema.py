@@ -24,7 +24,7 @@ One SQLite file per run (WAL mode). Tables:
   the store is named by replay (a signed block goes back byte for byte).
 - ``events``: the run's signals.
 - ``calibration``: the run's scale per model configuration
-  (:class:`runtime.model_calibration.CalibrationBook`), kept for a resumed or
+  (:class:`runtime.measuring.model_calibration.CalibrationBook`), kept for a resumed or
   later run.
 """
 

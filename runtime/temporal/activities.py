@@ -44,12 +44,12 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from actors.tools import ToolContext, ToolRegistry
+from runtime.contract.provider import AttemptFailed, ProviderError, ProviderReply
 from runtime.errors import FoldlineError
-from runtime.image_rules import MESSAGES_IMAGES, ImageRule
-from runtime.providers.base import AttemptFailed, ProviderError, ProviderReply
 from runtime.temporal.bodies import BodyStore, redacted
 from runtime.temporal.sinks import EventSink, SqliteEventSink, append_events, open_event_sink
-from runtime.usage import Usage
+from runtime.values.image_rules import MESSAGES_IMAGES, ImageRule
+from runtime.values.usage import Usage
 
 T = TypeVar("T")
 

@@ -28,8 +28,8 @@ import attrs
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
-from runtime.atomic_write import write_atomically
 from runtime.errors import ConfigError, FoldlineError
+from runtime.measuring.atomic_write import write_atomically
 
 CLAIM_ENCODING = b"binary/foldline-claim"
 DEFAULT_THRESHOLD = 512

@@ -280,7 +280,7 @@ async def _run_with_provider(
     args: EngineOptions, scenario: Any, spec: Any, text: str, err: TextIO, run_id: str
 ) -> dict[str, Any]:
     from runtime.providers.factory import open_provider
-    from runtime.scenario_run import build_policies
+    from runtime.scenarios.run import build_policies
 
     if args.no_worker:
         result = await submit(args, text, args.scenario, None, run_id=run_id)
@@ -330,7 +330,7 @@ async def _scenario_provider(path: str, served: dict[str, Any], stack: AsyncExit
     from actors.tools import BUILTIN_TOOLS
     from runtime.config.loader import load_scenario
     from runtime.providers.factory import open_provider
-    from runtime.scenario_run import build_policies
+    from runtime.scenarios.run import build_policies
 
     scenario = load_scenario(path, tool_names=BUILTIN_TOOLS.names())
     spec = scenario.provider

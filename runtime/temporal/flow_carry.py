@@ -5,7 +5,7 @@ hands its :class:`~runtime.report.ReportBuilder`'s counters to the next run
 (:func:`report_state`, :func:`restore_report`), so the final report equals
 the one a single run would have built. Every field of the builder is carried
 (a field added later is carried too): plain values as they are, usages
-(:class:`~runtime.usage.Usage`) as their field values. The carried input,
+(:class:`~runtime.values.usage.Usage`) as their field values. The carried input,
 like every payload over the codec's threshold, crosses Temporal as a digest
 of the body store (:mod:`runtime.temporal.bodies`).
 
@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 
 from runtime.report import ReportBuilder
-from runtime.usage import Usage
+from runtime.values.usage import Usage
 
 USAGE_KEY = "__usage__"
 NOT_CARRIED = frozenset({"pricing", "default_model"})

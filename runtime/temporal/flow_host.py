@@ -21,7 +21,7 @@ reads and writes) are local activities: run by the node's worker inside the
 workflow task, with no task of their own and no workflow task to resume
 after them; their results are recorded in history as markers.
 - the clock, the monotonic clock and the retry jitter are the workflow's, and
-  the ids come from a :class:`~runtime.ids.CountingIds` named after the
+  the ids come from a :class:`~runtime.values.ids.CountingIds` named after the
   workflow, so a replay rebuilds every id;
 - events are numbered by the flow workflow's bus (``seq``) and reach the
   sinks through ``foldline.write_events`` batches (:class:`EventPump`, local
@@ -44,12 +44,12 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType
 
 from actors.tools import Tool, ToolContext, ToolFailed, ToolRegistry
-from runtime.compiler import Request
-from runtime.image_rules import CHAT_IMAGES, MESSAGES_IMAGES, ImageRule
-from runtime.providers.base import AttemptFailed, CountUnavailable, ProviderError, ProviderReply
+from runtime.contract.provider import AttemptFailed, CountUnavailable, ProviderError, ProviderReply
+from runtime.contract.retry import INITIAL_RETRY_DELAY, MAX_RETRY_DELAY
 from runtime.providers.openai_wire import session_key
-from runtime.providers.retry import INITIAL_RETRY_DELAY, MAX_RETRY_DELAY
+from runtime.request.compiler import Request
 from runtime.temporal.activities import reply_from_wire
+from runtime.values.image_rules import CHAT_IMAGES, MESSAGES_IMAGES, ImageRule
 from signals.bus import Gap
 from signals.envelope import Event
 

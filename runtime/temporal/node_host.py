@@ -37,16 +37,16 @@ from actors.operations import run_operation
 from actors.request_record import RequestRecord
 from actors.tools import BUILTIN_TOOLS
 from runtime.config.loader import loads_scenario
-from runtime.flow import Node, SpawnRefused, completed_view_length
-from runtime.ids import CountingIds, use_ids
-from runtime.measure import TokenCounter
-from runtime.model_calibration import CalibrationBook
-from runtime.pricing import PricingTable
+from runtime.flows.flow import Node, SpawnRefused, completed_view_length
+from runtime.measuring.measure import TokenCounter
+from runtime.measuring.model_calibration import CalibrationBook
+from runtime.models.pricing import PricingTable
 from runtime.runtime import audit_recoverability
-from runtime.scenario_run import build_flow
+from runtime.scenarios.run import build_flow
 from runtime.store.codec import dumps_value
 from runtime.temporal.flow_host import EVENT_BATCH, ActivityProvider, ActivityRoute, activity_registry
 from runtime.temporal.seed import branch_from_seed, seed_digests, seed_of
+from runtime.values.ids import CountingIds, use_ids
 from signals.bus import Gap, SignalBus
 from signals.envelope import Event
 

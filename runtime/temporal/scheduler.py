@@ -1,6 +1,6 @@
 """The flow workflow's scheduler: each node's branch in a child workflow of its own.
 
-It keeps :mod:`runtime.flow`'s rules (:mod:`runtime.flow_rules`, shared by both) and events, with a node's run being a
+It keeps :mod:`runtime.flows.flow`'s rules (:mod:`runtime.flows.rules`, shared by both) and events, with a node's run being a
 ``foldline.Node`` child workflow (:mod:`runtime.temporal.node_host`) instead
 of a task on a shared branch: dependencies (a node starts when its
 dependencies finish; a dependent of a failed or skipped node is skipped), the
@@ -11,7 +11,7 @@ finishes). The events a node publishes reach the flow's bus through the
 ``node_items`` signal, in order; the flow numbers them (``seq``), so a
 node's ``NodeFinished`` follows every event of its own. A node's result
 carries its final calibration evidence; a node starts with its dependencies'
-(:func:`runtime.model_calibration.shared_evidence`), as in process.
+(:func:`runtime.measuring.model_calibration.shared_evidence`), as in process.
 
 Only called from inside a workflow; asyncio only, as every Temporal workflow.
 """
@@ -29,16 +29,16 @@ from temporalio.workflow import ParentClosePolicy
 
 from actors.tools import BUILTIN_TOOLS
 from runtime.config.loader import loads_scenario
-from runtime.flow import Flow, Node
-from runtime.flow_rules import blocked_by, never_spawned, spawn_refusal
-from runtime.ids import CountingIds
-from runtime.model_calibration import CalibrationBook, shared_evidence
-from runtime.pricing import PricingTable
+from runtime.flows.flow import Flow, Node
+from runtime.flows.rules import blocked_by, never_spawned, spawn_refusal
+from runtime.measuring.model_calibration import CalibrationBook, shared_evidence
+from runtime.models.pricing import PricingTable
 from runtime.report import ReportBuilder
-from runtime.scenario_run import build_flow
+from runtime.scenarios.run import build_flow
 from runtime.temporal.flow_carry import report_state, restore_report
 from runtime.temporal.flow_host import AFFINITY_SLOTS, AFFINITY_WAIT, EventPump, affinity_queue, node_queue
 from runtime.temporal.node_host import ANSWER_SIGNAL, NODE_WORKFLOW, node_workflow_id
+from runtime.values.ids import CountingIds
 from signals.bus import Gap, SignalBus
 from signals.envelope import Event
 from signals.events import ChildSpawned, NodeFailed, NodeFinished, NodeSkipped, NodeStarted, RunFinished, RunStarted

@@ -24,9 +24,9 @@ from typing import Any
 
 from actors.branch import Branch
 from actors.record import Record
-from runtime.messages import SystemMessage
 from runtime.store.codec import decode_message, decode_value, encode_value, message_content_json, tool_from_piece
 from runtime.store.errors import StoreCorrupt
+from runtime.values.messages import SystemMessage
 
 
 def seed_of(clone: Branch) -> tuple[dict[str, Any], dict[str, str]]:

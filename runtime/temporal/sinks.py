@@ -82,7 +82,7 @@ class PostgresEventSink:
         return self._connection
 
     def write(self, events: Sequence[Mapping[str, Any]]) -> int:
-        from runtime.canonical import canonical_json
+        from runtime.values.canonical import canonical_json
 
         connection = self._connect()
         new = 0
@@ -167,7 +167,7 @@ def append_events(path: Path, events: list[dict[str, Any]]) -> int:
 
     A last line torn by a crash (no newline) is cut off first; its event is among the ones written again.
     """
-    from runtime.canonical import canonical_json
+    from runtime.values.canonical import canonical_json
 
     last, torn = _tail(path)
     fresh = [e for e in events if int(e["seq"]) > last]

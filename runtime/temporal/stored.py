@@ -24,7 +24,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from runtime.model_calibration import shared_evidence
+from runtime.measuring.model_calibration import shared_evidence
 from runtime.store.journal import RunStore
 from runtime.store.run import ENGINE_META_KEY
 from runtime.temporal.bodies import BodyStore
@@ -69,7 +69,7 @@ async def store_branches(path: str, branches: Mapping[str, Mapping[str, Any]], b
 
     The run's calibration book goes in too (for a later run to start from,
     :func:`runtime.store.run.stored_calibration`): every branch's final
-    evidence joined (:func:`runtime.model_calibration.shared_evidence`) with
+    evidence joined (:func:`runtime.measuring.model_calibration.shared_evidence`) with
     what the store held.
     """
     async with await RunStore.open_existing(path) as store:

@@ -53,7 +53,7 @@ def warm() -> None:
     import regex  # noqa: F401
     import structlog  # noqa: F401
 
-    from runtime.tokenizer import encoding
+    from runtime.measuring.tokenizer import encoding
 
     encoding().encode("warm")
 

@@ -97,18 +97,19 @@ _PLANNER = _t(
 )
 
 GROUPS: tuple[Group, ...] = (
-    Group("calibration", (Module("runtime/calibration.py", _t("calibration", "ceiling")),)),
-    Group("ceiling", (Module("runtime/ceiling.py", _t("ceiling", "send_ceiling")),)),
+    Group("calibration", (Module("runtime/measuring/calibration.py", _t("calibration", "ceiling")),)),
+    Group("ceiling", (Module("runtime/decision/ceiling.py", _t("ceiling", "send_ceiling")),)),
     Group(
         "measure",
         (
             Module(
-                "runtime/measure.py",
+                "runtime/measuring/measure.py",
                 _t("measure", "measure_compiled", "ceiling", "measure_mutants", "measure_splice", "measure_mutants_2")
                 + _t("measure_advance", "local_junctions", "incremental_measure"),
             ),
             Module(
-                "runtime/measure_splice.py", _t("measure_mutants_2", "measure_splice", "fold_planner", "fold_target")
+                "runtime/measuring/measure_splice.py",
+                _t("measure_mutants_2", "measure_splice", "fold_planner", "fold_target"),
             ),
         ),
     ),
@@ -116,7 +117,7 @@ GROUPS: tuple[Group, ...] = (
         "compiler",
         (
             Module(
-                "runtime/compiler.py",
+                "runtime/request/compiler.py",
                 _t("compiler", "measure_compiled", "store_codec", "store_pairing")
                 # Request.prepared, image_tokens and context_digest are reached by these:
                 + _t("incremental_measure", "thinking_rule", "vision", "chat_image_measure", "mutants_6"),
@@ -141,7 +142,7 @@ GROUPS: tuple[Group, ...] = (
             Module("runtime/cache/ledger.py", _CACHE_CORE + _t("store_codec", "cache_properties")),
             Module("runtime/cache/marks.py", _t("cache_apply") + _CACHE_CORE + _t("cache_properties")),
             Module("runtime/cache/placement.py", _CACHE_CORE + _t("cache_tail_skip", "cache_properties")),
-            Module("runtime/cache/prepared.py", _t("thinking_rule", "incremental_measure", "vision", "caching_send")),
+            Module("runtime/request/prepared.py", _t("thinking_rule", "incremental_measure", "vision", "caching_send")),
             Module("runtime/cache/reach.py", _t("cache_reach", "cache_placement", "cache_properties")),
             Module("runtime/cache/record.py", _CACHE_CORE + _t("cache_properties", "caching_send")),
             Module("runtime/cache/rewrites.py", _t("cache_rewrites", "engine_fold", "caching_send")),

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from runtime.canonical import sha256_hex
+from runtime.values.canonical import sha256_hex
 
 MIN_CACHED_TOKENS = 1_024
 INCREMENT = 128

@@ -28,8 +28,7 @@ from typing import Any
 
 import attrs
 
-from runtime.canonical import canonical_bytes, sha256_hex
-from runtime.policies import Reply
+from runtime.scripted.policies import Reply
 from runtime.sim.chat.cache import ChatCacheOutcome, ChatPrefixCache, prefix_digests
 from runtime.sim.chat.reply import (
     FINISH_REASONS,
@@ -47,6 +46,7 @@ from runtime.sim.http import HttpResponse, Response, StreamingResponse
 from runtime.sim.models import DEFAULT_CONTEXT_WINDOW, model_facts
 from runtime.sim.thinking import ThinkingSigner
 from runtime.sim.tokens import MESSAGE_OVERHEAD_TOKENS, SimTokenCounter
+from runtime.values.canonical import canonical_bytes, sha256_hex
 
 CHAT_PATH = "/v1/chat/completions"
 SESSION_HEADER = "x-session-id"

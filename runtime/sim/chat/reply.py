@@ -25,9 +25,9 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from runtime.canonical import canonical_json
 from runtime.sim.chat.wire import SIGNED_FORMAT
 from runtime.sim.streaming import chunks
+from runtime.values.canonical import canonical_json
 
 REASONING_DIALECTS = ("reasoning_content", "reasoning", "reasoning_details", "none")
 FINISH_REASONS = {

@@ -11,7 +11,7 @@ tokens with tiktoken", section 6, verified there against the API's
   tokens of each of its values, and :data:`TOKENS_PER_NAME` (1) more when it
   carries a ``name``; a value that is not a string (a content array, tool
   calls) counts as its string leaves, an image as its chat-completions tiles
-  (:mod:`runtime.chat_images`), never as its data URL;
+  (:mod:`runtime.values.chat_images`), never as its data URL;
 - every reply is primed with ``<|start|>assistant<|message|>``:
   :data:`REPLY_PRIMING` (3) tokens once per request;
 - the tools (whose rendering OpenAI does not document beyond an estimate for
@@ -31,8 +31,8 @@ from typing import Any
 
 import attrs
 
-from runtime.canonical import sha256_hex
-from runtime.tokenizer import count_tokens
+from runtime.measuring.tokenizer import count_tokens
+from runtime.values.canonical import sha256_hex
 
 TOKENS_PER_MESSAGE = 3
 """Tokens each message adds (``<|start|>{role}<|message|>...<|end|>``), per the cookbook."""

@@ -33,10 +33,10 @@ from typing import Any
 
 import attrs
 
-from runtime.canonical import canonical_json
-from runtime.chat_images import chat_image_tokens
-from runtime.images import ImageError, decode_base64_image, inspect_image
 from runtime.sim.errors import SimAPIError
+from runtime.values.canonical import canonical_json
+from runtime.values.chat_images import chat_image_tokens
+from runtime.values.images import ImageError, decode_base64_image, inspect_image
 
 MAX_MESSAGES = 100_000
 MAX_TOOLS = 128
