@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 
 import anyio
 import attrs
-from anyio.abc import TaskStatus
+from anyio.abc import TaskGroup, TaskStatus
 
 from actors.tools.registry import Tool, ToolContext, ToolFailed, ToolRegistry
 from runtime.canonical import canonical_json
@@ -132,19 +132,31 @@ async def mcp_servers(servers: Mapping[str, McpServerSpec], *, base_dir: Path | 
         return
     _require_sdk()
     stop = anyio.Event()
-    tools: list[Tool] = []
-    by_server: dict[str, tuple[str, ...]] = {}
+    failure: Exception | None = None
     async with anyio.create_task_group() as group:
         try:
-            for name, spec in servers.items():
-                server = _Server(name, spec, None)
-                listed = await group.start(_serve, server, base_dir or Path.cwd(), stop)
-                server_tools = [_tool(server, item) for item in listed]
-                by_server[name] = tuple(t.name for t in server_tools)
-                tools.extend(server_tools)
-            yield McpTools(_unique(tools, by_server), by_server)
+            mcp = await _start_all(group, servers, base_dir or Path.cwd(), stop)
+            yield mcp
+        except Exception as exc:  # raised as itself below, not wrapped in the task group's ExceptionGroup
+            failure = exc
         finally:
             stop.set()
+    if failure is not None:
+        raise failure
+
+
+async def _start_all(
+    group: TaskGroup, servers: Mapping[str, McpServerSpec], base_dir: Path, stop: anyio.Event
+) -> McpTools:
+    tools: list[Tool] = []
+    by_server: dict[str, tuple[str, ...]] = {}
+    for name, spec in servers.items():
+        server = _Server(name, spec, None)
+        listed = await group.start(_serve, server, base_dir, stop)
+        server_tools = [_tool(server, item) for item in listed]
+        by_server[name] = tuple(t.name for t in server_tools)
+        tools.extend(server_tools)
+    return McpTools(_unique(tools, by_server), by_server)
 
 
 def _unique(tools: list[Tool], by_server: Mapping[str, tuple[str, ...]]) -> tuple[Tool, ...]:
