@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
 
 import attrs
 
@@ -54,6 +55,18 @@ SEMCONV_VERSION = "1.38.0"
 """The version of the OpenTelemetry semantic conventions (GenAI spans) this export follows."""
 SCHEMA_URL = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
 PREFIX = "foldline."
+TRACES_PATH = "/v1/traces"
+
+
+def traces_endpoint(url: str) -> str:
+    """The traces URL of an OTLP/HTTP endpoint: ``http://host:port`` gets ``/v1/traces`` (as OTEL_EXPORTER_OTLP_ENDPOINT does)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"--otlp: {url!r} is not an http:// or https:// URL of an OTLP/HTTP collector")
+    if parts.username or parts.password:
+        raise ValueError("--otlp: the URL must not carry a user name or password")
+    path = parts.path if parts.path not in ("", "/") else TRACES_PATH
+    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
 
 
 def _ns(seconds: float) -> int:

@@ -14,31 +14,18 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any
 
 import attrs
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-from signals.otel import OtelSink
+from signals.otel import OtelSink, traces_endpoint
 
-if TYPE_CHECKING:
-    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
-
-TRACES_PATH = "/v1/traces"
 DEFAULT_QUEUE = 2_048
 DEFAULT_FLUSH_S = 2.0
-
-
-def traces_endpoint(url: str) -> str:
-    """The traces URL of an OTLP/HTTP endpoint: ``http://host:port`` gets ``/v1/traces`` (as OTEL_EXPORTER_OTLP_ENDPOINT does)."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"--otlp: {url!r} is not an http:// or https:// URL of an OTLP/HTTP collector")
-    if parts.username or parts.password:
-        raise ValueError("--otlp: the URL must not carry a user name or password")
-    path = parts.path if parts.path not in ("", "/") else TRACES_PATH
-    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
 
 
 @attrs.frozen
@@ -54,8 +41,8 @@ class ExportCounts:
         return max(0, self.ended - self.exported)
 
 
-class _Counting:
-    """An exporter that counts the spans the wrapped one exported (and the exports that failed)."""
+class _Counting(SpanExporter):
+    """An exporter that counts the spans the wrapped one exported, and the exports that failed."""
 
     def __init__(self, inner: SpanExporter) -> None:
         self.inner = inner
@@ -64,8 +51,6 @@ class _Counting:
         self._lock = threading.Lock()
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        from opentelemetry.sdk.trace.export import SpanExportResult
-
         try:
             result = self.inner.export(spans)
         except Exception:
@@ -84,8 +69,8 @@ class _Counting:
         return True
 
 
-class _Ended:
-    """A span processor that counts the spans that ended (each is offered to the queue once)."""
+class _Ended(SpanProcessor):
+    """A span processor that counts the spans that ended (each ended span is offered to the queue once)."""
 
     def __init__(self) -> None:
         self.count = 0
@@ -114,11 +99,6 @@ class OtlpExport:
         flush_s: float = DEFAULT_FLUSH_S,
         exporter: SpanExporter | None = None,
     ) -> None:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-        from opentelemetry.sdk.resources import Resource
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor
-
         self.endpoint = traces_endpoint(url)
         self.flush_s = flush_s
         # The exporter logs each failed export; foldline counts them and says so once, at the end.
@@ -127,17 +107,15 @@ class OtlpExport:
         inner = exporter if exporter is not None else OTLPSpanExporter(endpoint=self.endpoint, timeout=flush_s)
         self._counting = _Counting(inner)
         self._ended = _Ended()
-        self.provider: TracerProvider = TracerProvider(
-            resource=Resource.create({"service.name": "foldline"}), shutdown_on_exit=False
-        )
+        self.provider = TracerProvider(resource=Resource.create({"service.name": "foldline"}), shutdown_on_exit=False)
         self._batch = BatchSpanProcessor(
-            self._counting,  # type: ignore[arg-type]  # duck-typed: the processor only calls export/shutdown
+            self._counting,
             max_queue_size=max_queue_size,
             max_export_batch_size=min(512, max_queue_size),
             schedule_delay_millis=500,
             export_timeout_millis=flush_s * 1000,
         )
-        self.provider.add_span_processor(self._ended)  # type: ignore[arg-type]
+        self.provider.add_span_processor(self._ended)
         self.provider.add_span_processor(self._batch)
         self.sink = OtelSink(self.provider)
 

@@ -29,7 +29,7 @@ from signals.bus import SignalBus
 def extras_refusal(args: argparse.Namespace) -> str | None:
     """Why this run's ``--otlp`` URL, or its MCP servers or ``--otlp`` with its other flags, cannot be used, or None."""
     if args.otlp:
-        from signals.otlp import traces_endpoint
+        from signals.otel import traces_endpoint
 
         try:
             traces_endpoint(args.otlp)
