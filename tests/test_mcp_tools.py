@@ -1,7 +1,7 @@
 """Tools from MCP servers, against real servers over stdio (the ``mcp`` extra).
 
 Two real servers: ``mcp-server-time``, published on PyPI and started as its
-users start it (its console script on PATH), and ``tests/mcp_fixture_server.py``,
+users start it (its console script, found on PATH or beside this Python), and ``tests/mcp_fixture_server.py``,
 written here with the SDK's own server API, whose tools raise, sleep past the
 timeout, return large results and exit mid-run. The async tests run on asyncio
 and trio (the SDK is anyio-based and supports both).
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -33,13 +32,6 @@ from runtime.scenario_tools import run_tools
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "mcp_fixture_server.py"
 CONTEXT = ToolContext(node_id="n", branch_id="b")
-
-
-@pytest.fixture(autouse=True)
-def _server_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The published server is started by its console script, as users start it: put this
-    # Python's scripts directory (where pip installed it) first on PATH.
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
 
 
 # -- the [mcp] table --------------------------------------------------------------------------------

@@ -34,6 +34,8 @@ from __future__ import annotations
 import math
 import os
 import re
+import shutil
+import sys
 import tempfile
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -221,8 +223,17 @@ def _client(server: _Server, base_dir: Path) -> Client:
     cwd = base_dir / spec.cwd if spec.cwd is not None else None
     if cwd is not None and not cwd.is_dir():
         raise McpServerError(f"mcp.{server.name}.cwd: {spec.cwd!r} is not a directory (relative to {base_dir})")
-    params = StdioServerParameters(command=spec.command[0], args=list(spec.command[1:]), env=dict(spec.env), cwd=cwd)
+    params = StdioServerParameters(
+        command=_program(spec.command[0]), args=list(spec.command[1:]), env=dict(spec.env), cwd=cwd
+    )
     return Client(stdio_client(params, errlog=server.errlog), cache=None)
+
+
+def _program(name: str) -> str:
+    """``name`` as found on PATH, else beside this Python (a venv's scripts, when it is not activated)."""
+    if os.sep in name:
+        return name
+    return shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent)) or name
 
 
 async def _list_tools(server: _Server, client: Client) -> list[Any]:
