@@ -190,6 +190,14 @@ def test_a_bad_otlp_url_exits_2_before_anything_runs(url: str) -> None:
     assert err.getvalue().startswith("foldline: --otlp: ")
 
 
+def test_otlp_with_store_or_temporal_is_refused_as_not_built(tmp_path: Path) -> None:
+    for extra in (["--store", str(tmp_path / "s.db")], ["--engine", "temporal"]):
+        err = io.StringIO()
+        assert main(["run", QUICKSTART, "--otlp", "http://127.0.0.1:4318", *extra], out=io.StringIO(), err=err) == 2
+        assert f"--otlp with {extra[0]}" in err.getvalue() and "is not built yet" in err.getvalue()
+    assert not (tmp_path / "s.db").exists()
+
+
 # -- a real OTLP/HTTP round trip --------------------------------------------------------------------
 
 

@@ -1,7 +1,8 @@
 """The ``foldline`` command line.
 
 - ``foldline run SCENARIO [--provider scripted|simulated|anthropic|openai]
-  [--signals FILE.jsonl] [--report FILE.json] [--tools MODULE:NAME]``: run a scenario file, show
+  [--signals FILE.jsonl] [--report FILE.json] [--tools MODULE:NAME] [--otlp URL]``: run a scenario file
+  (starting the MCP servers its ``[mcp]`` table names, runtime.cli.run_extras), show
   progress on stderr, print the report on stdout. Exit 0 when every node
   succeeded, 1 when the run finished with failed nodes, 2 on bad input.
 - ``foldline run SCENARIO --engine temporal [--temporal HOST:PORT]``, ``foldline worker --temporal HOST:PORT``:
