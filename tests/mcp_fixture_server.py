@@ -1,6 +1,7 @@
 """An MCP server written with the SDK's own server API, run over stdio by tests/test_mcp_tools.py.
 
-Its tools exercise what a real server can do to a client: answer, raise
+Run with no argument it serves stdio; with ``--http PORT``, streamable HTTP on
+loopback at ``/mcp``. Its tools exercise what a real server can do to a client: answer, raise
 (an ``isError`` result), take longer than the client's timeout, return a large
 result, list a second tool page's worth of names, and exit mid-run.
 """
@@ -51,4 +52,7 @@ def die(code: int) -> str:
 
 
 if __name__ == "__main__":
-    server.run("stdio")
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":  # streamable HTTP on loopback, at /mcp
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run("stdio")

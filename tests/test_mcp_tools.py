@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -208,6 +209,37 @@ async def test_a_server_that_cannot_start_is_refused_by_name(anyio_backend: str,
     with pytest.raises(McpServerError, match=r"^mcp\.mute: the server did not start .* startup_timeout_s = 1 s"):
         async with mcp_servers(silent):
             raise AssertionError("not reached")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.anyio
+async def test_a_streamable_http_server_by_url(anyio_backend: str) -> None:
+    import anyio
+
+    port = _free_port()
+    process = await anyio.open_process([sys.executable, str(FIXTURE), "--http", str(port)])
+    try:
+        with anyio.fail_after(60):  # until the server listens
+            while True:
+                try:
+                    await (await anyio.connect_tcp("127.0.0.1", port)).aclose()
+                    break
+                except OSError:
+                    await anyio.sleep(0.2)
+        async with mcp_servers({"web": McpServerSpec(url=f"http://127.0.0.1:{port}/mcp", timeout_s=5)}) as mcp:
+            tools = {t.name: t for t in mcp.tools}
+            assert await tools["echo"].func({"text": "over http"}, CONTEXT) == "over http"
+            with pytest.raises(ToolFailed, match="over the wire"):
+                await tools["explode"].func({"message": "over the wire"}, CONTEXT)
+    finally:
+        process.terminate()
+        await process.wait()
+        await process.aclose()
 
 
 def test_without_servers_nothing_starts() -> None:
