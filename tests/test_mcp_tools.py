@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import socket
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 pytest.importorskip("mcp", reason="the mcp extra is not installed (pip install 'foldline[mcp]')")
 pytest.importorskip("mcp_server_time", reason="mcp-server-time (the mcp extra) is not installed")
@@ -74,6 +77,21 @@ def test_the_mcp_table_is_read_alone_and_kept_on_the_scenario(tmp_path: Path) ->
     assert loads_scenario(path.read_text(), path_label="s.toml", tool_names=set()).mcp == servers
     path.write_text(HEAD + NODE)
     assert load_mcp_servers(path) == {}
+
+
+@given(
+    st.dictionaries(st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,20}", fullmatch=True), st.text(max_size=40), max_size=5),
+    st.dictionaries(st.text(max_size=8), st.text(max_size=8), min_size=1, max_size=3),
+)
+def test_an_env_table_is_kept_exactly_or_refused_naming_the_variable(
+    good: dict[str, str], other: dict[str, str]
+) -> None:
+    good = {k: v for k, v in good.items() if "\x00" not in v}
+    assert dict(McpServerSpec(command=["a"], env=good).env) == good
+    bad = {k: v for k, v in other.items() if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k) or "\x00" in v}
+    for name, value in bad.items():
+        with pytest.raises(ConfigError, match=r"^mcp\.s\.env\."):
+            mcp_servers_from_obj({"s": {"command": ["a"], "env": {name: value}}})
 
 
 def test_code_and_files_refuse_the_same_server() -> None:
