@@ -151,13 +151,13 @@ class OtelSink:
     provider's processors when it ends. A sink serves one bus, once.
     """
 
-    def __init__(self, tracer_provider: TracerProvider, *, provider_name: str = "anthropic") -> None:
+    def __init__(self, tracer_provider: TracerProvider) -> None:
         from opentelemetry.sdk.trace import TracerProvider as SdkProvider  # the SDK, not only the API
 
         if not isinstance(tracer_provider, SdkProvider):
             raise TypeError(f"OtelSink: {tracer_provider!r} is not an opentelemetry.sdk.trace.TracerProvider")
         tracer = tracer_provider.get_tracer("foldline", schema_url=SCHEMA_URL)
-        self._trace = _Trace(tracer, provider_name)
+        self._trace = _Trace(tracer, "anthropic")
         self._subscription: Subscription | None = None
         self.gaps = 0
 
@@ -186,6 +186,8 @@ class OtelSink:
 
 
 def _run_started(t: _Trace, event: Event, data: dict[str, Any], at: int) -> None:
+    # gen_ai.provider.name names the API's family: the simulated and scripted providers speak Anthropic's.
+    t.provider_name = "openai" if data["provider"] == "openai" else "anthropic"
     name = data.get("scenario") or "run"
     attributes = {"gen_ai.operation.name": "invoke_workflow", "gen_ai.workflow.name": name}
     attributes |= {f"{PREFIX}run_id": event.run_id, f"{PREFIX}provider": data["provider"]}
