@@ -1,7 +1,8 @@
 """The ``foldline`` command line.
 
 - ``foldline run SCENARIO [--provider scripted|simulated|anthropic|openai]
-  [--signals FILE.jsonl] [--report FILE.json] [--tools MODULE:NAME]``: run a scenario file, show
+  [--signals FILE.jsonl] [--report FILE.json] [--tools MODULE:NAME] [--otlp URL]``: run a scenario file
+  (starting the MCP servers its ``[mcp]`` table names, runtime.cli.run_extras), show
   progress on stderr, print the report on stdout. Exit 0 when every node
   succeeded, 1 when the run finished with failed nodes, 2 on bad input.
 - ``foldline run SCENARIO --engine temporal [--temporal HOST:PORT]``, ``foldline worker --temporal HOST:PORT``:
@@ -56,6 +57,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--tools", metavar="MODULE:NAME", help="add the tools of a registry in your code (package.module:registry)"
     )
+    run.add_argument(
+        "--otlp", metavar="URL", help="export the run as OpenTelemetry traces to an OTLP/HTTP collector (otel extra)"
+    )
     from runtime.cli import temporal as temporal_command
 
     temporal_command.add_engine_arguments(run)
@@ -86,6 +90,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from runtime.cli.run_extras import extras_refusal
+
+    if (refusal := extras_refusal(args)) is not None:
+        print(f"foldline: {refusal}", file=err)
+        return EXIT_BAD_INPUT
     if args.engine == "temporal":
         from runtime.cli import temporal as temporal_command
 
@@ -99,34 +108,37 @@ def _cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from runtime.cli.store import run_run
 
         return run_run(args, out, err)  # the same tools, kept in the store for resume
-    from runtime.config.loader import load_scenario
+    from runtime.config.loader import load_mcp_servers, load_scenario
     from runtime.scenarios.tools import run_tools
 
     try:
         tools = run_tools(args.scenario, args.tools)  # built-ins, read_image (next to the file), --tools
-        scenario = load_scenario(args.scenario, tool_names=tools.names())
-        registry = tools.registry(scenario)
+        servers = load_mcp_servers(args.scenario)  # [mcp]: started in the run, their tools checked at load there
+        scenario = None if servers else load_scenario(args.scenario, tool_names=tools.names())
+        registry = tools.registry(scenario) if scenario is not None else None
     except ConfigError as exc:
         label = "" if str(exc).startswith((args.scenario, "--tools")) else f"{args.scenario}: "
         print(f"foldline: {label}{exc}", file=err)
         return EXIT_BAD_INPUT
+    from runtime.cli.run_extras import otlp_export, run_with_mcp
     from runtime.display.live import progress_view
     from runtime.report import format_report
     from runtime.scenarios.run import run_scenario
 
     try:
         with progress_view(err, quiet=args.quiet, plain=args.plain, plain_printer=progress_printer) as progress:
-            run = anyio.run(
-                lambda: run_scenario(
-                    scenario,
-                    provider_kind=args.provider,
-                    signals_path=args.signals,
-                    progress=progress,
-                    registry=registry,
+            with otlp_export(args.otlp, err) as attach:
+                options = {"provider_kind": args.provider, "signals_path": args.signals, "attach": attach}
+                run = anyio.run(
+                    lambda: (
+                        run_scenario(scenario, progress=progress, registry=registry, **options)
+                        if scenario is not None and registry is not None
+                        else run_with_mcp(args.scenario, tools, servers, progress=progress, **options)
+                    )
                 )
-            )
     except ConfigError as exc:
-        print(f"foldline: {args.scenario}: {exc}", file=err)
+        label = "" if str(exc).startswith(args.scenario) else f"{args.scenario}: "
+        print(f"foldline: {label}{exc}", file=err)
         return EXIT_BAD_INPUT
     report = run.report
     from runtime.display.terminal import shown

@@ -35,6 +35,7 @@ from runtime.config.checks import (
     require_table,
     wrong_type,
 )
+from runtime.config.mcp import McpServerSpec, mcp_servers_from_obj
 from runtime.config.values import (
     NodeSpec,
     Profile,
@@ -48,7 +49,7 @@ from runtime.inputs.bounds import MAX_SCENARIO_BYTES
 from runtime.inputs.files import FileTooLarge, read_bounded
 
 SCHEMA = "foldline.scenario/v1"
-TOP_LEVEL_KEYS = ("schema", "name", "description", "run", "provider", "profiles", "nodes")
+TOP_LEVEL_KEYS = ("schema", "name", "description", "run", "provider", "mcp", "profiles", "nodes")
 
 _TOML_POSITION = re.compile(r"^(?P<problem>.*) \(at line (?P<line>\d+), column (?P<column>\d+)\)$", re.DOTALL)
 _TOML_AT_END = re.compile(r"^(?P<problem>.*) \(at end of document\)$", re.DOTALL)
@@ -76,6 +77,27 @@ def load_scenario(path: str | os.PathLike[str], *, tool_names: Collection[str]) 
     unreadable file, a TOML syntax error, and every invalid value.
     """
     label = os.fspath(path)
+    return _build(_read_text(path, label), label=label, path=label, tool_names=tool_names)
+
+
+def load_mcp_servers(path: str | os.PathLike[str]) -> Mapping[str, McpServerSpec]:
+    """The ``[mcp]`` table of the scenario file at ``path``, checked (empty when it has none).
+
+    A run reads it before the rest of the file: the servers' tools are known only
+    once they are started, and the profiles' tool names are checked against them.
+    """
+    label = os.fspath(path)
+    text = _read_text(path, label)
+    document = _parse(text, label)
+    try:
+        _check_schema(document)
+        check_document_ints(document)
+        return mcp_servers_from_obj(document.get("mcp", {}), "mcp")
+    except ConfigError as exc:
+        raise ScenarioError(label, str(exc)) from exc
+
+
+def _read_text(path: str | os.PathLike[str], label: str) -> str:
     try:
         data = read_bounded(path, MAX_SCENARIO_BYTES, what="a scenario file")
     except FileTooLarge as exc:
@@ -90,7 +112,7 @@ def load_scenario(path: str | os.PathLike[str], *, tool_names: Collection[str]) 
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ScenarioError(label, f"is not UTF-8 text (byte {exc.start} cannot be decoded)") from None
-    return _build(text, label=label, path=label, tool_names=tool_names)
+    return text
 
 
 def loads_scenario(text: str, *, path_label: str, tool_names: Collection[str]) -> Scenario:
@@ -110,14 +132,7 @@ def loads_scenario(text: str, *, path_label: str, tool_names: Collection[str]) -
 
 def _build(text: str, *, label: str, path: str | None, tool_names: Collection[str]) -> Scenario:
     known_tools = _tool_name_set(tool_names)
-    try:
-        document = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError(label, _syntax_detail(str(exc), text)) from None
-    except RecursionError:  # tomllib parses nested arrays and tables recursively
-        raise ScenarioError(
-            label, "arrays or tables nested too deep for the TOML parser (hundreds of levels)"
-        ) from None
+    document = _parse(text, label)
     try:
         check_document_ints(document)
         return _scenario_from_document(document, label=label, path=path, tool_names=known_tools)
@@ -125,6 +140,17 @@ def _build(text: str, *, label: str, path: str | None, tool_names: Collection[st
         raise
     except ConfigError as exc:
         raise ScenarioError(label, str(exc)) from exc
+
+
+def _parse(text: str, label: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(label, _syntax_detail(str(exc), text)) from None
+    except RecursionError:  # tomllib parses nested arrays and tables recursively
+        raise ScenarioError(
+            label, "arrays or tables nested too deep for the TOML parser (hundreds of levels)"
+        ) from None
 
 
 def _tool_name_set(tool_names: Collection[str]) -> frozenset[str]:
@@ -161,10 +187,18 @@ def _scenario_from_document(
 
     run = RunSettings.from_obj(document["run"], "run") if "run" in document else RunSettings()
     provider = ProviderSpec.from_obj(document["provider"], "provider") if "provider" in document else ProviderSpec()
+    mcp = mcp_servers_from_obj(document.get("mcp", {}), "mcp")
     profiles = _profiles(document.get("profiles", {}), tool_names)
     nodes = _nodes(document.get("nodes"))
     return Scenario(
-        path=path, name=name, description=description, run=run, provider=provider, profiles=profiles, nodes=nodes
+        path=path,
+        name=name,
+        description=description,
+        run=run,
+        provider=provider,
+        mcp=mcp,
+        profiles=profiles,
+        nodes=nodes,
     )
 
 

@@ -30,6 +30,7 @@ from runtime.config.checks import (
     wrong_type,
 )
 from runtime.config.graph import GraphNode, check_graph
+from runtime.config.mcp import McpServerSpec
 from runtime.config.nodes import NodeSpec
 from runtime.config.profile import Profile
 from runtime.config.provider import ProviderSpec
@@ -103,6 +104,10 @@ def _profiles_with_default(value: Any) -> Any:
     return MappingProxyType(profiles)
 
 
+def _read_only(value: Any) -> Any:
+    return MappingProxyType(dict(value)) if isinstance(value, Mapping) else value
+
+
 @attrs.frozen(kw_only=True)
 class Scenario:
     """A whole flow: its name, run settings, provider, profiles and nodes.
@@ -121,6 +126,8 @@ class Scenario:
     description: str = ""
     run: RunSettings = attrs.field(factory=RunSettings)
     provider: ProviderSpec = attrs.field(factory=ProviderSpec)
+    mcp: Mapping[str, McpServerSpec] = attrs.field(factory=dict, converter=_read_only, hash=False)
+    """The MCP servers whose tools the run offers (``[mcp.NAME]``); :mod:`runtime.config.mcp`."""
     profiles: Mapping[str, Profile] = attrs.field(factory=dict, converter=_profiles_with_default, hash=False)
     nodes: tuple[NodeSpec, ...] = attrs.field(converter=_tuple_if_array)
 
@@ -169,6 +176,12 @@ def _check_scenario(s: Scenario) -> None:
         raise wrong_type("run", s.run, "RunSettings")
     if not isinstance(s.provider, ProviderSpec):
         raise wrong_type("provider", s.provider, "a ProviderSpec")
+    if not isinstance(s.mcp, Mapping):
+        raise wrong_type("mcp", s.mcp, "a mapping of server names to McpServerSpec values")
+    for name, server in s.mcp.items():
+        check_name(name, join_key("mcp", str(name)), expected=f"a server name: {_NAME_EXPECTED}")
+        if not isinstance(server, McpServerSpec):
+            raise wrong_type(join_key("mcp", name), server, "an McpServerSpec")
     if not isinstance(s.profiles, Mapping):
         raise wrong_type("profiles", s.profiles, "a mapping of profile names to Profile values")
     for name, profile in s.profiles.items():
