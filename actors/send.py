@@ -45,7 +45,7 @@ from runtime.fold.cost import CostPrices, prices_or_default
 from runtime.fold.settings import FoldSettings, fold_settings
 from runtime.messages import AssistantResponse, Instruction, ToolCall
 from runtime.operation import Operation
-from runtime.providers.base import image_rule_of
+from runtime.providers.base import image_rule_of, scrubber_of
 
 Spawn = Callable[[str], Awaitable[str]]
 
@@ -155,6 +155,7 @@ class TurnDriver:
                 branch_id=self.branch.id,
                 spawn=self.spawn,
                 image_rule=image_rule_of(self.env.provider),
+                scrub=scrubber_of(self.env.provider),
             ),
             tool_errors=self.profile.tool_errors,
             max_concurrent=registry.max_concurrent,
