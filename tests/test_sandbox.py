@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from actors.tools import ToolContext, WorkspacePathError, workspace_tools
 from actors.tools.sandbox import MAX_LINK_HOPS, Sandbox, SandboxError
@@ -145,3 +149,56 @@ def test_a_root_replaced_after_the_tools_were_built_is_refused(tmp_path: Path) -
     ws.symlink_to(tmp_path / "elsewhere")
     with pytest.raises(SandboxError, match="the workspace root was replaced"), box.open("x"):
         pass
+
+
+NAMES = ["a", "b", "c"]
+TARGETS = ["a", "b", "c", "..", "../..", "a/..", "b/c", "/", "/etc", "c/../../x", ".", "a/b/../../.."]
+
+
+@st.composite
+def trees(draw: st.DrawFn) -> list[tuple[str, str, str]]:
+    """Entries (kind, relative path, symlink target) of a small tree: directories, files and symlinks."""
+    entries: list[tuple[str, str, str]] = []
+    for _ in range(draw(st.integers(1, 10))):
+        where = "/".join(draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=3)))
+        kind = draw(st.sampled_from(["dir", "file", "link"]))
+        entries.append((kind, where, draw(st.sampled_from(TARGETS)) if kind == "link" else ""))
+    return entries
+
+
+def _build(root: Path, outside: Path, entries: list[tuple[str, str, str]]) -> None:
+    for kind, where, target in entries:
+        path = root / where
+        if not path.parent.is_dir() or os.path.lexists(path):
+            continue  # a parent that is a file or a link, or a name already taken: skipped
+        if kind == "dir":
+            path.mkdir()
+        elif kind == "file":
+            path.write_text("inside\n")
+        else:
+            path.symlink_to(outside if target == "/etc" else target)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(entries=trees(), paths=st.lists(st.lists(st.sampled_from([*NAMES, ".."]), max_size=4), max_size=6))
+def test_whatever_the_tree_every_descriptor_the_sandbox_returns_is_inside_the_root(
+    entries: list[tuple[str, str, str]], paths: list[list[str]]
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root, outside = Path(tmp) / "ws", Path(tmp) / "out"
+        root.mkdir()
+        outside.mkdir()
+        (outside / "secret").write_text("outside\n")
+        _build(root, outside, entries)
+        box = Sandbox.at(root)
+        for parts in [[], *paths]:
+            try:
+                with box.open(tuple(parts)) as opened:
+                    real = Path(os.readlink(f"/proc/self/fd/{opened.fd}"))
+                    assert real == root.resolve() or real.is_relative_to(root.resolve()), (parts, real)
+                    assert real == root.resolve().joinpath(*opened.parts)
+            except SandboxError:
+                pass  # refused (outside, missing, a loop, not a directory): nothing opened
+        listed = {t.name: t for t in workspace_tools(root)}["list_files"]
+        text = anyio.run(listed.func, {}, CONTEXT)
+        assert "secret" not in text and tmp not in text
