@@ -265,3 +265,87 @@ async def test_only_the_simulator_is_opened_with_the_node_header(
     gateway = ProviderSpec(kind="anthropic", base_url="https://gateway.example/anthropic")
     async with open_provider(gateway, policies, clock=lambda: 0.0) as elsewhere:
         assert getattr(elsewhere, "node_header", None) is False
+
+
+LEAKY_SCENARIO = """
+schema = "foldline.scenario/v1"
+
+[provider]
+kind = "anthropic"
+base_url = "http://127.0.0.1:{port}"
+api_key_env = "CLAUDE_ACCESS"
+max_retries = 0
+
+[profiles.default]
+tools = ["refuse", "echo_auth"]
+
+[[nodes]]
+id = "n"
+instruction = "Use the tools."
+script = [
+  {{ tool_calls = [{{ name = "refuse", arguments = {{}} }}, {{ name = "echo_auth", arguments = {{}} }}] }},
+  {{ text = "done" }},
+]
+"""
+
+
+def _leaky_tools() -> list[Tool]:
+    import os as _os
+
+    from actors.tools import tool
+
+    @tool
+    def refuse() -> str:
+        """Fail the way a gateway does: quoting the key masked."""
+        key = _os.environ["CLAUDE_ACCESS"]
+        raise ToolFailed(f"gateway refused {key[:13]}... (ends {key[-9:]})")
+
+    @tool
+    def echo_auth() -> dict[str, str]:
+        """Return what a debugging endpoint returns: the auth header's middle."""
+        return {"authorization": f"Bearer ...{_os.environ['CLAUDE_ACCESS'][5:30]}..."}
+
+    return [refuse, echo_auth]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.anyio
+async def test_a_run_keeps_no_piece_of_the_key_in_its_record_events_or_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The whole path: the real SDK against the simulator, the key read from a variable the user allowed."""
+    import time as _time
+
+    import attrs
+
+    from actors.tools import BUILTIN_TOOLS
+    from runtime.config.loader import load_scenario
+    from runtime.providers.factory import sim_config_for
+    from runtime.scenario_run import build_policies, run_scenario
+    from runtime.sim.server import serve_simulator
+
+    monkeypatch.setenv("CLAUDE_ACCESS", KEY)
+    monkeypatch.setenv(ALLOW_KEY_VARIABLE, "CLAUDE_ACCESS")
+    port = _free_port()
+    path = tmp_path / "leaky.toml"
+    path.write_text(LEAKY_SCENARIO.format(port=port), encoding="utf-8")
+    registry = BUILTIN_TOOLS.with_tools(_leaky_tools())
+    scenario = load_scenario(path, tool_names=registry.names())
+    config = attrs.evolve(sim_config_for(scenario.provider, api_key=KEY), port=port)
+    signals = tmp_path / "signals.jsonl"
+    async with serve_simulator(config, build_policies(scenario), _time.time):
+        run = await run_scenario(scenario, signals_path=signals, registry=registry)
+    assert run.report["status"] == "ok", run.report
+    from runtime.store.codec import message_content_json
+
+    record = [message_content_json(m) for b in run.result.branches.values() for m in b.view()]
+    assert any("gateway refused" in r for r in record) and any("Bearer ..." in r for r in record)
+    for text in [*record, signals.read_text(encoding="utf-8"), json.dumps(run.report)]:
+        assert _leaks(text) == [], text[:500]
