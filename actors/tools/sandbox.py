@@ -193,6 +193,9 @@ class Sandbox:
             target = os.readlink(part, dir_fd=where)
         except OSError as exc:  # swapped back to a file or directory meanwhile: open it again, afresh
             if exc.errno == errno.EINVAL:
+                walk.hops += 1  # counted: a writer flipping it forever cannot keep the walk going
+                if walk.hops > MAX_LINK_HOPS:
+                    raise SandboxError(f"path {name}: {shown((*walk.parts, part))!r} keeps changing") from None
                 pending.append(part)
                 return None
             raise self._failure(exc, walk, part, name) from None
