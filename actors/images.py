@@ -11,6 +11,7 @@ blocks carry the text and then the images.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
@@ -19,6 +20,7 @@ import anyio
 import attrs
 
 from actors.tools import BUILTIN_TOOLS, Tool, ToolContext, ToolFailed, ToolRegistry
+from actors.tools.sandbox import Missing, Sandbox, SandboxError
 from runtime.request.compiler import ToolSpec
 from runtime.values.images import MAX_IMAGE_BYTES, ImageError
 from runtime.values.messages import ImagePart
@@ -35,32 +37,53 @@ class ImageOutput:
     images: tuple[ImagePart, ...]
 
 
-def _inside(root: Path, path: str) -> Path:
+def _check_path(path: str) -> None:
     if not path or len(path) > MAX_PATH_CHARS or "\x00" in path:
         raise ToolFailed(f"image path {path[:80]!r}: expected 1 to {MAX_PATH_CHARS} characters, no NUL")
     if PurePosixPath(path).is_absolute() or PureWindowsPath(path).is_absolute() or PureWindowsPath(path).drive:
         raise ToolFailed(f"image path {path!r} is absolute; give a path relative to the workspace root")
     if ".." in PurePosixPath(path.replace("\\", "/")).parts:
         raise ToolFailed(f"image path {path!r} climbs out with '..'; give a path inside the workspace root")
-    root = root.resolve()
-    resolved = (root / path).resolve()
-    if not resolved.is_relative_to(root):
-        raise ToolFailed(f"image path {path!r} leads outside the workspace root (through a symlink)")
-    return resolved
 
 
 def load_workspace_image(root: Path, path: str) -> ImagePart:
-    """The image at ``path`` under ``root``; :class:`ToolFailed` naming the path when it cannot be sent."""
-    file = _inside(root, path)
-    if not file.is_file():
-        raise ToolFailed(f"image path {path!r}: no such file in the workspace")
-    size = file.stat().st_size
-    if size > MAX_IMAGE_BYTES:
-        raise ToolFailed(f"image path {path!r}: {size:,} bytes is over the API's {MAX_IMAGE_BYTES:,}-byte limit")
+    """The image at ``path`` under ``root``; :class:`ToolFailed` naming the path when it cannot be sent.
+
+    Opened relative to a held descriptor of the root, no symlink followed by the
+    kernel (:mod:`actors.tools.sandbox`): a directory swapped for a symlink while
+    it is opened cannot send it outside the root.
+    """
+    _check_path(path)
     try:
-        return ImagePart.from_bytes(file.read_bytes(), f"image path {path!r}")
+        with Sandbox.at(root).open(path) as opened:
+            if not opened.is_file:
+                raise ToolFailed(f"image path {path!r}: no such file in the workspace")
+            size = opened.status.st_size
+            if size > MAX_IMAGE_BYTES:
+                raise ToolFailed(
+                    f"image path {path!r}: {size:,} bytes is over the API's {MAX_IMAGE_BYTES:,}-byte limit"
+                )
+            data = _read_all(opened.fd, size)
+    except Missing:
+        raise ToolFailed(f"image path {path!r}: no such file in the workspace") from None
+    except SandboxError as exc:
+        raise ToolFailed(f"image {exc}") from None
+    try:
+        return ImagePart.from_bytes(data, f"image path {path!r}")
     except ImageError as exc:
         raise ToolFailed(str(exc)) from None
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    chunks: list[bytes] = []
+    read = 0
+    while read <= size:  # a file grown since its size was read is cut at that size plus one byte (then refused)
+        chunk = os.read(fd, size + 1 - read)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        read += len(chunk)
+    return b"".join(chunks)
 
 
 def read_image_tool(root: str | Path) -> Tool:

@@ -39,7 +39,7 @@ from actors.tools import ToolContext
 from actors.tools.executor import OrderedRunner, RoundTools, run_calls
 from runtime.config import Profile
 from runtime.config.operation import Operation
-from runtime.contract.provider import image_rule_of
+from runtime.contract.provider import image_rule_of, scrubber_of
 from runtime.decision.ceiling import ResolvedCeiling
 from runtime.fold.context_tool import CONTEXT_TOOL_NAME
 from runtime.fold.cost import CostPrices, prices_or_default
@@ -155,6 +155,7 @@ class TurnDriver:
                 branch_id=self.branch.id,
                 spawn=self.spawn,
                 image_rule=image_rule_of(self.env.provider),
+                scrub=scrubber_of(self.env.provider),
             ),
             tool_errors=self.profile.tool_errors,
             max_concurrent=registry.max_concurrent,

@@ -34,6 +34,7 @@ pytest.importorskip("openai", reason="the openai provider needs the openai extra
 from test_temporal import BIN, ROOT, _digests, _free_port, needs_server, server  # noqa: F401
 
 KEY_ENV = "FOLDLINE_TEST_CHAT_KEY"
+ALLOWED = {"FOLDLINE_ALLOW_KEY_ENV": KEY_ENV}  # the user allows the scenario's api_key_env
 CHAT_KEY = "sk-chat-temporal-7c1d0e5a9b3f48e2a6d4c0b8"
 DIALECT = 'reasoning = "reasoning_content"\nreasoning_effort = "low"\n'
 
@@ -111,19 +112,24 @@ async def _histories(address: str) -> list[bytes]:
 def test_an_openai_scenario_on_temporal_sends_what_it_sends_in_process(server: str, tmp_path: Path) -> None:  # noqa: F811
     port = _free_port()
     scenario = _scenario(tmp_path, f"http://127.0.0.1:{port}/v1")
-    os.environ[KEY_ENV] = CHAT_KEY
+    os.environ.update({KEY_ENV: CHAT_KEY, **ALLOWED})
     try:
         with _chat_sim(scenario, port) as local_served:
             local_run = _local(scenario, tmp_path / "local.jsonl")
     finally:
-        del os.environ[KEY_ENV]
+        del os.environ[KEY_ENV], os.environ["FOLDLINE_ALLOW_KEY_ENV"]
     bodies, signals, report = tmp_path / "bodies", tmp_path / "temporal.jsonl", tmp_path / "temporal.json"
     argv = [sys.executable, "-m", "runtime.cli", "--log-level", "error", "run", str(scenario), "--engine", "temporal"]
     argv += ["--temporal", server, "--bodies", str(bodies), "--quiet", "--signals", str(signals)]
     argv += ["--report", str(report)]
     with _chat_sim(scenario, port) as remote_served:
         done = subprocess.run(
-            argv, cwd=tmp_path, capture_output=True, text=True, timeout=300, env={**os.environ, KEY_ENV: CHAT_KEY}
+            argv,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, KEY_ENV: CHAT_KEY, **ALLOWED},
         )
     assert done.returncode == 0, done.stderr[-3000:]
     local, remote = local_run.report, json.loads(report.read_text())
@@ -154,6 +160,7 @@ def test_a_standalone_worker_serves_the_provider_a_scenario_describes(tmp_path: 
     scenario = _scenario(tmp_path, "http://127.0.0.1:9/v1")
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.setenv(KEY_ENV, CHAT_KEY)
+    monkeypatch.setenv("FOLDLINE_ALLOW_KEY_ENV", KEY_ENV)
     options = WorkerOptions(temporal="127.0.0.1:1", bodies=str(tmp_path), provider_from=str(scenario))
 
     async def opened() -> tuple[list[str], Any]:
@@ -167,7 +174,7 @@ def test_a_standalone_worker_serves_the_provider_a_scenario_describes(tmp_path: 
 
 def test_a_worker_given_a_bad_provider_scenario_exits_2_naming_it(tmp_path: Path) -> None:
     scenario = _scenario(tmp_path, "http://127.0.0.1:9/v1")
-    env = {k: v for k, v in os.environ.items() if k not in (KEY_ENV, "ANTHROPIC_API_KEY")}
+    env = {k: v for k, v in os.environ.items() if k not in (KEY_ENV, "ANTHROPIC_API_KEY")} | ALLOWED
     cases = [
         (tmp_path / "missing.toml", "missing.toml"),
         (scenario, f"the environment variable {KEY_ENV} is not set"),  # its key from the worker's environment

@@ -71,7 +71,7 @@ async def test_binary_and_non_utf8_files_are_errors_naming_the_file(root: Path) 
         ("C:\\Windows\\win.ini", "is absolute"),
         ("out.md", "path 'out.md' leads outside the workspace root (through a symlink)"),
         ("outdir/secret.txt", "path 'outdir/secret.txt' leads outside the workspace root"),
-        ("missing.md", "path 'missing.md' is not a file in the workspace"),
+        ("missing.md", "path 'missing.md' does not exist in the workspace"),
     ],
 )
 async def test_paths_leaving_the_root_are_refused_naming_the_path(root: Path, path: str, message: str) -> None:

@@ -20,6 +20,7 @@ from actors.tools.registry import (
     ToolRegistry,
     synthetic_text,
 )
+from actors.tools.stopping import ToolStopped, check_stop, stop_requested
 from actors.tools.workspace import WORKSPACE_TOOL_NAMES, WorkspacePathError, workspace_tools
 from runtime.request.compiler import ToolSpec
 
@@ -35,8 +36,11 @@ __all__ = [
     "ToolFunc",
     "ToolRegistry",
     "ToolSpec",
+    "ToolStopped",
     "WorkspacePathError",
+    "check_stop",
     "function_tool",
+    "stop_requested",
     "synthetic_text",
     "tool",
     "tool_output",

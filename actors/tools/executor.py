@@ -10,8 +10,14 @@ What a failure becomes depends on ``tool_errors``:
 
 - ``"model"`` (the default): an exception or a timeout becomes the call's
   ``tool_result`` with ``is_error`` true and the error's message (its type and
-  text, bounded and with secret-looking environment values redacted; never a
-  traceback), and the loop goes on.
+  text, bounded; never a traceback), and the loop goes on.
+
+Every text that leaves a tool, its output (text, the strings of a JSON value,
+an image result's text) and its error alike, is scrubbed before it is
+recorded: of the provider's API key and its masked and partial pieces (the
+context's ``scrub``, :func:`runtime.contract.provider.scrubber_of`), and of the
+whole value of each environment variable with a secret-looking name
+(:func:`runtime.values.scrub.redact_named`).
 - ``"fail"``: the node fails as it did before: the failing call and every call
   not finished get a ``not run: ...`` error result, then the error propagates.
 
@@ -24,9 +30,8 @@ so the view never holds an orphaned call.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import anyio
 import attrs
@@ -35,34 +40,62 @@ from actors.images import ImageOutput
 from actors.tools.registry import DEFAULT_MAX_CONCURRENT, Tool, ToolArgumentError, ToolContext, ToolFailed
 from runtime.errors import FoldlineError
 from runtime.values.messages import ToolCall, ToolResult
+from runtime.values.scrub import redact_named
 from signals.events import ToolCallFinished
 
 ToolErrors = Literal["model", "fail"]
 TOOL_ERRORS = ("model", "fail")
 MAX_ERROR_CHARS = 2_000
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
-_MIN_SECRET_CHARS = 8
 
 
 class ToolTimeout(ToolFailed):
     """A tool call ran past its timeout."""
 
 
-def error_text(exc: BaseException, environ: Mapping[str, str] | None = None, *, with_type: bool = False) -> str:
-    """What the model is told about a failed call: the error's type and message, bounded, secrets redacted.
+def scrub_text(text: str, scrub: Callable[[str], str] | None, environ: Mapping[str, str] | None = None) -> str:
+    """``text`` without the provider's key (and its pieces) nor the whole values of secret-named variables."""
+    if scrub is not None:
+        text = scrub(text)
+    return redact_named(text, os.environ if environ is None else environ)
+
+
+def scrub_output(value: Any, scrub: Callable[[str], str] | None) -> Any:
+    """A tool's output (text or a JSON value: every string in it, keys too) scrubbed by :func:`scrub_text`."""
+    environ = dict(os.environ)
+    if isinstance(value, ImageOutput):
+        return attrs.evolve(value, text=scrub_text(value.text, scrub, environ))
+
+    def walk(item: Any) -> Any:
+        if isinstance(item, str):
+            return scrub_text(item, scrub, environ)
+        if isinstance(item, Mapping):
+            return {walk(k): walk(v) for k, v in item.items()}
+        if isinstance(item, (list, tuple)):
+            return [walk(v) for v in item]
+        return item
+
+    return walk(value)
+
+
+def error_text(
+    exc: BaseException,
+    environ: Mapping[str, str] | None = None,
+    *,
+    with_type: bool = False,
+    scrub: Callable[[str], str] | None = None,
+) -> str:
+    """What the model is told about a failed call: the error's type and message, bounded, secrets removed.
 
     A :class:`ToolFailed` (a tool's own refusal, a bad argument, a timeout) is
     its message alone unless ``with_type``; any other error is ``Type: message``.
+    Secrets are removed before the text is cut, so no cut leaves a piece behind.
     """
     message = str(exc)
     if isinstance(exc, ToolFailed) and not with_type:
         text = message
     else:
         text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
-    env = os.environ if environ is None else environ
-    for name, value in env.items():
-        if _SECRET_NAME.search(name) and len(value) >= _MIN_SECRET_CHARS and value in text:
-            text = text.replace(value, f"[{name} redacted]")
+    text = scrub_text(text, scrub, environ)
     if len(text) > MAX_ERROR_CHARS:
         text = text[:MAX_ERROR_CHARS] + f" [cut: {len(text)} characters]"
     return text
@@ -106,7 +139,7 @@ async def _invoke(slot: _Slot, context: ToolContext) -> None:
     deadline = anyio.move_on_after(tool.timeout_s) if tool.timeout_s is not None else anyio.CancelScope()
     try:
         with deadline:
-            output = await tool.func(call.arguments, context)
+            output = scrub_output(await tool.func(call.arguments, context), context.scrub)
             if isinstance(output, ImageOutput):
                 slot.result = ToolResult.for_call(call, output.text, images=output.images)
             else:
@@ -194,7 +227,8 @@ async def _run_slots(slots: Sequence[_Slot], setup: RoundTools, append: Callable
                         failure = (index, slot.error)
                         group.cancel_scope.cancel()
                         break
-                    slot.result = ToolResult.for_call(slot.call, error_text(slot.error), is_error=True)
+                    told = error_text(slot.error, scrub=setup.context.scrub)
+                    slot.result = ToolResult.for_call(slot.call, told, is_error=True)
                 assert slot.result is not None
                 append(slot.result)
                 appended += 1
@@ -204,11 +238,12 @@ async def _run_slots(slots: Sequence[_Slot], setup: RoundTools, append: Callable
         raise
     if failure is not None:
         index, exc = failure
-        told = error_text(exc, with_type=True)
+        told = error_text(exc, with_type=True, scrub=setup.context.scrub)
         _fill(slots[index:], append, f"not run: {told}", failed=0)
-        if isinstance(exc, FoldlineError):
+        clean = scrub_text(str(exc), setup.context.scrub) == str(exc)  # a secret in it: the error stays here
+        if isinstance(exc, FoldlineError) and clean:
             raise exc
-        raise ToolFailed(f"tool {slots[index].call.name!r} raised {told}") from exc
+        raise ToolFailed(f"tool {slots[index].call.name!r} raised {told}") from (exc if clean else None)
 
 
 async def _settle(slot: _Slot, setup: RoundTools) -> None:

@@ -31,8 +31,9 @@ Parameter descriptions come from the docstring's ``Args:`` section
 The arguments a model sends are validated against the signature before the
 function body runs; a failure raises :class:`ToolArgumentError` naming each
 bad argument, its value and what was expected (the executor turns it into an
-error result the model sees). A sync function runs in a worker thread
-(``anyio.to_thread``); an async one is awaited. A tool returns text (``str``),
+error result the model sees). A sync function runs in a daemon thread of its
+own with a stop flag set when the call ends (its timeout, a cancellation), which
+its loops may check (:mod:`actors.tools.stopping`); an async one is awaited. A tool returns text (``str``),
 a JSON value (dicts, lists, numbers, pydantic models) or a list of text content
 blocks (``[{"type": "text", "text": ...}]``); image blocks in tool results are
 not built yet and are refused with a clear error.
@@ -46,9 +47,8 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
-import anyio.to_thread
-
 from actors.tools.registry import DEFAULT_TIMEOUT_S, Tool, ToolArgumentError, ToolContext, ToolFailed
+from actors.tools.stopping import run_stoppable
 from runtime.errors import ConfigError
 from runtime.request.compiler import ToolSpec
 
@@ -178,8 +178,7 @@ def function_tool(
         if is_async:
             value = await func(**kwargs)
         else:
-            # abandon_on_cancel: a timed-out sync tool's thread is left to finish on its own.
-            value = await anyio.to_thread.run_sync(functools.partial(func, **kwargs), abandon_on_cancel=True)
+            value = await run_stoppable(functools.partial(func, **kwargs), tool_name)
         return tool_output(value)
 
     return Tool(spec, run, timeout_s=timeout_s)

@@ -58,7 +58,7 @@ MAX_TEXT_ARGUMENT_CHARS = 4_096
 
 @attrs.frozen
 class ToolContext:
-    """What a running tool may use: who calls it, the flow's spawn hook, and the wire's image rule.
+    """What a running tool may use: who calls it, the flow's spawn hook, the wire's image rule, the scrubber.
 
     ``image_rule`` is the rule the provider in use counts an image by
     (:func:`runtime.contract.provider.image_rule_of`), so a tool that states an
@@ -69,6 +69,9 @@ class ToolContext:
     branch_id: str
     spawn: Callable[[str], Awaitable[str]] | None = None
     image_rule: ImageRule = MESSAGES_IMAGES
+    scrub: Callable[[str], str] | None = attrs.field(default=None, repr=False)
+    """Removes the provider's API key (and its pieces) from a text; the executor passes every text a
+    tool returns or raises through it (:func:`runtime.contract.provider.scrubber_of`)."""
 
 
 ToolFunc = Callable[[Mapping[str, Any], ToolContext], Awaitable[Any]]

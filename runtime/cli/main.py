@@ -194,6 +194,11 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
     except (FoldlineError, OutputNotWritten) as exc:
         print(f"foldline: {exc}", file=err)
         return EXIT_FAILED
+    except KeyboardInterrupt:
+        from runtime.cli.interrupt import EXIT_INTERRUPTED, interrupted_line
+
+        print(interrupted_line(args), file=err)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader went away (e.g. `foldline events ... | head`): stop quietly.
         import os

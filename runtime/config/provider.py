@@ -231,6 +231,9 @@ def _check_base_url(value: Any, where: str) -> None:
     expected = "an http:// or https:// URL with a host"
     if not isinstance(value, str):
         raise wrong_type(where, value, expected)
+    if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
+        # urlsplit drops tabs and newlines before parsing, so such a URL passes below and fails in the HTTP client.
+        raise bad_value(where, value, f"{expected}, with no spaces, tabs, newlines or control characters")
     try:
         parts = urlsplit(value)
         parts.port  # noqa: B018 - parsing the port is the check

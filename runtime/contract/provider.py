@@ -12,7 +12,7 @@ request again before every attempt. Any other :class:`ProviderError` is final.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import attrs
@@ -146,6 +146,17 @@ class Provider(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+def scrubber_of(provider: object) -> Callable[[str], str] | None:
+    """What removes ``provider``'s API key (and its masked and partial forms) from a text, or None.
+
+    A provider holding a key offers ``scrub`` (the same :func:`runtime.values.scrub.scrub_secret`
+    its own error messages pass through); text a tool returns or raises goes through it
+    before it reaches the model, the record, the store and the reports.
+    """
+    scrub = getattr(provider, "scrub", None)
+    return scrub if callable(scrub) else None
 
 
 def image_rule_of(provider: object) -> ImageRule:

@@ -30,6 +30,7 @@ import httpx2
 from runtime.contract.progress import current_progress
 from runtime.contract.provider import AttemptFailed, ProviderError, ProviderReply, count_body, count_payload
 from runtime.contract.retry import DEFAULT_MAX_RETRIES
+from runtime.providers.key_destination import node_header_for
 from runtime.request.compiler import Request
 from runtime.values.image_rules import MESSAGES_IMAGES, ImageRule
 from runtime.values.scrub import scrub_secret
@@ -67,6 +68,9 @@ class AnthropicProvider:
     """The Messages API's free ``messages/count_tokens`` endpoint (the simulator serves it too)."""
     image_rule: ImageRule = MESSAGES_IMAGES
     """Images cost what the Messages API says (pixels / 750 after its resize)."""
+    node_header: bool = attrs.field(default=False, kw_only=True)
+    """Send the node id as the ``x-foldline-node`` header: only to the simulator (it picks the node's
+    script by it); a real API, or any other server, never learns the flow's node names."""
 
     @classmethod
     def create(
@@ -77,11 +81,19 @@ class AnthropicProvider:
         name: str = "anthropic",
         max_retries: int = DEFAULT_MAX_RETRIES,
         timeout: float = 600.0,
+        node_header: bool | None = None,
     ) -> AnthropicProvider:
+        """A provider for ``base_url``; ``node_header`` None: only to a loopback ``base_url`` (a simulator,
+        :func:`~runtime.providers.key_destination.node_header_for`), never to the API."""
         if not api_key:
             raise ProviderError("no API key: set ANTHROPIC_API_KEY (or the scenario's api_key_env)")
+        header = node_header_for(base_url) if node_header is None else node_header
         client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout)
-        return cls(client, api_key, name=name, max_retries=max_retries)
+        return cls(client, api_key, name=name, max_retries=max_retries, node_header=header)
+
+    def scrub(self, text: str) -> str:
+        """``text`` without this provider's key, masked and partial forms too (:mod:`runtime.values.scrub`)."""
+        return self._scrub(text)
 
     def _scrub(self, text: str) -> str:
         return scrub_secret(text, self._secret)  # masked and partial forms too (runtime.values.scrub)
@@ -118,7 +130,7 @@ class AnthropicProvider:
 
     async def send_payload(self, payload: dict[str, Any], *, node_id: str | None) -> ProviderReply:
         """Send one attempt of a compiled request's payload (a host that carries payloads, not requests)."""
-        headers = {NODE_HEADER: node_id} if node_id else {}
+        headers = {NODE_HEADER: node_id} if node_id and self.node_header else {}
         started, events, stopped = False, 0, False
         text_progress, pieces = self.progress, current_progress()
         try:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from runtime.config import ProviderSpec
 from runtime.contract.provider import Provider
 from runtime.errors import ConfigError
-from runtime.providers.key_destination import check_key_destination
+from runtime.providers.key_destination import check_key_destination, check_key_variable
 from runtime.providers.scripted import ScriptedProvider
 from runtime.scripted.policies import PolicyRegistry
 
@@ -72,8 +72,9 @@ async def open_provider(
     signed with a key derived from it, so a resumed run's new server accepts the
     blocks the stopped run's server signed (as the real API does).
     """
-    if spec.kind in ("anthropic", "openai"):
+    if spec.kind == "anthropic" or (spec.kind == "openai" and spec.base_url is not None):  # a key is read
         check_key_destination(spec.kind, spec.base_url, spec.key_env, os.environ)
+        check_key_variable(spec.api_key_env, spec.evolve(api_key_env=None).key_env, os.environ)
     if spec.kind == "scripted":
         yield ScriptedProvider(
             policies,
@@ -88,7 +89,7 @@ async def open_provider(
         key = "sim-" + secrets.token_hex(16)
         async with serve_simulator(sim_config_for(spec, api_key=key, run_id=run_id), policies, clock) as sim:
             provider = _anthropic_provider().create(
-                api_key=key, base_url=sim.base_url, name="simulated", max_retries=spec.max_retries
+                api_key=key, base_url=sim.base_url, name="simulated", max_retries=spec.max_retries, node_header=True
             )
             try:
                 yield provider

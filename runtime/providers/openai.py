@@ -50,6 +50,7 @@ except ImportError as exc:  # the optional extra is missing: say which
 from runtime.contract.progress import current_progress
 from runtime.contract.provider import AttemptFailed, CountUnavailable, ProviderError, ProviderReply
 from runtime.contract.retry import DEFAULT_MAX_RETRIES
+from runtime.providers.key_destination import node_header_for
 from runtime.providers.openai_wire import (
     SESSION_HEADER,
     STOP_REASONS,
@@ -146,6 +147,8 @@ class OpenAIProvider:
     counts_tokens: bool = False
     """Chat completions has no count endpoint: an uncalibrated model decides on its family's prior."""
     image_rule: ImageRule = CHAT_IMAGES
+    node_header: bool = attrs.field(default=False, kw_only=True)
+    """Send the node id as the ``x-foldline-node`` header: only to the simulator's chat face."""
     """Images cost what chat completions says (tiles), not what the Messages API says: the measure counts them so."""
 
     @classmethod
@@ -158,6 +161,7 @@ class OpenAIProvider:
         name: str = "openai",
         max_retries: int = DEFAULT_MAX_RETRIES,
         timeout: float = 600.0,
+        node_header: bool | None = None,
     ) -> OpenAIProvider:
         """A provider for the server at ``base_url`` (the API root, e.g. ending in ``/v1``).
 
@@ -167,8 +171,21 @@ class OpenAIProvider:
         """
         if not api_key:
             raise ProviderError("no API key: set OPENAI_API_KEY (or the scenario's api_key_env)")
+        header = node_header_for(base_url) if node_header is None else node_header  # loopback only, by default
         client = openai.AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout)
-        return cls(client, api_key, base_url, dialect or ChatDialect(), name=name, max_retries=max_retries)
+        return cls(
+            client,
+            api_key,
+            base_url,
+            dialect or ChatDialect(),
+            name=name,
+            max_retries=max_retries,
+            node_header=header,
+        )
+
+    def scrub(self, text: str) -> str:
+        """``text`` without this provider's key, masked and partial forms too (:mod:`runtime.values.scrub`)."""
+        return self._scrub(text)
 
     def _scrub(self, text: str) -> str:
         return scrub_secret(text, self._secret)
@@ -215,7 +232,7 @@ class OpenAIProvider:
         return await self._send(*self.wire_payload(payload, session), node_id)
 
     async def _send(self, body: dict[str, Any], headers: dict[str, str], node_id: str | None) -> ProviderReply:
-        if node_id:
+        if node_id and self.node_header:
             headers[NODE_HEADER] = node_id
         model = body.pop("model")
         messages = body.pop("messages")

@@ -67,6 +67,7 @@ async def open_openai(
                 base_url=sim.base_url + "/v1",
                 dialect=dialect,
                 max_retries=spec.max_retries,
+                node_header=True,  # the simulator's face: it picks a node's script by the header
             )
             try:
                 yield provider

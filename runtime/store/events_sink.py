@@ -157,7 +157,8 @@ def read_events(
         raise ValueError(f"order: {order!r} is not 'seq' or 'rowid'")
     connection = open_reader(path, check_types=check_types)
     try:
-        sql = "SELECT rowid, body FROM events WHERE rowid > ?"
+        # As bytes: a body that is not UTF-8 (a damaged file) is named below, not a decode error in fetchall.
+        sql = "SELECT rowid, CAST(body AS BLOB) FROM events WHERE rowid > ?"
         params: list[object] = [after_rowid]
         if types is not None:
             names = sorted(set(types))
@@ -169,7 +170,11 @@ def read_events(
         connection.close()
     for rowid, body in rows:
         try:
-            yield rowid, Event.from_json(json.loads(body))
+            yield rowid, Event.from_json(json.loads(body.decode("utf-8") if isinstance(body, bytes) else body))
+        except UnicodeDecodeError as exc:
+            raise InvalidEventError(
+                f"{os.fspath(path)}: events row {rowid}: not UTF-8 text (byte {body[exc.start]:#04x} at {exc.start})"
+            ) from None
         except (ValueError, TypeError, InvalidEventError) as exc:
             raise InvalidEventError(f"{os.fspath(path)}: events row {rowid}: {exc}") from exc
         except RecursionError:  # a body nested thousands deep (a file from elsewhere)

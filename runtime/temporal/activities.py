@@ -44,7 +44,8 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from actors.tools import ToolContext, ToolRegistry
-from runtime.contract.provider import AttemptFailed, ProviderError, ProviderReply
+from actors.tools.executor import scrub_output, scrub_text
+from runtime.contract.provider import AttemptFailed, ProviderError, ProviderReply, scrubber_of
 from runtime.errors import FoldlineError
 from runtime.temporal.bodies import BodyStore, redacted
 from runtime.temporal.sinks import EventSink, SqliteEventSink, append_events, open_event_sink
@@ -205,12 +206,22 @@ class ActivityHost:
             node_id=arg.get("node_id"),
             branch_id=str(arg["branch_id"]),
             image_rule=ImageRule(arg.get("image_rule", MESSAGES_IMAGES.name)),
+            scrub=self._scrub,
         )
         try:
             value = await _heartbeating(lambda: tool.func(arg["arguments"], context))
         except FoldlineError as error:
-            return {"failed": {"type": type(error).__name__, "message": str(error)}}
-        return {"value": value}
+            message = scrub_text(str(error), self._scrub)
+            return {"failed": {"type": type(error).__name__, "message": message}}
+        return {"value": scrub_output(value, self._scrub)}
+
+    def _scrub(self, text: str) -> str:
+        """``text`` without any of this worker's providers' keys (a tool's text leaves through the workflow)."""
+        for provider in self.providers.values():
+            scrub = scrubber_of(provider)
+            if scrub is not None:
+                text = scrub(text)
+        return text
 
     @activity.defn(name="foldline.write_events")
     async def write_events(self, arg: dict[str, Any]) -> int:

@@ -310,7 +310,9 @@ def _worker_providers(args: WorkerOptions) -> AbstractAsyncContextManager[dict[s
                 providers["anthropic"] = AnthropicProvider.create(api_key=os.environ["ANTHROPIC_API_KEY"])
             if args.sim_url:
                 key = os.environ.get("FOLDLINE_SIM_KEY", "sim-worker")
-                providers["simulated"] = AnthropicProvider.create(api_key=key, base_url=args.sim_url, name="simulated")
+                providers["simulated"] = AnthropicProvider.create(
+                    api_key=key, base_url=args.sim_url, name="simulated", node_header=True
+                )
             for provider in providers.values():
                 stack.push_async_callback(provider.aclose)
             if args.provider_from is not None:
