@@ -31,6 +31,7 @@ Pure: ``count`` (the token counter) is passed in; no I/O, clock or event loop.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from typing import Literal
 
@@ -165,3 +166,29 @@ def input_budget(ceiling: int | None, instruction_tokens: int) -> int | None:
     if ceiling is None:
         return None
     return max(0, math.floor(ceiling * INPUT_SHARE) - instruction_tokens)
+
+
+_BLOCK = re.compile(r'<result node="(?P<node>[A-Za-z0-9_.-]+)" status="(?P<status>ok|failed|skipped)">\n')
+
+
+@attrs.frozen
+class CarriedResult:
+    """A result block found in an instruction's text (for display): its node, status and text as carried."""
+
+    node_id: str
+    status: str
+    text: str
+
+
+def carried_results(instruction: str) -> tuple[CarriedResult, ...]:
+    """The result blocks an instruction carries after :data:`INPUTS_HEADER` (none when it has no header)."""
+    start = instruction.find(f"\n\n{INPUTS_HEADER}\n\n")
+    if start < 0:
+        return ()
+    found = list(_BLOCK.finditer(instruction, start))
+    out: list[CarriedResult] = []
+    for i, match in enumerate(found):
+        end = found[i + 1].start() if i + 1 < len(found) else len(instruction)
+        body = instruction[match.end() : end].rstrip("\n")
+        out.append(CarriedResult(match["node"], match["status"], body.removesuffix("</result>").rstrip("\n")))
+    return tuple(out)
