@@ -19,6 +19,7 @@ from runtime.config.loader import load_scenario
 from runtime.errors import ConfigError
 from runtime.flow import Node
 from runtime.flow_inputs import INPUTS_HEADER, DependencyResult, plan_inputs, result_block
+from runtime.fold.formats import parse_clip_marker, parse_read_result
 from runtime.fold.recovery import read_result
 from runtime.measure import TokenCounter
 from runtime.messages import Instruction
@@ -173,14 +174,18 @@ async def test_a_200000_character_result_reaches_a_dependent_under_a_20000_token
     assert answered and all(e.data["usage"]["input_tokens"] <= 20_000 for e in answered)
     # read_result pages back the whole original block.
     index = branch.index_of(merge_requests[0].id)
-    pages, offset = [], 0
+    marker = parse_clip_marker(instruction.text)[0]
+    assert marker.index == index
+    pages: list[str] = []
+    offset: int | None = 0
     while offset is not None:
-        page = read_result(branch, index, offset=offset)
-        pages.append(page.text.split("\n", 1)[1] if page.text.startswith("[read_result") else page.text)
+        page = parse_read_result(read_result(branch, index, offset=offset).text)
+        pages.append(page.text)
         offset = page.next_offset
-    whole = merge_requests[0].rendered_text()
+    whole = "".join(pages)
     assert whole == result_block(DependencyResult("survey", "ok", big))
-    assert big in whole
+    # What the instruction keeps plus what the marker says it omits is the whole block.
+    assert big in whole and whole[marker.start : marker.end] not in instruction.text
 
 
 @given(
