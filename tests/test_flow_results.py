@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from support import READER, bounded, calls, flow, iterative, node, read, runtime_for, scripted, text
 
 from actors.tools import BUILTIN_TOOLS
+from actors.tools.functions import tool
 from runtime.cli.store import main as store_main
 from runtime.compiler import RequestSettings, compile_request
 from runtime.config import Profile
@@ -255,3 +256,63 @@ def test_inspect_accounts_for_a_clipped_results_original_and_shows_what_the_inst
     assert "carries the results of a (ok):" in text_out
     assert "- #1 result block, " in text_out and "\"action\":\"read_result\",\"index\":1" in text_out
     assert "NOT reachable" not in text_out
+
+
+@tool
+def flaky(query: str) -> str:
+    """Search, and fail.
+
+    Args:
+        query: what to search for
+    """
+    raise RuntimeError(f"the index for {query!r} is offline")
+
+
+@pytest.mark.anyio
+async def test_an_unknown_tool_and_a_raising_tool_fail_their_own_nodes_and_the_flow_returns_every_result(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    provider = scripted(
+        {
+            "raises": [calls(("flaky", {"query": "folding"}))],
+            "fine": [calls(read("a.md")), text("fine done")],
+            "after-fine": [text("after done")],
+        }
+    )
+    fl = flow(
+        node("typo", iterative("use the tool"), profile=Profile(tools=("synthetic_raed",))),
+        node("raises", iterative("search"), profile=Profile(tools=[flaky], tool_errors="fail")),
+        node("fine", iterative("read")),
+        node("after-typo", bounded("next"), depends_on=("typo",)),
+        node("after-fine", bounded("next"), depends_on=("fine",)),
+    )
+    async with runtime_for(provider) as rt:
+        result = await rt.run(fl)
+        report = rt.report()
+    assert set(result.outcomes) == {"typo", "raises", "fine", "after-typo", "after-fine"}
+    assert result["typo"].status == "failed"
+    assert result["typo"].reason == (
+        "node 'typo': profile.tools[0]: 'synthetic_raed' names no tool in the registry "
+        '(did you mean "synthetic_read"?); tools available: ' + ", ".join(sorted(BUILTIN_TOOLS.names()))
+    )
+    assert result["raises"].status == "failed" and "the index for 'folding' is offline" in result["raises"].reason
+    assert result["fine"].status == "ok" and result["after-fine"].status == "ok"
+    assert result["after-typo"].status == "skipped" and result["after-typo"].reason == "dependency 'typo' failed"
+    assert report["nodes"]["typo"]["status"] == "failed"
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.out + captured.err
+
+
+@pytest.mark.anyio
+async def test_a_child_naming_an_unknown_tool_fails_alone_and_its_emitter_is_told() -> None:
+    provider = scripted({"lead": [calls(("spawn", {"node": "kid"})), text("lead done")]})
+    fl = flow(
+        node("lead", iterative("delegate")),
+        node("kid", bounded("work"), spawned_by="lead", profile=Profile(tools=("nope",))),
+    )
+    async with runtime_for(provider) as rt:
+        result = await rt.run(fl)
+    assert result["lead"].status == "ok"
+    assert result["kid"].status == "failed" and "'nope' names no tool in the registry" in result["kid"].reason
+    told = [m for m in result.branches["lead"].view() if getattr(m, "name", None) == "spawn"]
+    assert told and "child node 'kid' failed before it started" in told[0].output
