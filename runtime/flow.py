@@ -39,7 +39,7 @@ from runtime.config.reads import check_reads, dependencies_read, inherited_depen
 from runtime.errors import ConfigError, FoldlineError
 from runtime.flow_rules import blocked_by, never_spawned, spawn_refusal, unknown_tools
 from runtime.flow_start import completed_view_length as completed_view_length  # its home before flow_start
-from runtime.flow_start import dependency_results, inherited_branch, with_inputs
+from runtime.flow_start import dependency_results, inherited_branch, result_text, with_inputs
 from runtime.logs import bound_contextvars, get_logger
 from runtime.model_calibration import shared_evidence
 from signals.events import (
@@ -337,8 +337,11 @@ class _Scheduler:
         log.info("node finished", node=node.id, rounds=result.rounds, requests=result.requests)
         await self.finish(NodeOutcome(node.id, "ok", None, result, branch.id))
 
-    def _finished(self) -> dict[str, tuple[str, str | None, OperationResult | None]]:
-        return {nid: (o.status, o.reason, o.result) for nid, o in self.outcomes.items()}
+    def _finished(self) -> dict[str, tuple[str, str | None, str | None]]:
+        return {
+            nid: (o.status, o.reason, None if o.result is None else result_text(o.result))
+            for nid, o in self.outcomes.items()
+        }
 
     def _spawner(self, emitter: Node) -> Callable[[str], Awaitable[str]] | None:
         async def spawn(child_id: str) -> str:

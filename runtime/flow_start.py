@@ -35,14 +35,14 @@ def result_text(result: OperationResult) -> str:
 
 
 def dependency_results(
-    reads: Sequence[str], outcomes: Mapping[str, tuple[str, str | None, OperationResult | None]]
+    reads: Sequence[str], outcomes: Mapping[str, Sequence[str | None]]
 ) -> tuple[DependencyResult, ...]:
-    """The results of ``reads`` in order; ``outcomes`` gives each node's (status, reason, result)."""
+    """The results of ``reads`` in order; ``outcomes`` gives each node's ``(status, reason, result text)``."""
     out: list[DependencyResult] = []
     for node_id in reads:
-        status, reason, result = outcomes[node_id]
-        if status == "ok" and result is not None:
-            out.append(DependencyResult(node_id, "ok", result_text(result)))
+        status, reason, text = outcomes[node_id]
+        if status == "ok" and text is not None:
+            out.append(DependencyResult(node_id, "ok", text))
         else:
             why = reason or "no reason given"
             out.append(DependencyResult(node_id, "failed" if status == "failed" else "skipped", f"not run: {why}"))

@@ -17,16 +17,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import jsonschema
-import pydantic
-from anthropic import transform_schema
 
 from runtime.canonical import canonical_json
 from runtime.config.checks import _NAME_EXPECTED, check_name
 from runtime.errors import ConfigError, FoldlineError
+
+if TYPE_CHECKING:
+    import pydantic
 
 MAX_SCHEMA_CHARS = 64_000
 """The largest output schema (canonical JSON characters) a node may give."""
@@ -59,7 +59,12 @@ class OutputSchema:
         """From a pydantic model class, a JSON schema mapping, or an :class:`OutputSchema`."""
         if isinstance(value, OutputSchema):
             return value
-        if isinstance(value, type) and issubclass(value, pydantic.BaseModel):
+        if isinstance(value, type) and hasattr(value, "model_json_schema"):
+            import pydantic  # loaded when a typed result is asked for (import runtime stays light)
+            from anthropic import transform_schema
+
+            if not issubclass(value, pydantic.BaseModel):
+                raise ConfigError(f"{where}: {value!r} is not a pydantic model class")
             schema = transform_schema(value.model_json_schema())
             return cls(canonical_json(schema), _schema_name(value.__name__), value)
         if isinstance(value, Mapping):
@@ -75,6 +80,8 @@ class OutputSchema:
             text = canonical_json(dict(schema))
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"{where}: the schema is not plain JSON ({exc})") from None
+        import jsonschema
+
         if len(text) > MAX_SCHEMA_CHARS:
             raise ConfigError(
                 f"{where}: the schema is {len(text)} characters of JSON, above the bound {MAX_SCHEMA_CHARS}"
@@ -103,12 +110,16 @@ class OutputSchema:
             shown = answer if len(answer) <= 200 else answer[:200] + "..."
             raise OutputInvalid(f"the reply is not JSON ({exc}): {shown!r}") from None
         if self.model is not None:
+            import pydantic
+
             try:
                 value = self.model.model_validate(data)
             except pydantic.ValidationError as exc:
                 errors = [f"{_json_path(e['loc'])}: {e['msg']}" for e in exc.errors()]
                 raise OutputInvalid(_listed(errors, self.name)) from None
             return value, canonical_json(value.model_dump(mode="json"))
+        import jsonschema
+
         validator = jsonschema.Draft202012Validator(self.schema)
         found = sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
         if found:

@@ -38,6 +38,7 @@ from actors.request_record import RequestRecord
 from actors.tools import BUILTIN_TOOLS
 from runtime.config.loader import loads_scenario
 from runtime.flow import Node, SpawnRefused, completed_view_length
+from runtime.flow_start import dependency_results, result_text, with_inputs
 from runtime.ids import CountingIds, use_ids
 from runtime.measure import TokenCounter
 from runtime.model_calibration import CalibrationBook
@@ -333,9 +334,13 @@ async def run_node_workflow(host: NodeHost, arg: Mapping[str, Any]) -> dict[str,
                     return await host.spawn(bus, branch, children.get(child_id, False), child_id)
 
                 try:
+                    operation = node.operation
+                    if arg.get("inputs") and arg.get("resume") is None:  # its dependencies' results, as in process
+                        results = dependency_results(node.reads, {d: tuple(r) for d, *r in arg["inputs"]})
+                        operation = await with_inputs(branch, operation, node.profile, results, env)
                     result = await run_operation(
                         branch,
-                        node.operation,
+                        operation,
                         env=env,
                         profile=node.profile,
                         node_id=node.id,
@@ -343,6 +348,7 @@ async def run_node_workflow(host: NodeHost, arg: Mapping[str, Any]) -> dict[str,
                         resume=arg.get("resume") is not None,
                     )
                     outcome = {"status": "ok", "rounds": result.rounds, "answer_chars": len(result.answer)}
+                    outcome["result_text"] = result_text(result)
                 except ContinueCut:
                     outcome = None
                 except Exception as exc:  # a node's failure is its own, as under the in-process supervisor

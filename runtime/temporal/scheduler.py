@@ -43,6 +43,11 @@ from signals.bus import Gap, SignalBus
 from signals.envelope import Event
 from signals.events import ChildSpawned, NodeFailed, NodeFinished, NodeSkipped, NodeStarted, RunFinished, RunStarted
 
+INHERIT_NOT_BUILT = (
+    "node {node!r}: inherit = {source!r} (a top-level node starting from a dependency's view) is not built yet "
+    "on the Temporal engine; run this flow in process"
+)
+
 
 @attrs.frozen
 class Forwarded:
@@ -67,6 +72,7 @@ CARRIED = (
     "finished",
     "evidence",
     "queue",
+    "results",
 )
 """The scheduler's state a continued flow run takes over (see :meth:`FlowScheduler.carried`)."""
 
@@ -108,6 +114,8 @@ class FlowScheduler:
     """Scheduling steps under way (a node starting, a node's end being published): no cut while any is."""
     evidence: dict[str, str] = attrs.field(factory=dict)
     """Each finished node's final calibration evidence (:meth:`CalibrationBook.to_json`, from its outcome)."""
+    results: dict[str, list[Any]] = attrs.field(factory=dict)
+    """Each finished node's ``[status, reason, result text]``: what its dependents read (:mod:`runtime.flow_start`)."""
     queue: str | None = None
     """The task queue the node workflows run on (:func:`runtime.temporal.flow_host.node_queue`; None: the flow's)."""
     limiter: anyio.CapacityLimiter = attrs.field(init=False)
@@ -189,12 +197,13 @@ class FlowScheduler:
     async def publish(self, event: object, node_id: str, branch_id: str | None = None) -> None:
         await self.bus.publish(event, node_id=node_id, branch_id=branch_id)
 
-    async def finish(self, node_id: str, status: str) -> None:
+    async def finish(self, node_id: str, status: str, reason: str | None = None, text: str | None = None) -> None:
         self.outcomes[node_id] = status
+        self.results[node_id] = [status, reason, text]
         self.done[node_id].set()
-        for child_id, reason in never_spawned(self.nodes.values(), node_id, self.spawned, self.outcomes):
-            await self.publish(NodeSkipped(reason=reason), child_id)
-            await self.finish(child_id, "skipped")
+        for child_id, why in never_spawned(self.nodes.values(), node_id, self.spawned, self.outcomes):
+            await self.publish(NodeSkipped(reason=why), child_id)
+            await self.finish(child_id, "skipped", why)
 
     async def run_top_level(self, node: Node) -> None:
         for dep in node.depends_on:
@@ -203,7 +212,14 @@ class FlowScheduler:
         if reason is not None:
             self.steps += 1
             await self.publish(NodeSkipped(reason=reason), node.id)
-            await self.finish(node.id, "skipped")
+            await self.finish(node.id, "skipped", reason)
+            self.steps -= 1
+            return
+        if node.inherits_from is not None:
+            self.steps += 1
+            why = INHERIT_NOT_BUILT.format(node=node.id, source=node.inherits_from)
+            await self.publish(NodeFailed(error_type="NotImplementedError", message=why), node.id)
+            await self.finish(node.id, "failed", why)
             self.steps -= 1
             return
         await self.supervise(node)
@@ -223,6 +239,8 @@ class FlowScheduler:
             # The calibration evidence its dependencies finished with (all finished: deterministic).
             books = (CalibrationBook.from_json(self.evidence[d]) for d in node.depends_on if d in self.evidence)
             arg["evidence"] = shared_evidence(books).to_json()
+            if node.spawned_by is None and node.reads:  # its dependencies' results, for its first request
+                arg["inputs"] = [[d, *self.results[d]] for d in node.reads]
             await workflow.start_child_workflow(
                 NODE_WORKFLOW,
                 arg,
@@ -237,7 +255,7 @@ class FlowScheduler:
             if outcome["status"] != "ok":
                 failed = NodeFailed(error_type=outcome["error_type"], message=outcome["message"])
                 await self.publish(failed, node.id, branch_id)
-                await self.finish(node.id, "failed")
+                await self.finish(node.id, "failed", outcome["message"])
                 self.steps -= 1
                 return
         await self.finished_ok(node, outcome)
@@ -249,7 +267,7 @@ class FlowScheduler:
             if outcome["status"] != "ok":
                 failed = NodeFailed(error_type=outcome["error_type"], message=outcome["message"])
                 await self.publish(failed, node.id, self.branch_ids[node.id])
-                await self.finish(node.id, "failed")
+                await self.finish(node.id, "failed", outcome["message"])
                 self.steps -= 1
                 return
         await self.finished_ok(node, outcome)
@@ -270,7 +288,7 @@ class FlowScheduler:
     async def finished_ok(self, node: Node, outcome: Mapping[str, Any]) -> None:
         finished = NodeFinished(rounds=outcome["rounds"], answer_chars=outcome["answer_chars"])
         await self.publish(finished, node.id, self.branch_ids[node.id])
-        await self.finish(node.id, "ok")
+        await self.finish(node.id, "ok", None, outcome.get("result_text"))
         self.steps -= 1
 
     async def spawn(self, emitter: Node, request: Mapping[str, Any]) -> None:
