@@ -39,7 +39,7 @@ from runtime.config.reads import check_reads, dependencies_read, inherited_depen
 from runtime.errors import ConfigError, FoldlineError
 from runtime.flow_rules import blocked_by, never_spawned, spawn_refusal, unknown_tools
 from runtime.flow_start import completed_view_length as completed_view_length  # its home before flow_start
-from runtime.flow_start import dependency_results, inherited_branch, result_text, with_inputs
+from runtime.flow_start import dependency_results, inherited_branch, instruction_pending, result_text, with_inputs
 from runtime.logs import bound_contextvars, get_logger
 from runtime.model_calibration import shared_evidence
 from signals.events import (
@@ -318,7 +318,7 @@ class _Scheduler:
             log.info("node started", node=node.id, branch=branch.id, operation=node.operation.kind)
             try:
                 operation = node.operation
-                if not resume and node.reads:
+                if node.reads and instruction_pending(branch, resume):
                     results = dependency_results(node.reads, self._finished())
                     operation = await with_inputs(branch, operation, node.profile, results, self.env)
                 result = await run_operation(

@@ -46,6 +46,9 @@ INPUTS_HEADER = "Results of the nodes this task depends on, in dependency order:
 INPUT_SHARE = 0.5
 """The share of a dependent's ceiling its dependencies' results may fill (the rest is for its own work)."""
 
+MARKER_ROOM = 420
+"""Characters a clipped block sets aside for its clip marker and closing tag (a marker is under 400)."""
+
 ResultStatus = Literal["ok", "failed", "skipped"]
 
 
@@ -118,9 +121,9 @@ def _kept_chars(result: DependencyResult, tokens: int, allowance: int | None, ch
     keep = length
     if allowance is not None:
         # At the block's own measured tokens per character, less room for the marker.
-        keep = math.floor(allowance * len(result_block(result)) / max(tokens, 1)) - 400
+        keep = math.floor(allowance * len(result_block(result)) / max(tokens, 1)) - MARKER_ROOM
     if char_bound is not None:
-        keep = min(keep, char_bound - len(_opening(result)) - 420)
+        keep = min(keep, char_bound - len(_opening(result)) - MARKER_ROOM)
     keep = max(keep, min(CLIP_FLOOR, length - 1))
     return None if keep >= length else max(keep, 2)
 

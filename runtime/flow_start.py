@@ -49,6 +49,17 @@ def dependency_results(
     return tuple(out)
 
 
+def instruction_pending(branch: Branch, resume: bool) -> bool:
+    """Whether the node's first instruction is still to be appended (so its inputs go with it).
+
+    A fresh start, or a resumed one whose branch shows no instruction appended yet.
+    """
+    if not resume:
+        return True
+    progress = branch.state.open_turn
+    return progress is None or progress[0] == 0
+
+
 def plan_for(
     branch: Branch, operation: Operation, profile: Profile, results: Sequence[DependencyResult], env: RunEnv
 ) -> InputPlan:

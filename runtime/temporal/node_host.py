@@ -38,7 +38,7 @@ from actors.request_record import RequestRecord
 from actors.tools import BUILTIN_TOOLS
 from runtime.config.loader import loads_scenario
 from runtime.flow import Node, SpawnRefused, completed_view_length
-from runtime.flow_start import dependency_results, result_text, with_inputs
+from runtime.flow_start import dependency_results, instruction_pending, result_text, with_inputs
 from runtime.ids import CountingIds, use_ids
 from runtime.measure import TokenCounter
 from runtime.model_calibration import CalibrationBook
@@ -335,7 +335,7 @@ async def run_node_workflow(host: NodeHost, arg: Mapping[str, Any]) -> dict[str,
 
                 try:
                     operation = node.operation
-                    if arg.get("inputs") and arg.get("resume") is None:  # its dependencies' results, as in process
+                    if arg.get("inputs") and instruction_pending(branch, arg.get("resume") is not None):
                         results = dependency_results(node.reads, {d: tuple(r) for d, *r in arg["inputs"]})
                         operation = await with_inputs(branch, operation, node.profile, results, env)
                     result = await run_operation(
