@@ -16,7 +16,7 @@ from actors.tools.functions import tool
 from runtime.cli.store import main as store_main
 from runtime.compiler import RequestSettings, compile_request
 from runtime.config import Profile
-from runtime.config.loader import load_scenario
+from runtime.config.loader import load_scenario, loads_scenario
 from runtime.errors import ConfigError
 from runtime.flow import Node
 from runtime.flow_inputs import INPUTS_HEADER, DependencyResult, plan_inputs, result_block
@@ -24,6 +24,7 @@ from runtime.fold.formats import parse_clip_marker, parse_read_result
 from runtime.fold.recovery import read_result
 from runtime.measure import TokenCounter
 from runtime.messages import Instruction
+from runtime.scenario_run import build_flow
 from runtime.store.inspect import describe_branch, format_branch
 from runtime.store.run import run_scenario_stored
 
@@ -254,7 +255,7 @@ def test_inspect_accounts_for_a_clipped_results_original_and_shows_what_the_inst
     picture = describe_branch(branch, count_tokens=TokenCounter().count, node_id="m")
     text_out = format_branch(picture)
     assert "carries the results of a (ok):" in text_out
-    assert "- #1 result block, " in text_out and "\"action\":\"read_result\",\"index\":1" in text_out
+    assert "- #1 result block, " in text_out and '"action":"read_result","index":1' in text_out
     assert "NOT reachable" not in text_out
 
 
@@ -316,3 +317,36 @@ async def test_a_child_naming_an_unknown_tool_fails_alone_and_its_emitter_is_tol
     assert result["kid"].status == "failed" and "'nope' names no tool in the registry" in result["kid"].reason
     told = [m for m in result.branches["lead"].view() if getattr(m, "name", None) == "spawn"]
     assert told and "child node 'kid' failed before it started" in told[0].output
+
+
+READS_SCENARIO = """
+schema = "foldline.scenario/v1"
+[provider]
+kind = "scripted"
+[[nodes]]
+id = "a"
+instruction = "A."
+[[nodes]]
+id = "b"
+instruction = "B."
+[[nodes]]
+id = "m"
+depends_on = ["a", "b"]
+inputs = ["b"]
+inherit = "a"
+accept_failures = true
+instruction = "M."
+"""
+
+
+def test_a_scenario_node_says_what_it_reads_and_the_names_are_checked_at_load() -> None:
+    scenario = loads_scenario(READS_SCENARIO, path_label="r.toml", tool_names=BUILTIN_TOOLS.names())
+    merged = {n.id: n for n in build_flow(scenario).nodes}["m"]
+    assert merged.inputs == ("b",) and merged.inherits_from == "a" and merged.accept_failures is True
+    assert merged.reads == ("b",)
+    with pytest.raises(ConfigError, match=r'^r.toml: nodes\[2\]\.inputs\[0\]: "c" is not a dependency of this node'):
+        loads_scenario(
+            READS_SCENARIO.replace('inputs = ["b"]', 'inputs = ["c"]'), path_label="r.toml", tool_names={"spawn"}
+        )
+    with pytest.raises(ConfigError, match=r'^r.toml: nodes\[2\]\.inherit: "z" is not a dependency of this node'):
+        loads_scenario(READS_SCENARIO.replace('inherit = "a"', 'inherit = "z"'), path_label="r.toml", tool_names={"x"})
