@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
+import io
 import json
+from pathlib import Path
 
+import anyio
 import pydantic
 import pytest
 from sdk_sim import run_node, simulated
 from support import bounded, flow, iterative, node, runtime_for, scripted, text
 
 from actors.tools import BUILTIN_TOOLS
+from runtime.cli.store import main as store_main
 from runtime.compiler import RequestSettings, compile_request
 from runtime.config import Profile
-from runtime.config.loader import loads_scenario
+from runtime.config.loader import load_scenario, loads_scenario
 from runtime.errors import ConfigError
 from runtime.messages import Instruction
 from runtime.operation import Operation
 from runtime.output_schema import OutputInvalid, OutputSchema
 from runtime.providers.openai_wire import ChatDialect, chat_body
 from runtime.scenario_run import build_flow
+from runtime.store.run import run_scenario_stored
 
 
 class Finding(pydantic.BaseModel):
@@ -145,3 +150,14 @@ def test_an_output_shape_must_be_a_model_or_a_schema() -> None:
     assert schema.validate('["a"]') == (["a"], '["a"]')
     with pytest.raises(OutputInvalid, match=r"\$\[1\]: 2 is not of type 'string'"):
         schema.validate('["a", 2]')
+
+
+def test_a_stored_typed_run_replays_every_request_to_its_digest(tmp_path: Path) -> None:
+    path = tmp_path / "typed.toml"
+    path.write_text(SCENARIO.replace('kind = "scripted"', 'kind = "simulated"'), encoding="utf-8")
+    scenario = load_scenario(path, tool_names=BUILTIN_TOOLS.names())
+    run = anyio.run(lambda: run_scenario_stored(scenario, store_path=tmp_path / "t.db"))
+    assert run.result["n"].status == "ok" and run.result["n"].result.requests == 2
+    out = io.StringIO()
+    assert store_main(["replay", str(tmp_path / "t.db"), "--all"], out=out, err=io.StringIO()) == 0
+    assert "2 of 2 requests verified" in out.getvalue()
