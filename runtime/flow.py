@@ -12,6 +12,16 @@ calibration evidence the nodes it depends on finished with
 (:func:`runtime.model_calibration.shared_evidence`), so a model one of them
 calibrated is measured at its scale from the node's first request.
 
+Results along the graph (DESIGN.md section 13): a top-level node's first
+request carries, after its instruction, the results of the dependencies it
+reads (``inputs``; by default all but the one it inherits from), rendered by
+:mod:`runtime.flow_inputs` and put on the branch by :mod:`runtime.flow_start`.
+A node with ``inherit="NODE"`` starts from a clone of that dependency's view,
+set up as a spawned child is. A failed or skipped dependency skips the node
+unless it has ``accept_failures``; ``when`` (a predicate over the
+dependencies' outcomes) may skip it too. A profile naming a tool the registry
+lacks fails that node before it starts.
+
 Supervision: every node runs under a supervisor that catches ``Exception``
 (never ``BaseException``: cancellation passes through), records the failure
 as a ``NodeFailed`` event and lets the flow go on. Dependents of a failed or
@@ -82,7 +92,13 @@ class Node:
 
     ``branch``: run on this branch (a caller's own); ``None`` gives the node a
     fresh branch, or, for a child with ``inherit="view"``, a clone of its
-    emitter's view.
+    emitter's view. ``inherit`` on a top-level node names the dependency whose
+    view it starts from (left at ``"view"``: a fresh branch). ``inputs``: the
+    dependencies whose results its first request carries (None: all but the
+    inherited one; ``()``: none); ``accept_failures``: run even when a
+    dependency failed or was skipped; ``when``: run only if it returns true
+    given the dependencies' outcomes by node id (else skipped; raising fails
+    the node). See :mod:`runtime.config.reads` for the rules.
     """
 
     id: str
@@ -319,7 +335,7 @@ class _Scheduler:
             try:
                 operation = node.operation
                 if node.reads and instruction_pending(branch, resume):
-                    results = dependency_results(node.reads, self._finished())
+                    results = dependency_results(node.reads, self._finished(node.reads))
                     operation = await with_inputs(branch, operation, node.profile, results, self.env)
                 result = await run_operation(
                     branch,
@@ -337,10 +353,16 @@ class _Scheduler:
         log.info("node finished", node=node.id, rounds=result.rounds, requests=result.requests)
         await self.finish(NodeOutcome(node.id, "ok", None, result, branch.id))
 
-    def _finished(self) -> dict[str, tuple[str, str | None, str | None]]:
+    def _finished(self, reads: Iterable[str]) -> dict[str, tuple[str, str | None, str | None]]:
+        """Each of ``reads``' (finished) outcome as ``(status, reason, result text)``."""
+        outcomes = self.outcomes
         return {
-            nid: (o.status, o.reason, None if o.result is None else result_text(o.result))
-            for nid, o in self.outcomes.items()
+            nid: (
+                outcomes[nid].status,
+                outcomes[nid].reason,
+                None if outcomes[nid].result is None else result_text(outcomes[nid].result),
+            )
+            for nid in reads
         }
 
     def _spawner(self, emitter: Node) -> Callable[[str], Awaitable[str]] | None:
