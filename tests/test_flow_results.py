@@ -216,6 +216,21 @@ def test_the_rendering_is_stable_and_each_clipped_block_keeps_its_whole_text_in_
     for r in results:
         if r.node_id not in clipped:
             assert result_block(r) in plan.instruction
+    # Each clipped block keeps a head and a tail of its text around one marker naming the omitted span exactly.
+    markers = parse_clip_marker(plan.instruction)
+    assert len(markers) == len(plan.clipped)
+    for marker, original in zip(markers, plan.originals, strict=True):
+        kept_head, kept_tail = original[: marker.start], original[marker.end :]
+        assert kept_head in plan.instruction and kept_tail in plan.instruction
+        assert marker.total == len(original) and marker.end > marker.start
+
+
+def test_a_profiles_result_bound_clips_a_block_to_about_that_many_characters() -> None:
+    result = DependencyResult("a", "ok", "z" * 10_000)
+    plan = plan_inputs("go", [result], count=len, budget_tokens=None, char_bound=3_000, first_index=1)
+    assert plan.clipped == ("a",)
+    block = plan.instruction.split(f"{INPUTS_HEADER}\n\n", 1)[1]
+    assert len(block) <= 3_000
 
 
 def test_quickstarts_summary_sees_the_leads_and_the_surveys_answers_and_inspect_shows_them(tmp_path: Path) -> None:
