@@ -355,15 +355,11 @@ class _Scheduler:
 
     def _finished(self, reads: Iterable[str]) -> dict[str, tuple[str, str | None, str | None]]:
         """Each of ``reads``' (finished) outcome as ``(status, reason, result text)``."""
-        outcomes = self.outcomes
-        return {
-            nid: (
-                outcomes[nid].status,
-                outcomes[nid].reason,
-                None if outcomes[nid].result is None else result_text(outcomes[nid].result),
-            )
-            for nid in reads
-        }
+        out: dict[str, tuple[str, str | None, str | None]] = {}
+        for nid in reads:
+            outcome = self.outcomes[nid]
+            out[nid] = (outcome.status, outcome.reason, None if outcome.result is None else result_text(outcome.result))
+        return out
 
     def _spawner(self, emitter: Node) -> Callable[[str], Awaitable[str]] | None:
         async def spawn(child_id: str) -> str:

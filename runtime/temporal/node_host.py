@@ -36,6 +36,7 @@ from actors.env import RunEnv
 from actors.operations import run_operation
 from actors.request_record import RequestRecord
 from actors.tools import BUILTIN_TOOLS
+from runtime.canonical import sha256_hex
 from runtime.config.loader import loads_scenario
 from runtime.flow import Node, SpawnRefused, completed_view_length
 from runtime.flow_start import dependency_results, instruction_pending, result_text, with_inputs
@@ -251,6 +252,16 @@ async def _put_bodies(host: NodeHost, bodies: Mapping[str, str]) -> None:
         host.stored.update(fresh)
 
 
+async def _inputs(route: ActivityRoute, inputs: list[list[Any]]) -> dict[str, tuple[str, str | None, str | None]]:
+    """Each dependency's ``(status, reason, result text)`` from the flow's ``[node, status, reason, digest]``
+    entries: a result's text comes from the body store (no history event carries it)."""
+    digests = sorted({digest for *_, digest in inputs if digest is not None})
+    bodies = await route.local("foldline.get_bodies", {"digests": digests}, BODY_RETRIES) if digests else {}
+    return {
+        node: (status, reason, None if digest is None else bodies[digest]) for node, status, reason, digest in inputs
+    }
+
+
 async def _fetch(route: ActivityRoute, seed: Mapping[str, Any], branch_id: str) -> Branch:
     arg = {"digests": seed_digests(seed)}
     bodies = await route.local("foldline.get_bodies", arg, BODY_RETRIES)
@@ -336,7 +347,7 @@ async def run_node_workflow(host: NodeHost, arg: Mapping[str, Any]) -> dict[str,
                 try:
                     operation = node.operation
                     if arg.get("inputs") and instruction_pending(branch, arg.get("resume") is not None):
-                        results = dependency_results(node.reads, {d: tuple(r) for d, *r in arg["inputs"]})
+                        results = dependency_results(node.reads, await _inputs(route, arg["inputs"]))
                         operation = await with_inputs(branch, operation, node.profile, results, env)
                     result = await run_operation(
                         branch,
@@ -348,7 +359,9 @@ async def run_node_workflow(host: NodeHost, arg: Mapping[str, Any]) -> dict[str,
                         resume=arg.get("resume") is not None,
                     )
                     outcome = {"status": "ok", "rounds": result.rounds, "answer_chars": len(result.answer)}
-                    outcome["result_text"] = result_text(result)
+                    text = result_text(result)  # what its dependents read: in the body store, by digest
+                    outcome["result_digest"] = sha256_hex(text)
+                    await _put_bodies(host, {outcome["result_digest"]: text})
                 except ContinueCut:
                     outcome = None
                 except Exception as exc:  # a node's failure is its own, as under the in-process supervisor

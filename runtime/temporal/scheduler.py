@@ -115,7 +115,8 @@ class FlowScheduler:
     evidence: dict[str, str] = attrs.field(factory=dict)
     """Each finished node's final calibration evidence (:meth:`CalibrationBook.to_json`, from its outcome)."""
     results: dict[str, list[Any]] = attrs.field(factory=dict)
-    """Each finished node's ``[status, reason, result text]``: what its dependents read (:mod:`runtime.flow_start`)."""
+    """Each finished node's ``[status, reason, digest of its result text in the body store]``: what its dependents
+    read (:mod:`runtime.flow_start`)."""
     queue: str | None = None
     """The task queue the node workflows run on (:func:`runtime.temporal.flow_host.node_queue`; None: the flow's)."""
     limiter: anyio.CapacityLimiter = attrs.field(init=False)
@@ -197,9 +198,9 @@ class FlowScheduler:
     async def publish(self, event: object, node_id: str, branch_id: str | None = None) -> None:
         await self.bus.publish(event, node_id=node_id, branch_id=branch_id)
 
-    async def finish(self, node_id: str, status: str, reason: str | None = None, text: str | None = None) -> None:
+    async def finish(self, node_id: str, status: str, reason: str | None = None, digest: str | None = None) -> None:
         self.outcomes[node_id] = status
-        self.results[node_id] = [status, reason, text]
+        self.results[node_id] = [status, reason, digest]
         self.done[node_id].set()
         for child_id, why in never_spawned(self.nodes.values(), node_id, self.spawned, self.outcomes):
             await self.publish(NodeSkipped(reason=why), child_id)
@@ -288,7 +289,7 @@ class FlowScheduler:
     async def finished_ok(self, node: Node, outcome: Mapping[str, Any]) -> None:
         finished = NodeFinished(rounds=outcome["rounds"], answer_chars=outcome["answer_chars"])
         await self.publish(finished, node.id, self.branch_ids[node.id])
-        await self.finish(node.id, "ok", None, outcome.get("result_text"))
+        await self.finish(node.id, "ok", None, outcome.get("result_digest"))
         self.steps -= 1
 
     async def spawn(self, emitter: Node, request: Mapping[str, Any]) -> None:
