@@ -1,8 +1,8 @@
 """Results along the graph on the Temporal engine: the same requests as in process (asyncio only, as Temporal).
 
 A failed dependency read by a node that accepts failures, a typed node read as
-its JSON value, and a top-level ``inherit`` (not built yet on Temporal: that
-node fails saying so, its siblings go on).
+its JSON value, and a top-level node starting from a dependency's view
+(``inherit``): each request byte for byte as in process.
 """
 
 from __future__ import annotations
@@ -66,17 +66,24 @@ def test_a_dependent_reads_failures_and_typed_values_on_temporal_as_in_process(s
 
 @needs_server
 @pytest.mark.slow
-def test_a_top_level_inherit_fails_that_node_on_temporal_saying_it_is_not_built(server: str, tmp_path: Path) -> None:  # noqa: F811
+def test_a_node_starting_from_a_dependencys_view_sends_on_temporal_what_it_sends_in_process(
+    server: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
     scenario = tmp_path / "inherit.toml"
     text = SCENARIO.replace("accept_failures = true\n", 'accept_failures = true\ninherit = "typed"\n')
     scenario.write_text(text, encoding="utf-8")
+    local_signals = tmp_path / "local.jsonl"
+    local = _local_report(scenario, local_signals)
     signals, report = tmp_path / "temporal.jsonl", tmp_path / "temporal.json"
     done = _foldline(
         "run", str(scenario), "--engine", "temporal", "--temporal", server, "--bodies", str(tmp_path / "bodies"),
         "--quiet", "--signals", str(signals), "--report", str(report), cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 1, done.stderr[-3000:]
-    assert report.exists(), done.stderr[-3000:]
-    failed = {e.node_id: e.data["message"] for e in read_jsonl(signals) if e.type == "NodeFailed"}
-    assert "not built yet on the Temporal engine" in failed["reader"]
-    assert json.loads(report.read_text())["nodes"]["typed"]["status"] == "ok"
+    remote = json.loads(report.read_text())
+    _assert_same_contract(remote, local, signals, local_signals)
+    assert remote["nodes"]["reader"]["status"] == "ok"
+    # The reader's request starts with the typed node's conversation (its instruction and both replies).
+    sent = [e for e in read_jsonl(signals) if e.type == "RequestSent" and e.node_id == "reader"]
+    assert len(sent) == 1

@@ -141,19 +141,10 @@ async def run_histories(client: Any, workflow_id: str) -> list[dict[str, int]]:
 
 async def branch_histories(client: Any, workflow_id: str, report: dict[str, Any]) -> dict[str, list[dict[str, int]]]:
     """Each run node's branch workflow: the history sizes of its runs (more than one: it continued as new)."""
-    from temporalio.service import RPCError, RPCStatusCode
-
     from runtime.temporal.node_host import node_workflow_id
 
     ran = [node for node, value in report["nodes"].items() if value["status"] != "skipped"]
-    out: dict[str, list[dict[str, int]]] = {}
-    for node in ran:
-        try:
-            out[node] = await run_histories(client, node_workflow_id(workflow_id, node))
-        except RPCError as exc:  # a node that failed before its workflow started (e.g. refused by the flow)
-            if exc.status != RPCStatusCode.NOT_FOUND:
-                raise
-    return out
+    return {node: await run_histories(client, node_workflow_id(workflow_id, node)) for node in ran}
 
 
 def largest_branch_history(branches: dict[str, list[dict[str, int]]]) -> str:

@@ -362,6 +362,10 @@ async def run_node_workflow(host: NodeHost, arg: Mapping[str, Any]) -> dict[str,
                     text = result_text(result)  # what its dependents read: in the body store, by digest
                     outcome["result_digest"] = sha256_hex(text)
                     await _put_bodies(host, {outcome["result_digest"]: text})
+                    if any(n.inherits_from == node.id for n in nodes.values()):  # a dependent starts from its view
+                        seed, bodies = seed_of(branch.clone(upto=completed_view_length(branch)))
+                        await _put_bodies(host, bodies)
+                        outcome["view_seed"] = seed
                 except ContinueCut:
                     outcome = None
                 except Exception as exc:  # a node's failure is its own, as under the in-process supervisor

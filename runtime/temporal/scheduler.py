@@ -43,11 +43,6 @@ from signals.bus import Gap, SignalBus
 from signals.envelope import Event
 from signals.events import ChildSpawned, NodeFailed, NodeFinished, NodeSkipped, NodeStarted, RunFinished, RunStarted
 
-INHERIT_NOT_BUILT = (
-    "node {node!r}: inherit = {source!r} (a top-level node starting from a dependency's view) is not built yet "
-    "on the Temporal engine; run this flow in process"
-)
-
 
 @attrs.frozen
 class Forwarded:
@@ -115,8 +110,8 @@ class FlowScheduler:
     evidence: dict[str, str] = attrs.field(factory=dict)
     """Each finished node's final calibration evidence (:meth:`CalibrationBook.to_json`, from its outcome)."""
     results: dict[str, list[Any]] = attrs.field(factory=dict)
-    """Each finished node's ``[status, reason, digest of its result text in the body store]``: what its dependents
-    read (:mod:`runtime.flow_start`)."""
+    """Each finished node's ``[status, reason, digest of its result text in the body store, seed of its completed
+    view (digests; only when a node inherits from it)]``: what its dependents read (:mod:`runtime.flow_start`)."""
     queue: str | None = None
     """The task queue the node workflows run on (:func:`runtime.temporal.flow_host.node_queue`; None: the flow's)."""
     limiter: anyio.CapacityLimiter = attrs.field(init=False)
@@ -198,9 +193,11 @@ class FlowScheduler:
     async def publish(self, event: object, node_id: str, branch_id: str | None = None) -> None:
         await self.bus.publish(event, node_id=node_id, branch_id=branch_id)
 
-    async def finish(self, node_id: str, status: str, reason: str | None = None, digest: str | None = None) -> None:
+    async def finish(
+        self, node_id: str, status: str, reason: str | None = None, digest: str | None = None, seed: Any = None
+    ) -> None:
         self.outcomes[node_id] = status
-        self.results[node_id] = [status, reason, digest]
+        self.results[node_id] = [status, reason, digest, seed]
         self.done[node_id].set()
         for child_id, why in never_spawned(self.nodes.values(), node_id, self.spawned, self.outcomes):
             await self.publish(NodeSkipped(reason=why), child_id)
@@ -216,13 +213,9 @@ class FlowScheduler:
             await self.finish(node.id, "skipped", reason)
             self.steps -= 1
             return
-        if node.inherits_from is not None:
-            self.steps += 1
-            why = INHERIT_NOT_BUILT.format(node=node.id, source=node.inherits_from)
-            await self.publish(NodeFailed(error_type="NotImplementedError", message=why), node.id)
-            await self.finish(node.id, "failed", why)
-            self.steps -= 1
-            return
+        source = node.inherits_from
+        if source is not None and node.id not in self.seeds:  # a clone of its dependency's completed view
+            self.seeds[node.id] = self.results[source][3]
         await self.supervise(node)
 
     async def supervise(self, node: Node) -> None:
@@ -230,7 +223,8 @@ class FlowScheduler:
         if node.id not in self.branch_ids:  # kept by an earlier run that was cut while the node waited for a slot
             self.branch_ids[node.id] = self.ids.branch_id()
         branch_id = self.branch_ids[node.id]
-        root = self.roots[node.spawned_by] if node.spawned_by is not None else branch_id
+        parent = node.spawned_by or node.inherits_from  # a clone shares its source's root (its cache key)
+        root = self.roots[parent] if parent is not None else branch_id
         self.roots[node.id] = root
         async with self.limiter:
             self.steps += 1
@@ -241,7 +235,7 @@ class FlowScheduler:
             books = (CalibrationBook.from_json(self.evidence[d]) for d in node.depends_on if d in self.evidence)
             arg["evidence"] = shared_evidence(books).to_json()
             if node.spawned_by is None and node.reads:  # its dependencies' results, for its first request
-                arg["inputs"] = [[d, *self.results[d]] for d in node.reads]
+                arg["inputs"] = [[d, *self.results[d][:3]] for d in node.reads]
             await workflow.start_child_workflow(
                 NODE_WORKFLOW,
                 arg,
@@ -289,7 +283,7 @@ class FlowScheduler:
     async def finished_ok(self, node: Node, outcome: Mapping[str, Any]) -> None:
         finished = NodeFinished(rounds=outcome["rounds"], answer_chars=outcome["answer_chars"])
         await self.publish(finished, node.id, self.branch_ids[node.id])
-        await self.finish(node.id, "ok", None, outcome.get("result_digest"))
+        await self.finish(node.id, "ok", None, outcome.get("result_digest"), outcome.get("view_seed"))
         self.steps -= 1
 
     async def spawn(self, emitter: Node, request: Mapping[str, Any]) -> None:
