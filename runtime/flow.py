@@ -48,7 +48,6 @@ from runtime.config.graph import GraphNode, check_graph
 from runtime.config.reads import check_reads, dependencies_read, inherited_dependency
 from runtime.errors import ConfigError, FoldlineError
 from runtime.flow_rules import blocked_by, never_spawned, spawn_refusal, unknown_tools
-from runtime.flow_start import completed_view_length as completed_view_length  # its home before flow_start
 from runtime.flow_start import dependency_results, inherited_branch, instruction_pending, result_text, with_inputs
 from runtime.logs import bound_contextvars, get_logger
 from runtime.model_calibration import shared_evidence

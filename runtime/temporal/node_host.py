@@ -38,8 +38,14 @@ from actors.request_record import RequestRecord
 from actors.tools import BUILTIN_TOOLS
 from runtime.canonical import sha256_hex
 from runtime.config.loader import loads_scenario
-from runtime.flow import Node, SpawnRefused, completed_view_length
-from runtime.flow_start import dependency_results, instruction_pending, result_text, with_inputs
+from runtime.flow import Node, SpawnRefused
+from runtime.flow_start import (
+    completed_view_length,
+    dependency_results,
+    instruction_pending,
+    result_text,
+    with_inputs,
+)
 from runtime.ids import CountingIds, use_ids
 from runtime.measure import TokenCounter
 from runtime.model_calibration import CalibrationBook
