@@ -33,7 +33,7 @@ from temporalio.common import RetryPolicy
 
 from actors.branch import Branch, Change
 from actors.env import RunEnv
-from actors.operations import run_operation
+from actors.operations import Operation, OperationResult, run_operation
 from actors.request_record import RequestRecord
 from actors.tools import BUILTIN_TOOLS
 from runtime.canonical import sha256_hex
@@ -268,6 +268,30 @@ async def _inputs(route: ActivityRoute, inputs: list[list[Any]]) -> dict[str, tu
     }
 
 
+async def _operation(
+    arg: Mapping[str, Any], node: Node, branch: Branch, env: RunEnv, route: ActivityRoute
+) -> Operation:
+    """The node's operation, with its dependencies' results after its first instruction while that is to come."""
+    if not arg.get("inputs") or not instruction_pending(branch, arg.get("resume") is not None):
+        return node.operation
+    results = dependency_results(node.reads, await _inputs(route, arg["inputs"]))
+    return await with_inputs(branch, node.operation, node.profile, results, env)
+
+
+async def _finished(host: NodeHost, branch: Branch, result: OperationResult, inherited: bool) -> dict[str, Any]:
+    """An ok outcome: its result text in the body store by digest (what dependents read), and, when a node
+    inherits from it, the seed of its completed view (bodies stored first)."""
+    outcome: dict[str, Any] = {"status": "ok", "rounds": result.rounds, "answer_chars": len(result.answer)}
+    text = result_text(result)
+    outcome["result_digest"] = sha256_hex(text)
+    await _put_bodies(host, {outcome["result_digest"]: text})
+    if inherited:
+        seed, bodies = seed_of(branch.clone(upto=completed_view_length(branch)))
+        await _put_bodies(host, bodies)
+        outcome["view_seed"] = seed
+    return outcome
+
+
 async def _fetch(route: ActivityRoute, seed: Mapping[str, Any], branch_id: str) -> Branch:
     arg = {"digests": seed_digests(seed)}
     bodies = await route.local("foldline.get_bodies", arg, BODY_RETRIES)
@@ -351,27 +375,17 @@ async def run_node_workflow(host: NodeHost, arg: Mapping[str, Any]) -> dict[str,
                     return await host.spawn(bus, branch, children.get(child_id, False), child_id)
 
                 try:
-                    operation = node.operation
-                    if arg.get("inputs") and instruction_pending(branch, arg.get("resume") is not None):
-                        results = dependency_results(node.reads, await _inputs(route, arg["inputs"]))
-                        operation = await with_inputs(branch, operation, node.profile, results, env)
                     result = await run_operation(
                         branch,
-                        operation,
+                        await _operation(arg, node, branch, env, route),
                         env=env,
                         profile=node.profile,
                         node_id=node.id,
                         spawn=spawn,
                         resume=arg.get("resume") is not None,
                     )
-                    outcome = {"status": "ok", "rounds": result.rounds, "answer_chars": len(result.answer)}
-                    text = result_text(result)  # what its dependents read: in the body store, by digest
-                    outcome["result_digest"] = sha256_hex(text)
-                    await _put_bodies(host, {outcome["result_digest"]: text})
-                    if any(n.inherits_from == node.id for n in nodes.values()):  # a dependent starts from its view
-                        seed, bodies = seed_of(branch.clone(upto=completed_view_length(branch)))
-                        await _put_bodies(host, bodies)
-                        outcome["view_seed"] = seed
+                    inherited = any(n.inherits_from == node.id for n in nodes.values())
+                    outcome = await _finished(host, branch, result, inherited)
                 except ContinueCut:
                     outcome = None
                 except Exception as exc:  # a node's failure is its own, as under the in-process supervisor
