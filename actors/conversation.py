@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import itertools
 import weakref
-from typing import Protocol
+from typing import Any, Protocol
 
 import anyio
 import anyio.lowlevel
@@ -98,21 +98,35 @@ class Conversation:
             branch.attach_journal(journal)
         return branch
 
-    async def chat(self, text: str, *, max_input_tokens: CeilingPolicy = None) -> str:
+    async def chat(self, text: str, *, max_input_tokens: CeilingPolicy = None, output: Any = None) -> Any:
         """Send one bounded request with ``text`` and return the model's answer.
 
         A bounded request runs no tools: a reply with tool calls fails it (use
         :meth:`run` for the tool loop). Over the ceiling it is refused, never folded.
+        With ``output`` (a pydantic model class or a JSON schema) the answer is
+        validated, corrected once if needed, and its typed value returned.
         """
-        operation = Operation("bounded", (text,), max_input_tokens=max_input_tokens)
-        return (await self._operate(operation)).answer
+        operation = Operation("bounded", (text,), max_input_tokens=max_input_tokens, output=output)
+        result = await self._operate(operation)
+        return result.answer if output is None else result.value
 
     async def run(
-        self, text: str, *, max_rounds: int = DEFAULT_MAX_ROUNDS, max_input_tokens: CeilingPolicy = None
-    ) -> str:
-        """Run the tool loop on ``text`` until the model answers (at most ``max_rounds`` requests)."""
-        operation = Operation("iterative", (text,), max_rounds=max_rounds, max_input_tokens=max_input_tokens)
-        return (await self._operate(operation)).answer
+        self,
+        text: str,
+        *,
+        max_rounds: int = DEFAULT_MAX_ROUNDS,
+        max_input_tokens: CeilingPolicy = None,
+        output: Any = None,
+    ) -> Any:
+        """Run the tool loop on ``text`` until the model answers (at most ``max_rounds`` requests).
+
+        With ``output`` the answer's typed value is returned (as :meth:`chat`).
+        """
+        operation = Operation(
+            "iterative", (text,), max_rounds=max_rounds, max_input_tokens=max_input_tokens, output=output
+        )
+        result = await self._operate(operation)
+        return result.answer if output is None else result.value
 
     def fork(self, *, name: str | None = None, profile: Profile | None = None) -> Conversation:
         """A new conversation starting from a clone of this one's view; ``profile`` may set it up anew."""

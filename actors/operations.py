@@ -23,6 +23,7 @@ from actors.branch import Branch
 from actors.env import RunEnv
 from actors.pipeline import TurnProgress
 from actors.send import Spawn, TurnDriver
+from actors.typed import typed_result
 from runtime.config import Profile
 from runtime.config.operation import (
     Operation,
@@ -30,13 +31,20 @@ from runtime.config.operation import (
     OperationResult,
     RoundLimitExceeded,
 )
-from runtime.decision.ceiling import resolve_ceiling
+from runtime.decision.ceiling import ResolvedCeiling, resolve_ceiling
 from runtime.decision.send_bounds import bound_by_window
 from runtime.models.limits import default_model_table
 from runtime.request.compiler import Intent
 from runtime.values.messages import AssistantResponse, ToolCall, ToolResult
 
-__all__ = ["Operation", "OperationError", "OperationResult", "RoundLimitExceeded", "run_operation"]
+__all__ = [
+    "Operation",
+    "OperationError",
+    "OperationResult",
+    "RoundLimitExceeded",
+    "operation_ceiling",
+    "run_operation",
+]
 
 MAX_PAUSES = 8
 """How many ``pause_turn`` replies in a row an operation continues before it fails."""
@@ -64,6 +72,19 @@ async def _send(driver: TurnDriver, intent: Intent) -> AssistantResponse:
     raise OperationError(f"the model paused its turn (stop_reason pause_turn) {MAX_PAUSES + 1} times in a row")
 
 
+def operation_ceiling(env: RunEnv, profile: Profile, operation: Operation) -> ResolvedCeiling:
+    """The ceiling an operation's requests are measured under: the resolved value, bounded by the model's window."""
+    ceiling = resolve_ceiling(
+        model=env.model_name(profile),
+        profile_value=profile.max_input_tokens,
+        model_value=env.model.max_input_tokens,
+        call_value=operation.max_input_tokens,
+        pricing=env.pricing,
+    )
+    model = env.model_name(profile)  # the model's window bounds every request
+    return bound_by_window(ceiling, model, default_model_table().context_window(model))
+
+
 async def run_operation(
     branch: Branch,
     operation: Operation,
@@ -82,15 +103,7 @@ async def run_operation(
     appended again, completed requests are not sent again, and a round whose
     calls have no results yet runs just the missing calls.
     """
-    ceiling = resolve_ceiling(
-        model=env.model_name(profile),
-        profile_value=profile.max_input_tokens,
-        model_value=env.model.max_input_tokens,
-        call_value=operation.max_input_tokens,
-        pricing=env.pricing,
-    )
-    model = env.model_name(profile)  # the model's window bounds every request
-    ceiling = bound_by_window(ceiling, model, default_model_table().context_window(model))
+    ceiling = operation_ceiling(env, profile, operation)
     async with branch.turn() as turn:
         progress = branch.state.open_turn if resume and branch.state.open_turn is not None else (0, 0)
         driver = TurnDriver(turn, env, profile, operation, node_id, spawn, ceiling, TurnProgress(*progress))
@@ -99,6 +112,7 @@ async def run_operation(
             result = await _run_bounded(driver, *progress)
         else:
             result = await _run_iterative(driver, *progress)
+        result = await typed_result(driver, result, _send)
         turn.close_turn()
         return result
 

@@ -427,6 +427,7 @@ class SendPipeline:
             usage=usage.to_dict() if usage is not None else None,
             result_bound=self.shape.result_bound if s.intent != "side" else None,
             thinking_json=s.thinking_json,
+            output_config_json=s.output_config_json,
             prompt_cache=(
                 {**plan.placement.to_record(), **(verdict.to_dict() if verdict is not None else {})}
                 if plan is not None

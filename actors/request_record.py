@@ -37,3 +37,5 @@ class RequestRecord:
     """The placement's record (``Placement.to_record()``: marks, landing, g1, tail_skip) when caching was on."""
     thinking_json: str | None = None
     """The request's ``thinking`` field as canonical JSON (None: not sent); replay compiles with it."""
+    output_config_json: str | None = None
+    """A typed operation's ``output_config`` as canonical JSON (None: not sent); replay compiles with it."""

@@ -104,6 +104,7 @@ class TurnDriver:
             result_bound=profile.tool_result_max_chars,
             counter=env.counter,
             thinking_json=profile.thinking,
+            output_config_json=None if self.operation.output is None else self.operation.output.output_config_json(),
             images=image_rule_of(env.provider),
             prior=lambda: uncalibrated_prior(env, branch, env.model_name(profile)),
         )

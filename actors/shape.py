@@ -55,6 +55,8 @@ class RequestShape:
     counter: TokenCounter = attrs.field(eq=False)
     thinking_json: str | None = None
     """The profile's ``thinking`` field (canonical JSON), sent on main requests; None: not sent."""
+    output_config_json: str | None = None
+    """A typed operation's ``output_config`` (canonical JSON), sent on main requests; None: not sent."""
     images: ImageRule = MESSAGES_IMAGES
     """The rule images are counted by: the provider's wire's (:func:`runtime.contract.provider.image_rule_of`)."""
     prior: Callable[[], float] = attrs.field(default=lambda: 1.0, eq=False)
@@ -72,7 +74,11 @@ class RequestShape:
 
     def settings(self, intent: Intent) -> RequestSettings:
         return RequestSettings(
-            model=self.model, max_tokens=self.max_tokens, intent=intent, thinking_json=self.thinking_json
+            model=self.model,
+            max_tokens=self.max_tokens,
+            intent=intent,
+            thinking_json=self.thinking_json,
+            output_config_json=self.output_config_json,
         )
 
     def projection(self) -> BoundProjection | None:

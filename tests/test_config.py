@@ -350,8 +350,13 @@ NODE_REFUSALS = [
     (
         {"inherit": "none"},
         "NodeSpec.inherit",
-        "set on a node that is not a child; inherit applies only with spawned_by",
+        '"none" applies to a child (with spawned_by); on a top-level node inherit names the dependency',
     ),
+    ({"inherit": "lead"}, "NodeSpec.inherit", '"lead" is not a dependency of this node (depends_on: none)'),
+    ({"depends_on": ["a"], "inputs": ["b"]}, "NodeSpec.inputs[0]", '"b" is not a dependency of this node'),
+    ({"depends_on": ["a"], "inputs": ["a", "a"]}, "NodeSpec.inputs[1]", '"a" is listed twice'),
+    ({"depends_on": ["a"], "inputs": "a"}, "NodeSpec.inputs", "an array of dependency node ids"),
+    ({"accept_failures": "yes"}, "NodeSpec.accept_failures", "true or false"),
 ]
 
 
@@ -387,8 +392,8 @@ def test_node_from_obj_refusals_name_the_path() -> None:
         ConfigError, match=r'^nodes\[0\]\.instrution: unknown key; expected one of .*did you mean "instruction"'
     ):
         NodeSpec.from_obj({"id": "a", "instrution": "x"}, "nodes[0]")
-    # Presence of inherit on a non-child is refused even with the default value.
-    with pytest.raises(ConfigError, match=r"^nodes\[0\]\.inherit: set on a node that is not a child"):
+    # inherit = "view" written on a non-child is refused (a top-level node's inherit names a dependency).
+    with pytest.raises(ConfigError, match=r'^nodes\[0\]\.inherit: "view" applies to a child'):
         NodeSpec.from_obj({"id": "a", "instruction": "x", "inherit": "view"}, "nodes[0]")
     assert (
         NodeSpec.from_obj({"id": "a", "instruction": "x", "spawned_by": "b", "inherit": "view"}, "nodes[0]").inherit

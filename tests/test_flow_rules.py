@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from runtime.flows.rules import blocked_by, never_spawned, spawn_refusal
+from runtime.flows.rules import blocked_by, never_spawned, spawn_refusal, unknown_tools
 
 
 @attrs.frozen
@@ -12,6 +12,8 @@ class N:
     id: str
     depends_on: tuple[str, ...] = ()
     spawned_by: str | None = None
+    accept_failures: bool = False
+    inherits_from: str | None = None
 
 
 NODES = {n.id: n for n in (N("lead"), N("a", spawned_by="lead"), N("b", spawned_by="lead"), N("x", ("lead", "a")))}
@@ -39,3 +41,25 @@ def test_children_never_spawned_are_skipped_once() -> None:
     assert never_spawned(NODES.values(), "lead", ["a"], []) == [("b", reason)]
     assert never_spawned(NODES.values(), "lead", ["a"], ["b"]) == []
     assert never_spawned(NODES.values(), "a", [], []) == []
+
+
+def test_a_node_that_accepts_failures_runs_unless_the_node_it_inherits_from_did_not_finish_ok() -> None:
+    accepting = N("y", ("lead", "a"), accept_failures=True)
+    assert blocked_by(accepting, {"lead": "failed", "a": "skipped"}) is None
+    inheriting = N("z", ("lead", "a"), accept_failures=True, inherits_from="lead")
+    assert blocked_by(inheriting, {"lead": "ok", "a": "failed"}) is None
+    assert (
+        blocked_by(inheriting, {"lead": "failed", "a": "ok"})
+        == "dependency 'lead' failed: the node starts from its view"
+    )
+    strict = N("w", ("lead",), inherits_from="lead")
+    assert blocked_by(strict, {"lead": "skipped"}) == "dependency 'lead' skipped: the node starts from its view"
+
+
+def test_a_tool_name_the_registry_lacks_is_named_with_the_names_available() -> None:
+    assert unknown_tools("n", ("synthetic_read", object()), {"synthetic_read"}) is None
+    reason = unknown_tools("n", ("synthetic_read", "synthetic_raed2"), {"synthetic_read", "spawn"})
+    assert reason == (
+        "node 'n': profile.tools[1]: 'synthetic_raed2' names no tool in the registry "
+        '(did you mean "synthetic_read"?); tools available: spawn, synthetic_read'
+    )

@@ -330,8 +330,9 @@ def test_schema_is_required_and_exact() -> None:
         ),
         (
             HEAD + ONE_NODE + '\n[[nodes]]\nid = "b"\ninstrution = "x"\n',
-            "nodes[1].instrution: unknown key; expected one of depends_on, id, inherit, instruction, instructions, "
-            'max_input_tokens, max_rounds, operation, profile, script, spawned_by (did you mean "instruction"?)',
+            "nodes[1].instrution: unknown key; expected one of accept_failures, depends_on, id, inherit, inputs, "
+            "instruction, instructions, max_input_tokens, max_rounds, operation, output, profile, script, spawned_by "
+            '(did you mean "instruction"?)',
         ),
         (HEAD + '[profiles."odd key"]\n' + ONE_NODE, 'profiles."odd key": "odd key" is not a profile name'),
         (HEAD + '[profiles.reader]\n"we ird" = 1\n' + ONE_NODE, 'profiles.reader."we ird": unknown key'),
@@ -456,7 +457,7 @@ def test_table_shapes(text: str, message: str) -> None:
         ),
         (
             '[[nodes]]\nid = "a"\ninstruction = "x"\ninherit = "view"\n',
-            "nodes[0].inherit: set on a node that is not a child",
+            'nodes[0].inherit: "view" applies to a child (with spawned_by)',
         ),
         (
             '[[nodes]]\nid = "a"\ninstruction = "x"\nmax_rounds = 0\n',

@@ -26,6 +26,8 @@ from runtime.config.checks import (
     join_key,
     wrong_type,
 )
+from runtime.config.output_schema import OutputSchema
+from runtime.config.reads import check_reads
 from runtime.config.tables import script_from_obj
 from runtime.errors import ConfigError
 from runtime.inputs.bounds import MAX_ROUNDS, MAX_SCRIPT_STEPS
@@ -33,6 +35,10 @@ from runtime.scripted.policies import ScriptStep
 
 OPERATIONS = ("bounded", "iterative")
 INHERIT_MODES = ("view", "none")
+
+
+def _optional_tuple(value: Any) -> Any:
+    return None if value is None else _tuple_if_array(value)
 
 
 @attrs.frozen(kw_only=True)
@@ -53,7 +59,14 @@ class NodeSpec:
     - ``spawned_by``: makes this a child template: it does not start on its
       own but when the named node's model calls ``spawn`` with its id.
     - ``inherit``: a child's starting point: ``"view"`` (a clone of its
-      emitter's view) or ``"none"`` (fresh). Only for children.
+      emitter's view) or ``"none"`` (fresh); on a top-level node, the id of
+      the dependency whose folded view it starts from.
+    - ``inputs``: the dependencies whose results its first request carries
+      (unset: all but the one it inherits from; ``[]``: none).
+    - ``accept_failures``: run even when a dependency failed or was skipped,
+      reading the reason as that dependency's result.
+    - ``output``: ``{ schema = {...} }``: the answer must be a JSON value of
+      that schema (validated, with one corrected retry).
     """
 
     id: str
@@ -66,10 +79,13 @@ class NodeSpec:
     max_input_tokens: CeilingValue = None
     script: tuple[ScriptStep, ...] = attrs.field(default=(), converter=_tuple_if_array)
     spawned_by: str | None = None
-    inherit: Literal["view", "none"] = "view"
+    inherit: str = "view"
+    inputs: tuple[str, ...] | None = attrs.field(default=None, converter=_optional_tuple)
+    accept_failures: bool = False
+    output: OutputSchema | None = None
 
     def __attrs_post_init__(self) -> None:
-        _check_node(_values_of(self), "NodeSpec", inherit_set=self.inherit != "view")
+        _check_node(_values_of(self), "NodeSpec")
 
     @classmethod
     def from_obj(cls, obj: Mapping[str, Any], where: str) -> NodeSpec:
@@ -77,7 +93,9 @@ class NodeSpec:
         fields = _table_fields(obj, where, cls, required=("id",))
         if "script" in fields:
             fields["script"] = script_from_obj(fields["script"], join_key(where, "script"))
-        _check_node({**_defaults_of(cls), **fields}, where, inherit_set="inherit" in fields)
+        if "output" in fields:
+            fields["output"] = output_from_obj(fields["output"], join_key(where, "output"))
+        _check_node({**_defaults_of(cls), **fields}, where, inherit_given="inherit" in fields)
         return cls(**fields)
 
     @property
@@ -94,8 +112,21 @@ class NodeSpec:
         return _evolve(self, changes)
 
 
-def _check_node(v: Mapping[str, Any], where: str, *, inherit_set: bool) -> None:
-    """``inherit_set``: the key was given (from a dict) or differs from its default (in code)."""
+def output_from_obj(obj: Any, where: str) -> OutputSchema:
+    """A node's ``output`` table: ``{ schema = {...}, name = "..." }`` (the name is optional)."""
+    if not isinstance(obj, Mapping):
+        raise wrong_type(where, obj, 'a table such as { schema = { type = "object", ... } }')
+    unknown = sorted(set(obj) - {"schema", "name"})
+    if unknown:
+        raise ConfigError(f"{join_key(where, unknown[0])}: unknown key; output takes schema and name")
+    if "schema" not in obj:
+        raise ConfigError(f"{join_key(where, 'schema')}: missing; output needs the JSON schema of the result")
+    if not isinstance(obj["schema"], Mapping):
+        raise wrong_type(join_key(where, "schema"), obj["schema"], "a JSON schema table")
+    return OutputSchema.from_schema(obj["schema"], join_key(where, "schema"), name=obj.get("name", "result"))
+
+
+def _check_node(v: Mapping[str, Any], where: str, *, inherit_given: bool = False) -> None:
 
     def at(key: str) -> str:
         return join_key(where, key)
@@ -115,9 +146,17 @@ def _check_node(v: Mapping[str, Any], where: str, *, inherit_set: bool) -> None:
             raise wrong_type(join_index(at("script"), i), step, "a ScriptStep")
     if v["spawned_by"] is not None:
         check_name(v["spawned_by"], at("spawned_by"), expected=f"a node id: {_NAME_EXPECTED}")
-    check_choice(v["inherit"], at("inherit"), INHERIT_MODES)
-    if v["spawned_by"] is None and inherit_set:
-        raise ConfigError(f"{at('inherit')}: set on a node that is not a child; inherit applies only with spawned_by")
+    check_reads(
+        where,
+        depends_on=v["depends_on"],
+        child=v["spawned_by"] is not None,
+        inherit=v["inherit"],
+        inputs=v["inputs"],
+        accept_failures=v["accept_failures"],
+        inherit_given=inherit_given,
+    )
+    if v["output"] is not None and not isinstance(v["output"], OutputSchema):
+        raise wrong_type(at("output"), v["output"], "an OutputSchema")
 
 
 def _check_instructions(v: Mapping[str, Any], where: str, operation: str) -> None:

@@ -3,12 +3,14 @@
 An :class:`Operation` is one agent operation on a branch: ``bounded`` (one
 request, or a fixed planned sequence of instructions; over its ceiling it is
 refused, never rewritten) or ``iterative`` (a tool loop that runs until the
-model answers without tool calls, at most ``max_rounds`` requests).
+model answers without tool calls, at most ``max_rounds`` requests). With
+``output`` its answer must be a JSON value of that shape: it is validated,
+and a reply that fails is sent its errors once for a corrected one.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import attrs
 
@@ -19,6 +21,7 @@ from runtime.config.checks import (
     check_int,
     check_text,
 )
+from runtime.config.output_schema import OutputSchema
 from runtime.errors import ConfigError, FoldlineError
 from runtime.inputs.bounds import MAX_ROUNDS
 from runtime.values.usage import Usage
@@ -30,6 +33,10 @@ class RoundLimitExceeded(FoldlineError):
 
 class OperationError(FoldlineError):
     """An operation cannot go on (e.g. a bounded request answered with tool calls)."""
+
+
+def _output(value: Any) -> OutputSchema | None:
+    return None if value is None else OutputSchema.of(value, "Operation.output")
 
 
 @attrs.frozen
@@ -45,6 +52,8 @@ class Operation:
     instructions: tuple[str, ...]
     max_rounds: int = 20
     max_input_tokens: CeilingValue = None
+    output: OutputSchema | None = attrs.field(default=None, converter=_output, kw_only=True)
+    """The shape the answer must have (a pydantic model class or a JSON schema; see :mod:`runtime.config.output_schema`)."""
 
     def __attrs_post_init__(self) -> None:
         # The same checks, bounds and words as a scenario file's node (runtime.config).
@@ -61,7 +70,15 @@ class Operation:
 
 @attrs.frozen
 class OperationResult:
+    """What an operation returns: its final answer text, and for a typed operation the validated value.
+
+    ``value`` is the typed value (a pydantic model instance, or the JSON value a
+    schema validated); ``value_json`` its canonical JSON, what a dependent reads.
+    """
+
     answer: str
     rounds: int
     requests: int
     usage: Usage
+    value: Any = attrs.field(default=None, eq=False)
+    value_json: str | None = None

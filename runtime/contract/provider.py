@@ -64,7 +64,7 @@ class CountUnavailable(ProviderError):
     """The provider has no count-tokens endpoint (its ``counts_tokens`` is False)."""
 
 
-COUNT_KEYS = ("messages", "model", "system", "thinking", "tool_choice", "tools")
+COUNT_KEYS = ("messages", "model", "output_config", "system", "thinking", "tool_choice", "tools")
 """The payload keys a count-tokens request carries (the endpoint refuses create-only keys such as max_tokens)."""
 
 

@@ -12,6 +12,16 @@ calibration evidence the nodes it depends on finished with
 (:func:`runtime.measuring.model_calibration.shared_evidence`), so a model one of them
 calibrated is measured at its scale from the node's first request.
 
+Results along the graph (DESIGN.md section 13): a top-level node's first
+request carries, after its instruction, the results of the dependencies it
+reads (``inputs``; by default all but the one it inherits from), rendered by
+:mod:`runtime.flows.inputs` and put on the branch by :mod:`runtime.flows.start`.
+A node with ``inherit="NODE"`` starts from a clone of that dependency's view,
+set up as a spawned child is. A failed or skipped dependency skips the node
+unless it has ``accept_failures``; ``when`` (a predicate over the
+dependencies' outcomes) may skip it too. A profile naming a tool the registry
+lacks fails that node before it starts.
+
 Supervision: every node runs under a supervisor that catches ``Exception``
 (never ``BaseException``: cancellation passes through), records the failure
 as a ``NodeFailed`` event and lets the flow go on. Dependents of a failed or
@@ -32,14 +42,15 @@ from actors.env import RunEnv
 from actors.operations import Operation, OperationResult, run_operation
 from runtime.config import Profile
 from runtime.config.ceilings import check_call_under_profile, check_output_limit
-from runtime.config.checks import check_choice, check_int, check_name
+from runtime.config.checks import check_int, check_name
 from runtime.config.graph import GraphNode, check_graph
+from runtime.config.reads import check_reads, dependencies_read, inherited_dependency
 from runtime.errors import ConfigError, FoldlineError
-from runtime.flows.rules import blocked_by, never_spawned, spawn_refusal
+from runtime.flows.rules import blocked_by, never_spawned, spawn_refusal, unknown_tools
+from runtime.flows.start import dependency_results, inherited_branch, instruction_pending, result_text, with_inputs
 from runtime.inputs.bounds import MAX_CONCURRENCY, MAX_SPAWN_LIMIT
 from runtime.logs import bound_contextvars, get_logger
 from runtime.measuring.model_calibration import shared_evidence
-from runtime.values.messages import AssistantResponse, ToolResult
 from signals.events import (
     ChildSpawned,
     NodeFailed,
@@ -62,6 +73,14 @@ def _nodes(nodes: Iterable[Node]) -> tuple[Node, ...]:
     return tuple(nodes)
 
 
+def _optional_ids(ids: Iterable[str] | None) -> tuple[str, ...] | None:
+    return None if ids is None else tuple(ids)
+
+
+Condition = Callable[[Mapping[str, "NodeOutcome"]], object]
+"""A node's ``when``: given its dependencies' outcomes by node id, true when the node should run."""
+
+
 class SpawnRefused(FoldlineError):
     """A spawn request the flow cannot honour (unknown child, limit reached, already spawned)."""
 
@@ -72,7 +91,13 @@ class Node:
 
     ``branch``: run on this branch (a caller's own); ``None`` gives the node a
     fresh branch, or, for a child with ``inherit="view"``, a clone of its
-    emitter's view.
+    emitter's view. ``inherit`` on a top-level node names the dependency whose
+    view it starts from (left at ``"view"``: a fresh branch). ``inputs``: the
+    dependencies whose results its first request carries (None: all but the
+    inherited one; ``()``: none); ``accept_failures``: run even when a
+    dependency failed or was skipped; ``when``: run only if it returns true
+    given the dependencies' outcomes by node id (else skipped; raising fails
+    the node). See :mod:`runtime.config.reads` for the rules.
     """
 
     id: str
@@ -81,7 +106,10 @@ class Node:
     depends_on: tuple[str, ...] = attrs.field(default=(), converter=_node_ids)
     branch: Branch | None = attrs.field(default=None, eq=False)
     spawned_by: str | None = None
-    inherit: Literal["view", "none"] = "view"
+    inherit: str = "view"
+    inputs: tuple[str, ...] | None = attrs.field(default=None, converter=_optional_ids)
+    accept_failures: bool = False
+    when: Condition | None = attrs.field(default=None, eq=False)
 
     def __attrs_post_init__(self) -> None:
         where = f"Node {self.id!r}" if isinstance(self.id, str) else "Node"
@@ -90,12 +118,31 @@ class Node:
             raise ConfigError(f"{where}.operation: {self.operation!r} is not an Operation")
         if not isinstance(self.profile, Profile):
             raise ConfigError(f"{where}.profile: {self.profile!r} is not a Profile")
-        check_choice(self.inherit, f"{where}.inherit", ("view", "none"))
+        check_reads(
+            where,
+            depends_on=self.depends_on,
+            child=self.spawned_by is not None,
+            inherit=self.inherit,
+            inputs=self.inputs,
+            accept_failures=self.accept_failures,
+        )
+        if self.when is not None and not callable(self.when):
+            raise ConfigError(f"{where}.when: {self.when!r} is not callable; expected a predicate over the results")
         check_call_under_profile(
             self.operation.max_input_tokens, self.profile, where=f"{where}.operation.max_input_tokens"
         )
         if self.profile.model is not None:
             check_output_limit(self.profile.max_tokens, where=f"{where}.profile.max_tokens", model=self.profile.model)
+
+    @property
+    def inherits_from(self) -> str | None:
+        """The dependency whose folded view this top-level node starts from (None: a fresh branch)."""
+        return inherited_dependency(self.spawned_by, self.inherit)
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        """The dependencies whose results its first request carries, in dependency order."""
+        return dependencies_read(self.depends_on, self.inputs, self.inherits_from)
 
 
 @attrs.frozen
@@ -164,19 +211,6 @@ class Flow:
         check_int(self.spawn_limit, "flow: spawn_limit", minimum=0, maximum=MAX_SPAWN_LIMIT, expected="an integer >= 0")
 
 
-def completed_view_length(branch: Branch) -> int:
-    """Length of the emitter's view without a trailing incomplete round."""
-    view = branch.view()
-    answered = {m.call_id for m in view if isinstance(m, ToolResult)}
-    for i in range(len(view) - 1, -1, -1):
-        message = view[i]
-        if isinstance(message, AssistantResponse):
-            if any(c.call_id not in answered for c in message.tool_calls):
-                return i
-            break
-    return len(view)
-
-
 BranchFactory = Callable[[Node], Branch]
 
 
@@ -234,13 +268,25 @@ class _Scheduler:
                     tg.start_soon(self.supervise, self.nodes[node_id], restored.branch, True)
             for node in self.nodes.values():
                 if node.spawned_by is None and node.id not in self.outcomes:
-                    tg.start_soon(self.run_top_level, node)
+                    missing = unknown_tools(node.id, node.profile.tools, self.env.registry.names())
+                    if missing is not None:  # refused before it starts; its dependents skip as usual
+                        tg.start_soon(self.fail, node, None, ConfigError(missing))
+                    else:
+                        tg.start_soon(self.run_top_level, node)
         return FlowResult(dict(self.outcomes), dict(self.branches))
 
     async def run_top_level(self, node: Node) -> None:
         for dep in node.depends_on:
             await self.done[dep].wait()
         reason = blocked_by(node, {d: self.outcomes[d].status for d in node.depends_on})
+        if reason is None and node.when is not None:
+            try:
+                held = node.when({d: self.outcomes[d] for d in node.depends_on})
+            except Exception as exc:
+                await self.fail(node, None, exc, "its condition (when) raised: ")
+                return
+            if not held:
+                reason = f"condition not met: when returned {held!r} on the results of {', '.join(node.depends_on)}"
         if reason is not None:
             await self.publish(NodeSkipped(reason=reason), node.id)
             await self.finish(NodeOutcome(node.id, "skipped", reason))
@@ -252,9 +298,28 @@ class _Scheduler:
             restored.branch.take_evidence(evidence)  # it took it when it first started: nothing changes
             await self.supervise(node, restored.branch, True)
             return
-        branch = node.branch or self.new_branch(node)
+        try:
+            branch = self._start_branch(node)
+        except Exception as exc:  # e.g. a profile naming a tool the registry lacks: this node's mistake
+            await self.fail(node, None, exc)
+            return
         branch.take_evidence(evidence)
         await self.supervise(node, self._attach(branch))
+
+    def _start_branch(self, node: Node) -> Branch:
+        source = node.inherits_from
+        if node.branch is not None:
+            return node.branch
+        if source is not None:
+            return inherited_branch(self.branches[source], self.new_branch(node))
+        return self.new_branch(node)
+
+    async def fail(self, node: Node, branch_id: str | None, exc: Exception, prefix: str = "") -> None:
+        """Record ``node``'s failure as its own (never raised into the flow)."""
+        message = prefix + (str(exc) or type(exc).__name__)
+        await self.publish(NodeFailed(error_type=type(exc).__name__, message=message), node.id, branch_id)
+        log.info("node failed", node=node.id, error=type(exc).__name__, message=message)
+        await self.finish(NodeOutcome(node.id, "failed", message, None, branch_id, exc))
 
     async def supervise(self, node: Node, branch: Branch, resume: bool = False) -> None:
         """Run one node; a failure is recorded as its own, never raised into the flow."""
@@ -267,9 +332,13 @@ class _Scheduler:
             await self.publish(NodeStarted(operation=node.operation.kind, parent=node.spawned_by), node.id, branch.id)
             log.info("node started", node=node.id, branch=branch.id, operation=node.operation.kind)
             try:
+                operation = node.operation
+                if node.reads and instruction_pending(branch, resume):
+                    results = dependency_results(node.reads, self._finished(node.reads))
+                    operation = await with_inputs(branch, operation, node.profile, results, self.env)
                 result = await run_operation(
                     branch,
-                    node.operation,
+                    operation,
                     env=self.env,
                     profile=node.profile,
                     node_id=node.id,
@@ -277,14 +346,19 @@ class _Scheduler:
                     resume=resume,
                 )
             except Exception as exc:
-                message = str(exc) or type(exc).__name__
-                await self.publish(NodeFailed(error_type=type(exc).__name__, message=message), node.id, branch.id)
-                log.info("node failed", node=node.id, error=type(exc).__name__, message=message)
-                await self.finish(NodeOutcome(node.id, "failed", message, None, branch.id, exc))
+                await self.fail(node, branch.id, exc)
                 return
         await self.publish(NodeFinished(rounds=result.rounds, answer_chars=len(result.answer)), node.id, branch.id)
         log.info("node finished", node=node.id, rounds=result.rounds, requests=result.requests)
         await self.finish(NodeOutcome(node.id, "ok", None, result, branch.id))
+
+    def _finished(self, reads: Iterable[str]) -> dict[str, tuple[str, str | None, str | None]]:
+        """Each of ``reads``' (finished) outcome as ``(status, reason, result text)``."""
+        out: dict[str, tuple[str, str | None, str | None]] = {}
+        for nid in reads:
+            outcome = self.outcomes[nid]
+            out[nid] = (outcome.status, outcome.reason, None if outcome.result is None else result_text(outcome.result))
+        return out
 
     def _spawner(self, emitter: Node) -> Callable[[str], Awaitable[str]] | None:
         async def spawn(child_id: str) -> str:
@@ -299,14 +373,11 @@ class _Scheduler:
         child = self.nodes[child_id]
         self.spawned.add(child_id)
         emitter_branch = self.branches[emitter.id]
-        if child.branch is not None:
-            branch = child.branch
-        elif child.inherit == "view":
-            branch = emitter_branch.clone(upto=completed_view_length(emitter_branch))
-            setup = self.new_branch(child)
-            branch.configure(system=setup.system.text if setup.system else None, tools=setup.tools)
-        else:
-            branch = self.new_branch(child)
+        try:
+            branch = self._child_branch(child, emitter_branch)
+        except Exception as exc:  # the child's own mistake (e.g. an unknown tool): it fails, the emitter goes on
+            await self.fail(child, None, exc)
+            return f"child node {child_id!r} failed before it started: {exc}"
         self._attach(branch)
         await self.publish(
             ChildSpawned(child=child_id, inherit=child.inherit, view_length=len(branch.view_ids())),
@@ -316,6 +387,16 @@ class _Scheduler:
         assert self.tg is not None
         self.tg.start_soon(self.supervise, child, branch)
         return f"spawned child node {child_id!r}"
+
+    def _child_branch(self, child: Node, emitter_branch: Branch) -> Branch:
+        missing = unknown_tools(child.id, child.profile.tools, self.env.registry.names())
+        if missing is not None:
+            raise ConfigError(missing)
+        if child.branch is not None:
+            return child.branch
+        if child.inherit == "view":
+            return inherited_branch(emitter_branch, self.new_branch(child))
+        return self.new_branch(child)
 
 
 async def run_flow(

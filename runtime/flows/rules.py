@@ -4,7 +4,9 @@ The in-process scheduler (:mod:`runtime.flows.flow`) and the Temporal flow
 workflow (:mod:`runtime.temporal.scheduler`) run nodes differently (tasks on
 shared branches; child workflows), but decide alike, by these functions:
 
-- :func:`blocked_by`: why a top-level node is skipped (a dependency that did not finish ok);
+- :func:`blocked_by`: why a top-level node is skipped (a dependency that did not finish ok, unless it
+  accepts failures; the dependency it inherits from must always have finished ok);
+- :func:`unknown_tools`: why a node cannot start (its profile names a tool the registry lacks);
 - :func:`spawn_refusal`: why an emitter's spawn of a child is refused;
 - :func:`never_spawned`: the declared children an emitter finished without spawning (skipped).
 
@@ -22,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from typing import Protocol
 
+from runtime.config.checks import _did_you_mean
+
 
 class FlowNode(Protocol):
     """What the rules read of a node (:class:`runtime.flows.flow.Node` is one)."""
@@ -35,6 +39,12 @@ class FlowNode(Protocol):
     @property
     def spawned_by(self) -> str | None: ...
 
+    @property
+    def accept_failures(self) -> bool: ...
+
+    @property
+    def inherits_from(self) -> str | None: ...
+
 
 def blocked_by(node: FlowNode, statuses: Mapping[str, str]) -> str | None:
     """Why ``node`` is skipped: the first dependency whose status is not ``ok`` (None: it may start).
@@ -44,7 +54,27 @@ def blocked_by(node: FlowNode, statuses: Mapping[str, str]) -> str | None:
     blocked = [d for d in node.depends_on if statuses[d] != "ok"]
     if not blocked:
         return None
+    source = node.inherits_from
+    if source is not None and statuses[source] != "ok":
+        return f"dependency {source!r} {statuses[source]}: the node starts from its view"
+    if node.accept_failures:
+        return None
     return f"dependency {blocked[0]!r} {statuses[blocked[0]]}"
+
+
+def unknown_tools(node_id: str, tools: Iterable[object], registry: Collection[str]) -> str | None:
+    """Why a node cannot start: the first tool name its profile lists that the registry lacks (None: all known).
+
+    A tool given as an object (not a name) is its own; only names are looked up.
+    """
+    for i, tool in enumerate(tools):
+        if isinstance(tool, str) and tool not in registry:
+            available = ", ".join(sorted(registry)) or "none"
+            return (
+                f"node {node_id!r}: profile.tools[{i}]: {tool!r} names no tool in the registry"
+                f"{_did_you_mean(tool, sorted(registry))}; tools available: {available}"
+            )
+    return None
 
 
 def spawn_refusal(

@@ -16,7 +16,8 @@ chat-completions server without deciding anything again:
   an error result's text is prefixed ``Error:``;
 - ``tool_choice`` ``auto``/``any``/``tool``/``none`` become ``auto``,
   ``required``, the named function and ``none``; ``max_tokens`` goes as
-  ``max_completion_tokens``.
+  ``max_completion_tokens``; a typed result's ``output_config.format`` (a
+  JSON schema) goes as a strict ``json_schema`` ``response_format``.
 
 Reasoning comes back per :class:`ChatDialect` (a per-model setting, never
 guessed from a model's name or a server's address): ``reasoning_content`` or
@@ -34,6 +35,7 @@ another model's, Anthropic's) is left out.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -242,7 +244,20 @@ def chat_body(payload: Mapping[str, Any], dialect: ChatDialect, origin: str) -> 
         body["tool_choice"] = choice
     if dialect.reasoning_effort is not None:
         body["reasoning_effort"] = dialect.reasoning_effort
+    response_format = _response_format(payload.get("output_config"))
+    if response_format is not None:
+        body["response_format"] = response_format
     return body
+
+
+def _response_format(output_config: Any) -> dict[str, Any] | None:
+    """A typed result's ``output_config.format`` (a JSON schema) as ``response_format`` (strict JSON schema)."""
+    if not isinstance(output_config, Mapping) or not isinstance(output_config.get("format"), Mapping):
+        return None
+    schema = output_config["format"].get("schema")
+    title = schema.get("title") if isinstance(schema, Mapping) else None
+    name = title if isinstance(title, str) and re.fullmatch(r"[A-Za-z0-9_-]{1,64}", title) else "result"
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
 
 
 def chat_payload(request: Request, dialect: ChatDialect, origin: str) -> dict[str, Any]:

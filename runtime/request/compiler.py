@@ -115,6 +115,8 @@ class RequestSettings:
     tool_choice_json: str | None = None
     thinking_json: str | None = None
     """The request's ``thinking`` field as canonical JSON (None: not sent)."""
+    output_config_json: str | None = None
+    """The request's ``output_config`` field as canonical JSON (a typed result's format; None: not sent)."""
 
 
 def _with_cache_control(block_json: str, ttl: str) -> str:
@@ -214,6 +216,8 @@ class Request:
     def _foot(self, marks: Mapping[Location, str]) -> tuple[tuple[str, str], ...]:
         s = self.settings
         out: list[tuple[str, str]] = [("envelope", '],"model":' + canonical_json(s.model))]
+        if s.output_config_json is not None:
+            out.append(("envelope", ',"output_config":' + s.output_config_json))
         if self.system is not None:
             text = _system_piece(self.system)
             ttl = marks.get(("system", 0))

@@ -40,6 +40,7 @@ def build_flow(scenario: Scenario) -> Flow:
             instructions=spec.planned_instructions(),
             max_rounds=spec.max_rounds,
             max_input_tokens=spec.max_input_tokens,
+            output=spec.output,
         )
         nodes.append(
             Node(
@@ -49,6 +50,8 @@ def build_flow(scenario: Scenario) -> Flow:
                 depends_on=spec.depends_on,
                 spawned_by=spec.spawned_by,
                 inherit=spec.inherit,
+                inputs=spec.inputs,
+                accept_failures=spec.accept_failures,
             )
         )
     return Flow(nodes, concurrency=scenario.run.concurrency, spawn_limit=scenario.run.spawn_limit)

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 import attrs
 
 from actors.branch import Branch
+from runtime.flows.inputs import carried_results
 from runtime.fold.bodies import recovery_text
 from runtime.fold.formats import parse_clip_marker, read_call
 from runtime.fold.projection import READ_LIMIT
@@ -158,6 +159,8 @@ def describe_branch(
                 chars = len(shown)
         elif isinstance(message, ToolResult) and message.clipped_from is not None:
             stands_for, detail = _clip_stands_for(branch, message, accounted)
+        elif isinstance(message, Instruction) and carried_results(message.text):
+            stands_for, detail = _inputs_stand_for(branch, message, accounted)
         entries.append(
             ViewEntry(
                 position=position,
@@ -244,6 +247,22 @@ def _clip_stands_for(branch: Branch, message: ToolResult, accounted: dict[int, s
     if len(calls) > 1:
         detail += "; further calls: " + " | ".join(calls[1:])
     return stands_for, detail
+
+
+def _inputs_stand_for(branch: Branch, message: Instruction, accounted: dict[int, str]) -> tuple[list[Original], str]:
+    """A dependent's instruction: the dependencies' results it carries, and the originals of clipped ones."""
+    carried = carried_results(message.text)
+    lines = [f"carries the results of {', '.join(f'{c.node_id} ({c.status})' for c in carried)}:"]
+    lines += [f"          {c.node_id}: {_preview(c.text)}" for c in carried]
+    stands_for: list[Original] = []
+    for marker in parse_clip_marker(message.text):
+        if not 0 <= marker.index < branch.record_length():
+            continue
+        original = branch.message_at(marker.index)
+        accounted.setdefault(marker.index, "clipped")
+        call = read_call(marker.index, marker.offset, marker.limit)
+        stands_for.append(Original(marker.index, original.kind, "result block", message_chars(original), call))
+    return stands_for, "\n".join(lines)
 
 
 def _outside_the_view(branch: Branch, in_view: set[str], accounted: dict[int, str]) -> dict[str, list[int]]:

@@ -72,6 +72,8 @@ class RequestRow:
     """The ``tool_result_max_chars`` the request compiled its tool results under (None: unbounded)."""
     thinking_json: str | None = None
     """The request's ``thinking`` field as canonical JSON (None: not sent)."""
+    output_config_json: str | None = None
+    """A typed operation's ``output_config`` as canonical JSON (None: not sent), kept in the stored record."""
 
     @property
     def label(self) -> str:
@@ -331,6 +333,9 @@ class StoreReader:
                 raise StoreCorrupt(f"{label}: stored usage {r[15]!r:.120} is not an object of token counts")
         record = loads_value(r[16], f"{label} record")
         result_bound = getattr(record, "result_bound", None)
+        output_config = getattr(record, "output_config_json", None)
+        if output_config is not None and not isinstance(output_config, str):
+            raise StoreCorrupt(f"{label}: stored output_config {output_config!r:.120} is not JSON text")
         if result_bound is not None and (isinstance(result_bound, bool) or not isinstance(result_bound, int)):
             raise StoreCorrupt(f"{label}: stored result bound {result_bound!r} is not an integer")
         return RequestRow(
@@ -352,6 +357,7 @@ class StoreReader:
             usage=usage,
             result_bound=result_bound,
             thinking_json=_thinking_setting(r[17], label),
+            output_config_json=output_config,
         )
 
     # -- events -------------------------------------------------------------------------------------------------

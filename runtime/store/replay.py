@@ -131,6 +131,7 @@ def _rebuild_with_current_compiler(row: RequestRow, reader: StoreReader, record:
         intent=row.intent,  # type: ignore[arg-type]
         tool_choice_json=row.tool_choice_json,
         thinking_json=row.thinking_json,
+        output_config_json=row.output_config_json,
     )
     projection = None
     if row.intent != "side":

@@ -33,6 +33,7 @@ import attrs
 from actors.branch import Branch
 from runtime.config import Scenario
 from runtime.config.operation import OperationResult
+from runtime.config.output_schema import OutputInvalid, OutputSchema
 from runtime.flows.flow import NodeOutcome, Restored
 from runtime.store.codec import loads_json
 from runtime.store.errors import StoreCorrupt
@@ -181,6 +182,17 @@ def _match_children(
             taken.add(candidates[0].id)
 
 
+def typed_again(result: OperationResult, output: OutputSchema | None) -> OperationResult:
+    """A finished typed node's result with its value validated again from its stored answer (what dependents read)."""
+    if output is None:
+        return result
+    try:
+        value, value_json = output.validate(result.answer)
+    except OutputInvalid:
+        return result
+    return attrs.evolve(result, value=value, value_json=value_json)
+
+
 def plan_resume(
     scenario: Scenario,
     *,
@@ -220,7 +232,8 @@ def plan_resume(
     def result_of(node_id: str, branch: Branch) -> OperationResult:
         rows = by_node.get(node_id, [])
         answer = _last_answer(branch)
-        return OperationResult(answer.text if answer else "", len(rows), len(rows), _usage_of(rows))
+        result = OperationResult(answer.text if answer else "", len(rows), len(rows), _usage_of(rows))
+        return typed_again(result, scenario.node(node_id).output)
 
     for node in scenario.nodes:
         is_child = node.spawned_by is not None

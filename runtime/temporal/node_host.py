@@ -33,11 +33,18 @@ from temporalio.common import RetryPolicy
 
 from actors.branch import Branch, Change
 from actors.env import RunEnv
-from actors.operations import run_operation
+from actors.operations import Operation, OperationResult, run_operation
 from actors.request_record import RequestRecord
 from actors.tools import BUILTIN_TOOLS
 from runtime.config.loader import loads_scenario
-from runtime.flows.flow import Node, SpawnRefused, completed_view_length
+from runtime.flows.flow import Node, SpawnRefused
+from runtime.flows.start import (
+    completed_view_length,
+    dependency_results,
+    instruction_pending,
+    result_text,
+    with_inputs,
+)
 from runtime.measuring.measure import TokenCounter
 from runtime.measuring.model_calibration import CalibrationBook
 from runtime.models.pricing import PricingTable
@@ -46,6 +53,7 @@ from runtime.scenarios.run import build_flow
 from runtime.store.codec import dumps_value
 from runtime.temporal.flow_host import EVENT_BATCH, ActivityProvider, ActivityRoute, activity_registry
 from runtime.temporal.seed import branch_from_seed, seed_digests, seed_of
+from runtime.values.canonical import sha256_hex
 from runtime.values.ids import CountingIds, use_ids
 from signals.bus import Gap, SignalBus
 from signals.envelope import Event
@@ -250,6 +258,40 @@ async def _put_bodies(host: NodeHost, bodies: Mapping[str, str]) -> None:
         host.stored.update(fresh)
 
 
+async def _inputs(route: ActivityRoute, inputs: list[list[Any]]) -> dict[str, tuple[str, str | None, str | None]]:
+    """Each dependency's ``(status, reason, result text)`` from the flow's ``[node, status, reason, digest]``
+    entries: a result's text comes from the body store (no history event carries it)."""
+    digests = sorted({digest for *_, digest in inputs if digest is not None})
+    bodies = await route.local("foldline.get_bodies", {"digests": digests}, BODY_RETRIES) if digests else {}
+    return {
+        node: (status, reason, None if digest is None else bodies[digest]) for node, status, reason, digest in inputs
+    }
+
+
+async def _operation(
+    arg: Mapping[str, Any], node: Node, branch: Branch, env: RunEnv, route: ActivityRoute
+) -> Operation:
+    """The node's operation, with its dependencies' results after its first instruction while that is to come."""
+    if not arg.get("inputs") or not instruction_pending(branch, arg.get("resume") is not None):
+        return node.operation
+    results = dependency_results(node.reads, await _inputs(route, arg["inputs"]))
+    return await with_inputs(branch, node.operation, node.profile, results, env)
+
+
+async def _finished(host: NodeHost, branch: Branch, result: OperationResult, inherited: bool) -> dict[str, Any]:
+    """An ok outcome: its result text in the body store by digest (what dependents read), and, when a node
+    inherits from it, the seed of its completed view (bodies stored first)."""
+    outcome: dict[str, Any] = {"status": "ok", "rounds": result.rounds, "answer_chars": len(result.answer)}
+    text = result_text(result)
+    outcome["result_digest"] = sha256_hex(text)
+    await _put_bodies(host, {outcome["result_digest"]: text})
+    if inherited:
+        seed, bodies = seed_of(branch.clone(upto=completed_view_length(branch)))
+        await _put_bodies(host, bodies)
+        outcome["view_seed"] = seed
+    return outcome
+
+
 async def _fetch(route: ActivityRoute, seed: Mapping[str, Any], branch_id: str) -> Branch:
     arg = {"digests": seed_digests(seed)}
     bodies = await route.local("foldline.get_bodies", arg, BODY_RETRIES)
@@ -335,14 +377,15 @@ async def run_node_workflow(host: NodeHost, arg: Mapping[str, Any]) -> dict[str,
                 try:
                     result = await run_operation(
                         branch,
-                        node.operation,
+                        await _operation(arg, node, branch, env, route),
                         env=env,
                         profile=node.profile,
                         node_id=node.id,
                         spawn=spawn,
                         resume=arg.get("resume") is not None,
                     )
-                    outcome = {"status": "ok", "rounds": result.rounds, "answer_chars": len(result.answer)}
+                    inherited = any(n.inherits_from == node.id for n in nodes.values())
+                    outcome = await _finished(host, branch, result, inherited)
                 except ContinueCut:
                     outcome = None
                 except Exception as exc:  # a node's failure is its own, as under the in-process supervisor

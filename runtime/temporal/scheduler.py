@@ -67,6 +67,7 @@ CARRIED = (
     "finished",
     "evidence",
     "queue",
+    "results",
 )
 """The scheduler's state a continued flow run takes over (see :meth:`FlowScheduler.carried`)."""
 
@@ -108,6 +109,9 @@ class FlowScheduler:
     """Scheduling steps under way (a node starting, a node's end being published): no cut while any is."""
     evidence: dict[str, str] = attrs.field(factory=dict)
     """Each finished node's final calibration evidence (:meth:`CalibrationBook.to_json`, from its outcome)."""
+    results: dict[str, list[Any]] = attrs.field(factory=dict)
+    """Each finished node's ``[status, reason, digest of its result text in the body store, seed of its completed
+    view (digests; only when a node inherits from it)]``: what its dependents read (:mod:`runtime.flows.start`)."""
     queue: str | None = None
     """The task queue the node workflows run on (:func:`runtime.temporal.flow_host.node_queue`; None: the flow's)."""
     limiter: anyio.CapacityLimiter = attrs.field(init=False)
@@ -189,12 +193,15 @@ class FlowScheduler:
     async def publish(self, event: object, node_id: str, branch_id: str | None = None) -> None:
         await self.bus.publish(event, node_id=node_id, branch_id=branch_id)
 
-    async def finish(self, node_id: str, status: str) -> None:
+    async def finish(
+        self, node_id: str, status: str, reason: str | None = None, digest: str | None = None, seed: Any = None
+    ) -> None:
         self.outcomes[node_id] = status
+        self.results[node_id] = [status, reason, digest, seed]
         self.done[node_id].set()
-        for child_id, reason in never_spawned(self.nodes.values(), node_id, self.spawned, self.outcomes):
-            await self.publish(NodeSkipped(reason=reason), child_id)
-            await self.finish(child_id, "skipped")
+        for child_id, why in never_spawned(self.nodes.values(), node_id, self.spawned, self.outcomes):
+            await self.publish(NodeSkipped(reason=why), child_id)
+            await self.finish(child_id, "skipped", why)
 
     async def run_top_level(self, node: Node) -> None:
         for dep in node.depends_on:
@@ -203,9 +210,12 @@ class FlowScheduler:
         if reason is not None:
             self.steps += 1
             await self.publish(NodeSkipped(reason=reason), node.id)
-            await self.finish(node.id, "skipped")
+            await self.finish(node.id, "skipped", reason)
             self.steps -= 1
             return
+        source = node.inherits_from
+        if source is not None and node.id not in self.seeds:  # a clone of its dependency's completed view
+            self.seeds[node.id] = self.results[source][3]
         await self.supervise(node)
 
     async def supervise(self, node: Node) -> None:
@@ -213,7 +223,8 @@ class FlowScheduler:
         if node.id not in self.branch_ids:  # kept by an earlier run that was cut while the node waited for a slot
             self.branch_ids[node.id] = self.ids.branch_id()
         branch_id = self.branch_ids[node.id]
-        root = self.roots[node.spawned_by] if node.spawned_by is not None else branch_id
+        parent = node.spawned_by or node.inherits_from  # a clone shares its source's root (its cache key)
+        root = self.roots[parent] if parent is not None else branch_id
         self.roots[node.id] = root
         async with self.limiter:
             self.steps += 1
@@ -223,6 +234,8 @@ class FlowScheduler:
             # The calibration evidence its dependencies finished with (all finished: deterministic).
             books = (CalibrationBook.from_json(self.evidence[d]) for d in node.depends_on if d in self.evidence)
             arg["evidence"] = shared_evidence(books).to_json()
+            if node.spawned_by is None and node.reads:  # its dependencies' results, for its first request
+                arg["inputs"] = [[d, *self.results[d][:3]] for d in node.reads]
             await workflow.start_child_workflow(
                 NODE_WORKFLOW,
                 arg,
@@ -237,7 +250,7 @@ class FlowScheduler:
             if outcome["status"] != "ok":
                 failed = NodeFailed(error_type=outcome["error_type"], message=outcome["message"])
                 await self.publish(failed, node.id, branch_id)
-                await self.finish(node.id, "failed")
+                await self.finish(node.id, "failed", outcome["message"])
                 self.steps -= 1
                 return
         await self.finished_ok(node, outcome)
@@ -249,7 +262,7 @@ class FlowScheduler:
             if outcome["status"] != "ok":
                 failed = NodeFailed(error_type=outcome["error_type"], message=outcome["message"])
                 await self.publish(failed, node.id, self.branch_ids[node.id])
-                await self.finish(node.id, "failed")
+                await self.finish(node.id, "failed", outcome["message"])
                 self.steps -= 1
                 return
         await self.finished_ok(node, outcome)
@@ -270,7 +283,7 @@ class FlowScheduler:
     async def finished_ok(self, node: Node, outcome: Mapping[str, Any]) -> None:
         finished = NodeFinished(rounds=outcome["rounds"], answer_chars=outcome["answer_chars"])
         await self.publish(finished, node.id, self.branch_ids[node.id])
-        await self.finish(node.id, "ok")
+        await self.finish(node.id, "ok", None, outcome.get("result_digest"), outcome.get("view_seed"))
         self.steps -= 1
 
     async def spawn(self, emitter: Node, request: Mapping[str, Any]) -> None:
