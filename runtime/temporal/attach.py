@@ -106,10 +106,10 @@ def run_attach(args: AttachOptions, out: TextIO, err: TextIO) -> int:
     try:
         result = anyio.run(_attach, args, workflow_id, err)
     except BaseException as raised:
-        exc = engine_error(raised)
-        if exc is None:
+        error = engine_error(raised)
+        if error is None:
             raise
-        print(f"foldline: {exc}", file=err)
-        return finish(2 if isinstance(exc, (ServerUnreachable, ConfigError)) else 1, out, err)
+        print(f"foldline: {error}", file=err)
+        return finish(2 if isinstance(error, (ServerUnreachable, ConfigError)) else 1, out, err)
     say_histories(result, err)
     return finish(write_outcome(result["report"], args.report, out), out, err)

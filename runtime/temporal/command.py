@@ -384,11 +384,11 @@ def run_temporal(args: EngineOptions, out: TextIO, err: TextIO) -> int:
     try:
         report = anyio.run(_run_with_provider, args, scenario, spec, text, err, run_id)
     except BaseException as raised:
-        exc = engine_error(raised)
-        if exc is None:
+        error = engine_error(raised)
+        if error is None:
             raise
-        print(f"foldline: {exc}", file=err)
-        return finish(2 if isinstance(exc, (ServerUnreachable, ConfigError)) else 1, out, err)
+        print(f"foldline: {error}", file=err)
+        return finish(2 if isinstance(error, (ServerUnreachable, ConfigError)) else 1, out, err)
     return finish(write_outcome(report, args.report, out), out, err)
 
 
