@@ -270,3 +270,127 @@ def test_follow_on_a_local_store_no_one_writes_ends_at_once(tmp_path: Path) -> N
     started = time.monotonic()
     assert main(["events", str(store), "--follow"], out=out) == 0
     assert time.monotonic() - started < 5 and out.getvalue().splitlines()[-1].find("RunFinished") > 0
+
+
+# -- on a dev server: a restart, a killed client --------------------------------------------------
+
+from test_temporal import (  # noqa: E402  (the Temporal module's fixtures and helpers, after its importorskip)
+    _assert_same_contract,
+    _cli_worker,
+    _free_port,
+    _local_run,
+    _wait_port,
+    server,  # noqa: F401  (a fixture)
+    sim,  # noqa: F401  (a fixture)
+)
+
+
+
+def _dev_server(port: int, db: Path) -> subprocess.Popen[bytes]:
+    """Temporal's dev server from the installed binary, its state in ``db`` (a restart keeps every workflow)."""
+    args = ["server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(port), "--log-level", "error"]
+    args += ["--db-filename", str(db), "--http-port", str(_free_port()), "--metrics-port", str(_free_port())]
+    proc = subprocess.Popen([str(BIN / "temporal"), *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_port(port, time.monotonic() + 60)
+    return proc
+
+
+def _foldline(*argv: str, cwd: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "FOLDLINE_SIM_KEY": SIM_KEY}
+    command = [sys.executable, "-m", "runtime.cli", "--log-level", "error", *argv]
+    return subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _submit(scenario: Path, address: str, tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
+    """``foldline run --engine temporal --no-worker`` in a subprocess, once it said its run id: (process, run id)."""
+    run = _foldline(
+        "run", str(scenario), "--engine", "temporal", "--temporal", address, "--bodies", str(tmp_path / "bodies"),
+        "--no-worker", "--quiet", "--signals", str(tmp_path / "signals.jsonl"), *extra, cwd=tmp_path,
+    )  # fmt: skip
+    assert run.stderr is not None
+    line = run.stderr.readline()
+    assert line.startswith("temporal: run run-"), line
+    run_id = line.split()[2].rstrip(",")
+    assert f"workflow foldline-{run_id} at {address}" in line and f"foldline attach {run_id} --temporal" in line
+    return run, run_id
+
+
+def _same_as_uninterrupted(report: dict[str, Any], signals: Path, local: Any, local_signals: Path) -> None:
+    _assert_same_contract(report, local.report, signals, local_signals)
+    assert report["status"] == local.report["status"] == "ok"
+
+
+@needs_server
+@pytest.mark.slow
+def test_the_client_rides_out_a_server_restart_and_writes_the_report(sim: Any, tmp_path: Path) -> None:  # noqa: F811
+    scenario = ROOT / "scenarios" / "quickstart.toml"
+    local = _local_run(scenario, tmp_path / "local.jsonl")
+    port, db = _free_port(), tmp_path / "temporal.db"
+    address = f"127.0.0.1:{port}"
+    server_proc = _dev_server(port, db)
+    sim_url, _ = sim(scenario)
+    worker = None
+    try:
+        run, _ = _submit(scenario, address, tmp_path, "--report", str(tmp_path / "report.json"))
+        server_proc.terminate()  # the flow has started and waits for a worker: the server goes away mid-run
+        server_proc.wait(timeout=30)
+        time.sleep(12)  # longer than the SDK's own retries of a call last (10 s): the client sees the outage
+        server_proc = _dev_server(port, db)
+        worker = _cli_worker(address, tmp_path / "bodies", sim_url)
+        out, err = run.communicate(timeout=300)
+    finally:
+        for proc in (worker, server_proc):
+            if proc is not None:
+                proc.kill()
+                proc.wait()
+    assert run.returncode == 0, err[-3000:]
+    assert f"temporal: lost the server at {address} while waiting for the flow's result" in err
+    assert f"temporal: reconnected to {address} after" in err
+    report = json.loads((tmp_path / "report.json").read_text())
+    _same_as_uninterrupted(report, tmp_path / "signals.jsonl", local, tmp_path / "local.jsonl")
+    assert "Traceback" not in err
+
+
+@needs_server
+@pytest.mark.slow
+def test_a_killed_client_is_reattached_and_a_follower_follows_to_run_finished(
+    server: str,  # noqa: F811
+    sim: Any,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    scenario = ROOT / "scenarios" / "quickstart.toml"
+    local = _local_run(scenario, tmp_path / "local.jsonl")
+    sim_url, _ = sim(scenario)
+    store, report_path = tmp_path / "run.db", tmp_path / "report.json"
+    run, run_id = _submit(scenario, server, tmp_path, "--store", str(store), "--report", str(report_path))
+    follower = _foldline("events", str(store), "--follow", cwd=tmp_path)  # before any event: it must wait
+    run.send_signal(signal.SIGKILL)  # the client dies before the flow has done anything; nothing else holds the store
+    assert run.wait(timeout=30) == -signal.SIGKILL
+    worker = _cli_worker(server, tmp_path / "bodies", sim_url)
+    try:
+        printed, follow_err = follower.communicate(timeout=300)
+        bodies = str(tmp_path / "bodies")
+        attach = _foldline(
+            "attach", run_id, "--temporal", server, "--bodies", bodies, "--report", str(report_path),
+            "--store", str(store), cwd=tmp_path,
+        )  # fmt: skip
+        shown, err = attach.communicate(timeout=300)
+    finally:
+        worker.kill()
+        worker.wait()
+    assert follower.returncode == 0, follow_err[-2000:]
+    events = [json.loads(line) for line in printed.splitlines()]
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1)) and events[-1]["type"] == "RunFinished"
+    assert len(events) == len(list(read_jsonl(tmp_path / "local.jsonl")))  # every event, as many as in process
+    assert attach.returncode == 0, err[-3000:]
+    assert "requests" in shown and f"attached to workflow foldline-{run_id}" in err
+    report = json.loads(report_path.read_text())
+    _same_as_uninterrupted(report, tmp_path / "signals.jsonl", local, tmp_path / "local.jsonl")
+    assert report["run_id"] == run_id
+    # The store is whole, as the original command would have left it: replay verifies every request.
+    out = io.StringIO()
+    assert main(["replay", str(store), "--all"], out=out) == 0
+    assert f"{report['requests']} of {report['requests']} requests verified" in out.getvalue()
+    # Attaching again (the flow long finished) gives the same report and leaves the store as it is.
+    again = _foldline("attach", run_id, "--temporal", server, "--bodies", bodies, "--store", str(store), cwd=tmp_path)
+    assert again.communicate(timeout=300)[0] == shown and again.returncode == 0
