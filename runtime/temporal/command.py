@@ -11,6 +11,10 @@
   Without ``--temporal`` it starts the Temporal dev server from the installed
   ``temporal`` binary, with bodies in a temporary directory, and stops both
   afterwards. ``--no-worker`` only submits and follows: other workers do the work.
+  The run and workflow ids are said on stderr once the flow has started
+  (``foldline attach``, :mod:`runtime.temporal.attach`, gets back to it); a
+  server lost mid-run is called again for ``--reconnect-for`` seconds, and no
+  server at all is a one-line error, exit 2 (:mod:`runtime.temporal.reconnect`).
 
 The Temporal SDK's native threads can abort the interpreter at exit
 (temporalio/sdk-python#300), so the console command ends its process with
