@@ -285,7 +285,6 @@ from test_temporal import (  # noqa: E402  (the Temporal module's fixtures and h
 )
 
 
-
 def _dev_server(port: int, db: Path) -> subprocess.Popen[bytes]:
     """Temporal's dev server from the installed binary, its state in ``db`` (a restart keeps every workflow)."""
     args = ["server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(port), "--log-level", "error"]

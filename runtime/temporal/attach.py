@@ -29,9 +29,9 @@ from runtime.temporal.command import (
     engine_error,
     finish,
     follow_flow,
-    say_histories,
     write_outcome,
 )
+from runtime.temporal.histories import say_histories
 from runtime.temporal.reconnect import Patience, ServerUnreachable
 
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
