@@ -393,3 +393,26 @@ def test_a_killed_client_is_reattached_and_a_follower_follows_to_run_finished(
     # Attaching again (the flow long finished) gives the same report and leaves the store as it is.
     again = _foldline("attach", run_id, "--temporal", server, "--bodies", bodies, "--store", str(store), cwd=tmp_path)
     assert again.communicate(timeout=300)[0] == shown and again.returncode == 0
+
+
+@needs_server
+@pytest.mark.slow
+def test_workers_served_by_foldline_sim_scenario_give_the_in_process_run(server: str, tmp_path: Path) -> None:  # noqa: F811
+    """fold.toml's workers on the stock `foldline sim --scenario fold.toml`: the same usage and digests as in process
+    (its fold summaries answered by the same summarizer, not the default model)."""
+    from sim_process import foldline_sim
+
+    scenario = ROOT / "scenarios" / "fold.toml"
+    local = _local_run(scenario, tmp_path / "local.jsonl")
+    with foldline_sim("--scenario", str(scenario)) as simulator:
+        run, _ = _submit(scenario, server, tmp_path, "--report", str(tmp_path / "report.json"))
+        worker = _cli_worker(server, tmp_path / "bodies", simulator.url)
+        try:
+            _, err = run.communicate(timeout=300)
+        finally:
+            worker.kill()
+            worker.wait()
+    assert run.returncode == 0, err[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["folds"] > 0  # summary requests were answered
+    _same_as_uninterrupted(report, tmp_path / "signals.jsonl", local, tmp_path / "local.jsonl")
