@@ -277,9 +277,11 @@ def test_follow_on_a_local_store_no_one_writes_ends_at_once(tmp_path: Path) -> N
 from test_temporal import (  # noqa: E402  (the Temporal module's fixtures and helpers, after its importorskip)
     _assert_same_contract,
     _cli_worker,
+    _digests,
     _free_port,
     _local_run,
     _wait_port,
+    _worker,
     server,  # noqa: F401  (a fixture)
     sim,  # noqa: F401  (a fixture)
 )
@@ -416,3 +418,31 @@ def test_workers_served_by_foldline_sim_scenario_give_the_in_process_run(server:
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["folds"] > 0  # summary requests were answered
     _same_as_uninterrupted(report, tmp_path / "signals.jsonl", local, tmp_path / "local.jsonl")
+
+
+@needs_server
+@pytest.mark.slow
+def test_a_killed_workers_node_goes_on_at_the_next_workers_own_simulator(server: str, sim: Any, tmp_path: Path) -> None:  # noqa: F811
+    """Each worker with a simulator of its own: the survivor's simulator reads the script's position from the
+    conversation, so the node carries on where it was (not at its script's first step) with the same digests."""
+    scenario = ROOT / "scenarios" / "quickstart.toml"
+    local = _local_run(scenario, tmp_path / "local.jsonl")
+    first_url, _ = sim(scenario)
+    second_url, second_served = sim(scenario)
+    bodies = tmp_path / "bodies"
+    first = _worker(server, bodies, first_url, tmp_path / "first.count", crash=3)
+    run, _ = _submit(scenario, server, tmp_path, "--report", str(tmp_path / "report.json"))
+    assert first.wait(timeout=180) == -signal.SIGKILL  # killed right after its simulator's 3rd response
+    second = _cli_worker(server, bodies, second_url)
+    try:
+        _, err = run.communicate(timeout=300)
+    finally:
+        second.kill()
+        second.wait()
+    assert run.returncode == 0, err[-3000:]
+    assert "two results for tool call" not in err
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert {n: v["status"] for n, v in report["nodes"].items()} == dict.fromkeys(local.report["nodes"], "ok")
+    assert _digests(tmp_path / "signals.jsonl") == _digests(tmp_path / "local.jsonl")  # the same requests, in order
+    assert report["requests"] == local.report["requests"]
+    assert any(s["status"] == 200 for s in second_served())  # the second simulator answered the rest
