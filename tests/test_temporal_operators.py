@@ -446,3 +446,11 @@ def test_a_killed_workers_node_goes_on_at_the_next_workers_own_simulator(server:
     assert _digests(tmp_path / "signals.jsonl") == _digests(tmp_path / "local.jsonl")  # the same requests, in order
     assert report["requests"] == local.report["requests"]
     assert any(s["status"] == 200 for s in second_served())  # the second simulator answered the rest
+
+
+@needs_server
+def test_attach_to_a_run_the_server_does_not_know_exits_2(server: str, tmp_path: Path) -> None:  # noqa: F811
+    err = io.StringIO()
+    argv = ["attach", "run-000000000000", "--temporal", server, "--bodies", str(tmp_path)]
+    assert main(argv, out=io.StringIO(), err=err) == 2
+    assert err.getvalue() == f"foldline: RUN_ID: no flow workflow 'foldline-run-000000000000' at {server}\n"

@@ -347,7 +347,10 @@ def run_temporal(args: EngineOptions, out: TextIO, err: TextIO) -> int:
         error = engine_error(raised)
         if error is None:
             raise
-        print(f"foldline: {error}", file=err)
+        later = (
+            f"; the flow runs on: `foldline attach {run_id}` gets its report" if isinstance(error, ServerLost) else ""
+        )
+        print(f"foldline: {error}{later}", file=err)
         return finish(2 if isinstance(error, (ServerUnreachable, ConfigError)) else 1, out, err)
     return finish(write_outcome(report, args.report, out), out, err)
 
