@@ -104,6 +104,14 @@ async def test_an_error_the_server_answered_is_not_retried(anyio_backend: str) -
         await Patience("h:1", 60, io.StringIO()).call("finding the flow", refused)
     assert calls == [1]
 
+    async def broken() -> None:
+        calls.append(2)
+        raise RPCError("internal server error", RPCStatusCode.UNKNOWN, b"")
+
+    with pytest.raises(RPCError, match="internal"):  # an answer, not an outage: no 10 minutes of retrying it
+        await Patience("h:1", 600, io.StringIO()).call("waiting for the flow's result", broken)
+    assert calls == [1, 2]
+
 
 def test_a_transport_errors_text_is_cut_to_its_cause() -> None:
     raw = RuntimeError(

@@ -41,8 +41,10 @@ def is_transport_error(exc: BaseException) -> bool:
     from temporalio.service import RPCError, RPCStatusCode
 
     if isinstance(exc, RPCError):
-        return exc.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.CANCELLED, RPCStatusCode.UNKNOWN) or (
-            "transport error" in exc.message or "connect error" in exc.message
+        return (
+            exc.status == RPCStatusCode.UNAVAILABLE
+            or "transport error" in exc.message
+            or "connect error" in exc.message
         )
     return isinstance(exc, RuntimeError) and "Failed client connect" in str(exc)
 
