@@ -50,7 +50,15 @@ from runtime.temporal import (
     require_temporal,
 )
 from runtime.temporal.histories import branch_histories, run_histories, say_histories
-from runtime.temporal.reconnect import Patience, ServerLost, ServerUnreachable, connect_or_wait
+from runtime.temporal.reconnect import (
+    Patience,
+    ServerLost,
+    ServerUnreachable,
+    connect_or_wait,
+    first_line,
+    is_transport_error,
+    sole_error,
+)
 
 
 class FlowFailed(FoldlineError):
@@ -293,8 +301,7 @@ def engine_error(raised: BaseException) -> FoldlineError | None:
     A task group (the simulator's, a worker's) wraps what it raised in an exception group: the error is
     taken out of a group that holds nothing else.
     """
-    while isinstance(raised, BaseExceptionGroup) and len(raised.exceptions) == 1:
-        raised = raised.exceptions[0]
+    raised = sole_error(raised)
     if isinstance(raised, (ServerUnreachable, ServerLost, FlowFailed, ConfigError)):
         return raised
     return None
@@ -417,6 +424,9 @@ async def _scenario_provider(path: str, served: dict[str, Any], stack: AsyncExit
 
 
 async def _serve(args: WorkerOptions, err: TextIO) -> None:
+    """Serve until interrupted; a server lost meanwhile is waited for (``--wait-for-server``), then served again."""
+    from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
+
     from actors.tools import BUILTIN_TOOLS
     from runtime.temporal.activities import ActivityHost
     from runtime.temporal.worker import build_worker
@@ -425,19 +435,34 @@ async def _serve(args: WorkerOptions, err: TextIO) -> None:
     async with _worker_providers(args) as providers:
         client = await connect_to(args.temporal, args.bodies, err, wait_s=args.wait_s, role="foldline worker")
         host = ActivityHost(providers, BUILTIN_TOOLS)
-        worker = build_worker(client, host, task_queue=args.task_queue, slots=parse_slots(args.slots))
-        print(f"foldline worker: serving task queue {args.task_queue!r} at {args.temporal}", file=err, flush=True)
-        await worker.run()
+        patience = Patience(args.temporal, args.wait_s, err, role="foldline worker", flag="--wait-for-server")
+        while True:
+            worker = build_worker(client, host, task_queue=args.task_queue, slots=parse_slots(args.slots))
+            print(f"foldline worker: serving task queue {args.task_queue!r} at {args.temporal}", file=err, flush=True)
+            try:
+                await worker.run()
+                return
+            except Exception as raised:  # a task group's exception group too
+                if not is_transport_error(cause := sole_error(raised)):
+                    raise
+            print(f"foldline worker: lost the server at {args.temporal} ({first_line(cause)})", file=err, flush=True)
+            await patience.call(  # ServerLost past the bound: the worker exits 1
+                "waiting to serve again", lambda: client.workflow_service.get_system_info(GetSystemInfoRequest())
+            )
 
 
 def run_worker(args: WorkerOptions, out: TextIO, err: TextIO) -> int:
-    """``foldline worker``: serve until interrupted (exit 0), 2 on bad input or no server within ``--wait-for-server``."""
+    """``foldline worker``: serve until interrupted (exit 0); 2 on bad input or no server within
+    ``--wait-for-server``, 1 when a server lost mid-run stays away longer than that."""
     try:
         require_temporal()
         anyio.run(_serve, args, err)
-    except (ConfigError, ServerUnreachable) as exc:
-        print(f"foldline: {exc}", file=err)
-        return finish(2, out, err)
     except KeyboardInterrupt:
         return finish(0, out, err)
+    except BaseException as raised:
+        error = sole_error(raised)
+        if not isinstance(error, (ConfigError, ServerUnreachable, ServerLost)):
+            raise
+        print(f"foldline: {error}", file=err)
+        return finish(1 if isinstance(error, ServerLost) else 2, out, err)
     return finish(0, out, err)

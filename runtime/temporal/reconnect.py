@@ -46,7 +46,17 @@ def is_transport_error(exc: BaseException) -> bool:
             or "transport error" in exc.message
             or "connect error" in exc.message
         )
-    return isinstance(exc, RuntimeError) and "Failed client connect" in str(exc)
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and (
+        "Failed client connect" in text or "code: Unavailable" in text or "tcp connect error" in text
+    )
+
+
+def sole_error(raised: BaseException) -> BaseException:
+    """The one error inside exception groups that each hold one (a task group's), else ``raised`` itself."""
+    while isinstance(raised, BaseExceptionGroup) and len(raised.exceptions) == 1:
+        raised = raised.exceptions[0]
+    return raised
 
 
 def first_line(exc: BaseException) -> str:
@@ -67,6 +77,10 @@ class Patience:
     err: TextIO
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], Awaitable[None]] = anyio.sleep
+    role: str = "temporal"
+    """Who speaks on stderr (``temporal``: the run or attach command; ``foldline worker``)."""
+    flag: str = "--reconnect-for"
+    """The option that set the bound (named when it is passed)."""
 
     async def call(self, what: str, make: Callable[[], Awaitable[T]]) -> T:
         """``await make()``; while the server cannot be reached, make it again with backoff, up to the bound."""
@@ -82,7 +96,7 @@ class Patience:
                 if lost_at is None:
                     lost_at = now
                     print(
-                        f"temporal: lost the server at {self.address} while {what} ({first_line(exc)}); "
+                        f"{self.role}: lost the server at {self.address} while {what} ({first_line(exc)}); "
                         f"reconnecting for up to {self.reconnect_s:g} s",
                         file=self.err,
                         flush=True,
@@ -90,13 +104,13 @@ class Patience:
                 if now - lost_at >= self.reconnect_s:
                     raise ServerLost(
                         f"--temporal {self.address}: no answer for {now - lost_at:.0f} s while {what} "
-                        f"(--reconnect-for {self.reconnect_s:g}): {first_line(exc)}"
+                        f"({self.flag} {self.reconnect_s:g}): {first_line(exc)}"
                     ) from None
                 await self.sleep(delay)
                 delay = min(delay * 2, MAX_DELAY_S)
                 continue
             if lost_at is not None:
-                print(f"temporal: reconnected to {self.address} after {self.clock() - lost_at:.1f} s", file=self.err)
+                print(f"{self.role}: reconnected to {self.address} after {self.clock() - lost_at:.1f} s", file=self.err)
             return result
 
 
