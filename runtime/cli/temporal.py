@@ -71,7 +71,8 @@ def add_worker_arguments(worker: argparse.ArgumentParser) -> None:
         type=float,
         default=DEFAULT_WORKER_WAIT_S,
         metavar="SECONDS",
-        help=f"wait this long for the server at the start, then exit 2 (default {DEFAULT_WORKER_WAIT_S:g}; 0: at once)",
+        help=f"wait this long for the server at the start (then exit 2; 0: at once) or after losing it "
+        f"(then exit 1) (default {DEFAULT_WORKER_WAIT_S:g})",
     )
 
 

@@ -99,7 +99,7 @@ class WorkerOptions:
     provider_from: str | None = None
     """A scenario whose ``[provider]`` table the worker also serves (any kind; its key from its ``api_key_env``)."""
     wait_s: float = DEFAULT_WORKER_WAIT_S
-    """How long the worker waits for its server to answer at the start (0: exit 2 at once)."""
+    """How long the worker waits for its server: at the start (then exit 2; 0: at once), and after losing it (exit 1)."""
 
 
 def parse_slots(text: str | None) -> list[int] | None:
