@@ -37,7 +37,7 @@ from runtime.providers.factory import open_provider  # noqa: E402
 from runtime.scenarios.run import build_policies, run_scenario  # noqa: E402
 from runtime.temporal.activities import ActivityHost  # noqa: E402
 from runtime.temporal.bodies import DirectoryBodyStore  # noqa: E402
-from runtime.temporal.command import branch_histories, history_size, largest_branch_history  # noqa: E402
+from runtime.temporal.histories import branch_histories, history_size, largest_branch_history  # noqa: E402
 from runtime.temporal.worker import build_worker, local_server  # noqa: E402
 from runtime.temporal.workflows import FLOW_WORKFLOW  # noqa: E402
 

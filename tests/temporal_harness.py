@@ -193,8 +193,8 @@ async def replay(address: str, bodies: str, scenario_path: str, fallback_path: s
     from temporalio.worker import Replayer
 
     from runtime.temporal.bodies import DirectoryBodyStore
-    from runtime.temporal.command import branch_histories
     from runtime.temporal.flow_host import affinity_queue
+    from runtime.temporal.histories import branch_histories
     from runtime.temporal.worker import connect, data_converter, sandbox_runner
     from runtime.temporal.workflows import FlowWorkflow, NodeWorkflow
 

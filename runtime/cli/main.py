@@ -7,6 +7,7 @@
   succeeded, 1 when the run finished with failed nodes, 2 on bad input.
 - ``foldline run SCENARIO --engine temporal [--temporal HOST:PORT]``, ``foldline worker --temporal HOST:PORT``:
   flows on Temporal (runtime.cli.temporal, runtime.temporal.command; needs the ``temporal`` extra).
+- ``foldline attach RUN_ID --temporal HOST:PORT --bodies DIR``: wait for a flow on Temporal, write its report.
 - ``foldline sim [--port N] [--clock virtual] ...``: serve the simulated Anthropic server (runtime.cli.sim).
 - ``foldline bench [--micro] [--json FILE]``: the benchmarks.
 - ``foldline resume PATH``, ``replay PATH``, ``events PATH``, ``inspect PATH [--html F]``:
@@ -64,6 +65,9 @@ def _parser() -> argparse.ArgumentParser:
 
     temporal_command.add_engine_arguments(run)
     temporal_command.add_worker_arguments(sub.add_parser("worker", help="run a Temporal worker for foldline flows"))
+    temporal_command.add_attach_arguments(
+        sub.add_parser("attach", help="wait for a flow running on Temporal and write its report")
+    )
 
     from runtime.cli import bench as bench_command
     from runtime.cli import store as store_commands
@@ -174,6 +178,10 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
             from runtime.cli import temporal as temporal_command
 
             return temporal_command.worker(args, out, err)
+        if args.command == "attach":
+            from runtime.cli import temporal as temporal_command
+
+            return temporal_command.attach(args, out, err)
         if args.command == "sim":
             from runtime.cli.sim import run as run_sim
 

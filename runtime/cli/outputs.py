@@ -18,6 +18,7 @@ from pathlib import Path
 OUTPUT_FLAGS: dict[str, tuple[tuple[str, str], ...]] = {
     "run": (("signals", "--signals"), ("report", "--report")),
     "resume": (("report", "--report"),),
+    "attach": (("report", "--report"),),
     "bench": (("json", "--json"),),
     "report": (("html", "--html"),),
     "inspect": (("html", "--html"),),

@@ -6,9 +6,11 @@ Options (see ``foldline sim --help``):
   printed on stderr once it listens);
 - who answers: with no option, the default model
   (:mod:`runtime.sim.default_model`) answers every request; ``--scenario
-  FILE`` scripts each node of a scenario file and ``--script FILE`` scripts
-  nodes from a script file; requests with an ``x-foldline-node`` header are
-  answered by that node's script, the others by the default model;
+  FILE`` answers as that scenario's run in process does (its nodes' scripts,
+  fold summaries by the extractive summarizer, nodes without a script by the
+  scenario default model) and ``--script FILE`` scripts nodes from a script
+  file; requests with an ``x-foldline-node`` header are answered by that node's
+  script, the others by the default model;
 - time: ``--clock wall`` (default) or ``--clock virtual``: time starts at the
   wall time of the start and moves only through ``POST
   /_foldline/clock/advance`` (see :mod:`runtime.sim.admin`); under it
@@ -143,17 +145,23 @@ def load_faults_file(path: str) -> tuple[FaultRule, ...]:
 
 
 def _policies(args: argparse.Namespace) -> PolicyRegistry:
-    policies: dict[str, Any] = {}
+    """Who answers: with ``--scenario``, exactly as that scenario's run in process (``build_policies``).
+
+    That is its nodes' scripts, fold summary requests by the extractive summarizer, a node without a
+    script by the scenario default model. ``--script`` nodes are added on top. Without a scenario, every
+    request that a script does not answer goes to the default model.
+    """
+    scripts = load_script_file(args.script) if args.script else {}
     if args.scenario:
+        import attrs
+
         from runtime.config.loader import load_scenario
+        from runtime.scenarios.run import build_policies
         from runtime.scenarios.tools import tool_names_for_loading
 
-        scenario = load_scenario(args.scenario, tool_names=tool_names_for_loading())
-        policies.update({spec.id: ScriptPolicy(spec.id, spec.script) for spec in scenario.nodes})
-    if args.script:
-        policies.update(load_script_file(args.script))
-    # Requests that name no node are answered by the default model.
-    return PolicyRegistry(policies, default=DefaultModel())
+        registry = build_policies(load_scenario(args.scenario, tool_names=tool_names_for_loading()))
+        return attrs.evolve(registry, policies={**registry.policies, **scripts})
+    return PolicyRegistry(scripts, default=DefaultModel())
 
 
 def build_config(args: argparse.Namespace) -> SimConfig:

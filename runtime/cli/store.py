@@ -12,7 +12,8 @@ verification failed, 2 bad input):
   their digests; ``--request`` prints the request (canonical JSON) only if it
   matches. ``ID`` is a request id, or ``#N`` for the store's row N.
 - ``events PATH [--type T] [--follow]``: print stored events, one canonical
-  JSON object per line; ``--follow`` keeps printing while a run writes.
+  JSON object per line; ``--follow`` keeps printing while a run writes (a
+  Temporal run's store: until its ``RunFinished``, whoever writes it).
 - ``inspect PATH [--branch B]``: list the branches, or show one branch's view
   (``B`` is a branch id or a node id).
 
@@ -252,7 +253,8 @@ def add_events_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--follow",
         action="store_true",
-        help="keep printing new events while a run or resume writes the store (a table: until the run's final event)",
+        help="keep printing new events while a run or resume writes the store "
+        "(a Temporal run's store or table: until the run's final event)",
     )
 
 
@@ -280,6 +282,11 @@ def run_events(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             err, f"--run {args.run!r}: only a postgresql://... events table holds several runs", EXIT_BAD_INPUT
         )
     try:
+        if args.follow:
+            from runtime.cli.follow import follow_to_finish, stored_engine
+
+            if stored_engine(args.path) != "local":
+                return follow_to_finish(args.path, types, out, FOLLOW_POLL_SECONDS)
         last = 0
         order = "rowid" if args.follow else "seq"
         while True:

@@ -10,7 +10,11 @@ conversation has its own step cursor, starting at the script's ``start``
 without ``cache_control``) was answered before gets the same answer again
 without using a step: a retry is answered as the first attempt was.
 So retries and parallel conversations of one node get the answers each
-would get alone.
+would get alone. The cursor is read from the request first
+(:mod:`runtime.sim.script_position`: one past the last reply of the script
+the request holds), so any simulator answers a request as any other would
+(a flow that moves to another worker's simulator); the remembered cursor
+counts only for a conversation that holds no reply of its script.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any
 import attrs
 
 from runtime.scripted.policies import PolicyExhausted, Reply, ScriptPolicy, reply_for_step
+from runtime.sim.script_position import StepIndex, script_position
 from runtime.sim.tokens import strip_cache_control
 from runtime.values.canonical import canonical_bytes, sha256_hex
 
@@ -60,6 +65,7 @@ class ConversationScripts:
     memory: int = DEFAULT_MEMORY
     _cursors: OrderedDict[str, int] = attrs.field(factory=OrderedDict, init=False)
     _answers: OrderedDict[str, Reply] = attrs.field(factory=OrderedDict, init=False)
+    _indexes: dict[int, tuple[ScriptPolicy, StepIndex]] = attrs.field(factory=dict, init=False)
 
     def respond(self, policy: ScriptPolicy, payload: Mapping[str, Any]) -> Reply:
         """The answer of ``policy``'s script to ``payload``, by its conversation's cursor."""
@@ -70,7 +76,9 @@ class ConversationScripts:
             self._answers.move_to_end(answered_key)
             return answered
         conversation = conversation_key(node, payload)
-        cursor = self._cursors.get(conversation, policy.start)
+        remembered = self._cursors.get(conversation, policy.start)
+        read = script_position(self._index(policy), policy.start, payload)
+        cursor = remembered if read is None else max(read, remembered)
         if cursor >= len(policy.steps):
             raise PolicyExhausted(
                 f"node {node!r}: its script had {len(policy.steps)} step(s) and this conversation used all of them; "
@@ -80,6 +88,13 @@ class ConversationScripts:
         _remember(self._cursors, conversation, cursor + 1, self.memory)
         _remember(self._answers, answered_key, reply, self.memory)
         return reply
+
+    def _index(self, policy: ScriptPolicy) -> StepIndex:
+        """The policy's step index, built once (the policy is kept with it, so its id is not reused)."""
+        held = self._indexes.get(id(policy))
+        if held is None:
+            held = self._indexes[id(policy)] = (policy, StepIndex.of(policy))
+        return held[1]
 
 
 def _remember(store: OrderedDict[str, Any], key: str, value: Any, limit: int) -> None:

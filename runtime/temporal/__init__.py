@@ -11,6 +11,12 @@ DEFAULT_HISTORY_LIMIT = 2000
 MAX_HISTORY_LIMIT = 50_000
 """Temporal refuses a history past 51,200 events; a limit must leave room to reach the next fold commit."""
 
+DEFAULT_RECONNECT_S = 600.0
+"""How long a client keeps trying to reach a server it lost before it gives up (``--reconnect-for``)."""
+DEFAULT_WORKER_WAIT_S = 60.0
+"""How long ``foldline worker`` waits for its server at the start before it exits 2 (``--wait-for-server``)."""
+MAX_RECONNECT_S = 86_400.0
+
 
 def require_temporal() -> None:
     """Raise a clear error when the ``temporal`` extra is not installed."""

@@ -4,7 +4,9 @@
   fold's side summary request). A failed attempt comes back as a value, not an
   error, so the workflow's send pipeline applies the SDK's retry rules itself
   (measuring, deciding and publishing every attempt, as in process); Temporal's
-  own retry policy only covers a lost worker or a timed-out attempt.
+  own retry policy only covers a lost worker or a timed-out attempt, and the
+  result says how many such tries were lost (``lost``: the provider may have
+  answered, and billed, each; the report counts them as attempts).
 - ``foldline.serving`` (local) / ``foldline.serves``: whether a flow's affinity
   queue is served: by the worker running the flow (it knows the queues it
   polls), else by the probe the flow schedules on that queue, which a worker
@@ -117,10 +119,11 @@ def reply_from_wire(data: Mapping[str, Any]) -> ProviderReply:
     )
 
 
-async def _heartbeating(work: Callable[[], Awaitable[T]]) -> T:
+async def _heartbeating(work: Callable[[], Awaitable[T]], *details: Any) -> T:
     """Run ``work`` while heartbeating every second (the workflow sets the timeout that notices a lost worker).
 
-    A local activity (a tool call) does not heartbeat: it runs inside its workflow task, which its worker keeps alive.
+    ``details`` go with every heartbeat: the server keeps the last for the activity's next try. A local
+    activity (a tool call) does not heartbeat: it runs inside its workflow task, which its worker keeps alive.
     """
     if activity.info().is_local:
         return await work()
@@ -129,13 +132,29 @@ async def _heartbeating(work: Callable[[], Awaitable[T]]) -> T:
 
         async def beat() -> None:
             while True:
-                activity.heartbeat()
+                activity.heartbeat(*details)
                 await anyio.sleep(HEARTBEAT_EVERY_S)
 
         tg.start_soon(beat)
         result.append(await work())
         tg.cancel_scope.cancel()
     return result[0]
+
+
+def _lost_tries() -> int:
+    """How many earlier tries of this provider attempt had begun sending when their worker was lost.
+
+    A try that sends heartbeats ``{"sending": True, "lost": n}`` (n: the tries lost before it); the server
+    keeps the last details for the next try, so a try that failed before sending (a worker without the
+    provider) adds nothing.
+    """
+    if not activity.in_activity():
+        return 0
+    details = activity.info().heartbeat_details
+    last = details[0] if details else None
+    if isinstance(last, Mapping) and last.get("sending"):
+        return int(last.get("lost") or 0) + 1
+    return 0
 
 
 @attrs.define(eq=False)
@@ -175,15 +194,17 @@ class ActivityHost:
             def send() -> Awaitable[ProviderReply]:
                 return provider.send_payload(payload, node_id=node_id)
 
+        lost_before = _lost_tries()
+        lost = {"lost": lost_before} if lost_before else {}
         try:
-            reply = await _heartbeating(send)
+            reply = await _heartbeating(send, {"sending": True, "lost": lost_before})
         except AttemptFailed as failed:
-            return {"failed": _failure(failed) | {"headers": dict(failed.headers)}}
+            return {"failed": _failure(failed) | {"headers": dict(failed.headers)}} | lost
         except ProviderError as error:
-            return {"error": _failure(error)}
+            return {"error": _failure(error)} | lost
         if self.on_response is not None:
             self.on_response()
-        return {"ok": reply_to_wire(reply)}
+        return {"ok": reply_to_wire(reply)} | lost
 
     @activity.defn(name="foldline.count_tokens")
     async def count_tokens(self, arg: dict[str, Any]) -> dict[str, Any]:

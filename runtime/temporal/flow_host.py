@@ -34,7 +34,7 @@ asyncio only, as every Temporal workflow does.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -144,6 +144,8 @@ class ActivityRoute:
 
     cache_key: str
     heartbeat: timedelta = HEARTBEAT_TIMEOUT
+    on_lost: Callable[[int], None] | None = None
+    """Told how many tries of a provider attempt were lost with their worker (the node's outbox, to the flow)."""
 
     async def execute(self, name: str, arg: dict[str, Any], retry_policy: RetryPolicy) -> Any:
         """Run activity ``name`` (one that heartbeats) on the node workflow's own task queue."""
@@ -219,6 +221,8 @@ class ActivityProvider:
         result = await self.route.execute(
             "foldline.provider_attempt", arg | {"cache_key": key}, sdk_retry_policy(self.max_retries)
         )
+        if result.get("lost") and self.route.on_lost is not None:  # sent (and maybe billed) by a worker that died
+            self.route.on_lost(int(result["lost"]))
         if "ok" in result:
             return reply_from_wire(result["ok"])
         failure = result.get("failed") or result["error"]

@@ -115,6 +115,10 @@ class Outbox:
             }
         )
 
+    def lost(self, tries: int) -> None:
+        """Tries of a provider attempt lost with their worker: the flow counts them as attempts."""
+        self.pending.append({"lost": tries})
+
     def due(self) -> bool:
         return self.closing or self.urgent or len(self.pending) >= EVENT_BATCH
 
@@ -356,6 +360,7 @@ async def run_node_workflow(host: NodeHost, arg: Mapping[str, Any]) -> dict[str,
     ids = CountingIds(prefix=workflow_id if not continued else f"{workflow_id}.c{continued}")
     host.outbox = outbox = Outbox(node.id, sent=int(carry.get("sent", 0)))
     host.route = route = route_of(arg)
+    route.on_lost = outbox.lost
     registry = activity_registry(BUILTIN_TOOLS, route)
     outcome: dict[str, Any] | None = None
     async with anyio.create_task_group() as tg:

@@ -96,6 +96,8 @@ class FlowScheduler:
     branch_ids: dict[str, str] = attrs.field(factory=dict)
     roots: dict[str, str] = attrs.field(factory=dict)
     """Each node's root branch: its own for a top-level node, its emitter's root for a spawned child."""
+    lost: Callable[[int], None] = attrs.field(default=lambda _: None, kw_only=True)
+    """Told of provider-attempt tries lost with their worker (the report counts them)."""
     unrecoverable: int = 0
     branches: dict[str, Any] = attrs.field(factory=dict)
     """Each run node's final branch as digests, in the order the nodes started (only when the run is stored)."""
@@ -187,6 +189,8 @@ class FlowScheduler:
                     )
                 elif "finished" in item:
                     self.finished[node_id] = item["finished"]
+                elif "lost" in item:
+                    self.lost(int(item["lost"]))
                 else:
                     await self.spawn(self.nodes[node_id], item["spawn"])
 
@@ -323,6 +327,10 @@ class ReportFeed:
         self.report.feed(item)
         self.taken_seq = item.seq
 
+    def lost(self, tries: int) -> None:
+        """Provider-attempt tries lost with their worker: sent, maybe billed, so counted as attempts."""
+        self.report.attempts += tries
+
 
 def _node_arg(arg: Mapping[str, Any]) -> dict[str, Any]:
     """What every node workflow of the flow is given (the node's own keys are added when it starts)."""
@@ -380,7 +388,7 @@ async def run_flow_workflow(arg: Mapping[str, Any], inbox: list[dict[str, Any]])
                 return feed.taken_seq >= last and (pump is None or pump.idle(last))
 
             requests = pump.take_request if pump is not None else lambda _: None
-            scheduler = FlowScheduler(flow, bus, _node_arg(arg), ids, inbox, requests, quiet, limit)
+            scheduler = FlowScheduler(flow, bus, _node_arg(arg), ids, inbox, requests, quiet, limit, lost=feed.lost)
             if carry:
                 scheduler.restore(carry["scheduler"])
             else:

@@ -197,6 +197,7 @@ def insert_events(path: Path, events: list[dict[str, Any]]) -> int:
     try:
         with connection:
             create_schema(connection)
+            mark_temporal(connection)
             before = connection.total_changes
             for data in events:
                 sql, params = event_row(Event.from_json(data))
@@ -204,6 +205,25 @@ def insert_events(path: Path, events: list[dict[str, Any]]) -> int:
             return connection.total_changes - before
     finally:
         connection.close()
+
+
+def mark_temporal(connection: Any) -> None:
+    """Say in the store's meta that a Temporal run writes it (a follower then follows it to ``RunFinished``)."""
+    from runtime.store.run import ENGINE_META_KEY
+
+    connection.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, 'temporal')", (ENGINE_META_KEY,))
+
+
+def prepare_event_sink(location: str) -> None:
+    """Before the flow starts: create an ``--events-db`` store file (a Temporal run's), so a follower finds it."""
+    import sqlite3
+
+    if is_postgres(location):
+        return
+    try:
+        insert_events(Path(location), [])
+    except (sqlite3.Error, OSError) as exc:
+        raise ConfigError(f"--events-db: {location!r}: cannot make it a store file: {exc}") from None
 
 
 def insert_requests(path: Path, requests: list[dict[str, Any]]) -> int:
