@@ -52,6 +52,7 @@ from runtime.sim.http import HttpRequest, HttpResponse, Response, StreamingRespo
 from runtime.sim.models import list_models, model_facts
 from runtime.sim.prepare import Decoded, Prepared, decode_body, prepare
 from runtime.sim.streaming import encode_sse, error_event, message_events
+from runtime.sim.structured import structured_reply
 from runtime.sim.thinking import ThinkingSigner
 from runtime.sim.tokens import SimTokenCounter
 from runtime.usage import Usage
@@ -325,7 +326,7 @@ class SimApp:
         try:
             if isinstance(policy, ScriptPolicy):
                 return self._scripts.respond(policy, payload), True
-            return policy.respond(payload), False
+            return structured_reply(policy.respond(payload), payload), False
         except PolicyExhausted as exc:
             raise SimAPIError(500, "api_error", str(exc), {"x-should-retry": "false"}) from exc
 

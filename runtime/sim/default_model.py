@@ -9,7 +9,8 @@ Rules, applied to the request as sent (the same request always gets the same ans
    properties when none is required) gets its ``default``, else its first
    ``enum`` value, else a value of its type (string: ``"<name>"`` text,
    integer/number: the minimum or 1, boolean: true, array: one item, object:
-   recursively, null: null; a local ``$ref`` is followed). ``stop_reason = "tool_use"``; the tool-use id
+   recursively, null: null; a local ``$ref`` is followed; see
+   :func:`runtime.sim.json_schema.example_value`). ``stop_reason = "tool_use"``; the tool-use id
    is derived from the request's content.
 2. **Otherwise answer with text**: after tool results, ``"Simulated answer
    after N tool result(s): <first 80 characters of the last result>"``;
@@ -26,9 +27,9 @@ from typing import Any
 
 from runtime.canonical import canonical_bytes, sha256_hex
 from runtime.policies import Reply
+from runtime.sim.json_schema import example_value
 
 QUOTE_CHARS = 80
-_MAX_SCHEMA_DEPTH = 8
 
 
 class DefaultModel:
@@ -91,59 +92,3 @@ def _answer_text(messages: list[Any]) -> str:
             if texts:
                 return f"Simulated answer to: {_quote(' '.join(texts))}"
     return "Simulated answer."
-
-
-def _resolve(schema: Mapping[str, Any], root: Any) -> Any:
-    """``schema`` with a local ``$ref`` (``#/$defs/Name``) followed into ``root``; anything else as is."""
-    ref = schema.get("$ref")
-    if not isinstance(ref, str) or not ref.startswith("#/"):
-        return schema
-    target: Any = root
-    for part in ref[2:].split("/"):
-        target = target.get(part) if isinstance(target, Mapping) else None
-    return target if isinstance(target, Mapping) else schema
-
-
-def example_value(schema: Any, name: str, depth: int = 0, root: Any = None) -> Any:
-    """A value that fits ``schema`` (JSON Schema; local ``$ref`` resolved in ``root``), by the module's rules."""
-    if not isinstance(schema, Mapping) or depth > _MAX_SCHEMA_DEPTH:
-        return f"<{name}>"
-    schema = _resolve(schema, root)
-    if "default" in schema:
-        return schema["default"]
-    if schema.get("enum"):
-        return schema["enum"][0]
-    if "const" in schema:
-        return schema["const"]
-    for key in ("anyOf", "oneOf", "allOf"):
-        options = schema.get(key)
-        if isinstance(options, list) and options:
-            usable = [
-                option for option in options if not (isinstance(option, Mapping) and option.get("type") == "null")
-            ]
-            return example_value((usable or options)[0], name, depth + 1, root)
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "null")
-    if kind == "object" or (kind is None and "properties" in schema):
-        return _example_object(schema, depth, root)
-    if kind == "array":
-        return [example_value(schema.get("items", {"type": "string"}), name, depth + 1, root)]
-    if kind == "integer":
-        return int(schema.get("minimum", 1))
-    if kind == "number":
-        return float(schema.get("minimum", 1.0))
-    if kind == "boolean":
-        return True
-    if kind == "null":
-        return None
-    return f"<{name}>"
-
-
-def _example_object(schema: Mapping[str, Any], depth: int, root: Any) -> dict[str, Any]:
-    properties = schema.get("properties") or {}
-    if not isinstance(properties, Mapping):
-        return {}
-    required = [key for key in schema.get("required") or [] if key in properties]
-    chosen = required or list(properties)
-    return {key: example_value(properties[key], key, depth + 1, root) for key in chosen}

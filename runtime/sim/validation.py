@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from runtime.sim.errors import invalid_request
+from runtime.sim.structured import check_output_config
 
 CREATE_KEYS = frozenset(
     {
@@ -82,6 +83,7 @@ def validate_request(body: Any, *, count_only: bool = False) -> dict[str, Any]:
     _check_tools(body.get("tools"))
     _check_tool_choice(body.get("tool_choice"), body.get("tools") or [])
     _check_thinking(body.get("thinking"))
+    check_output_config(body.get("output_config"))
     if not count_only and body["max_tokens"] == 0:
         _check_prewarm(body)
     return normalized
