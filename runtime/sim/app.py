@@ -61,6 +61,7 @@ MESSAGES_PATH = "/v1/messages"
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
 MODELS_PATH = "/v1/models"
 NODE_HEADER = "x-foldline-node"
+VERSION_HEADER = "anthropic-version"
 STREAM_FAULT_MESSAGE = "Overloaded (simulated mid-stream fault)"
 _ID_ALPHABET = string.ascii_letters + string.digits
 
@@ -188,6 +189,8 @@ class SimApp:
         if method != "POST" or path not in (MESSAGES_PATH, COUNT_TOKENS_PATH):
             raise SimAPIError(404, "not_found_error", f"Not found: {method} {path}")
         api_key = self._authenticate(request.headers)
+        if not request.headers.get(VERSION_HEADER):
+            raise invalid_request(f"{VERSION_HEADER}: header is required")
         decoded = await self._offload(len(request.body), decode_body, request.body)
         record = attrs.evolve(record, payload_digest=decoded.payload_digest)
         if path == COUNT_TOKENS_PATH:

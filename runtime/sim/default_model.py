@@ -36,7 +36,8 @@ class DefaultModel:
     """Answers any request by the rules in the module docstring."""
 
     def respond(self, payload: Mapping[str, Any]) -> Reply:
-        messages = payload.get("messages") or []
+        # A mid-conversation system message instructs; the turn it answers is the user's before it.
+        messages = [m for m in payload.get("messages") or [] if m.get("role") != "system"]
         tool = _tool_to_call(payload, messages)
         if tool is not None:
             schema = tool.get("input_schema") or {"type": "object"}

@@ -158,3 +158,21 @@ def list_models(query: Mapping[str, str]) -> dict[str, Any]:
         "first_id": page[0] if page else None,
         "last_id": page[-1] if page else None,
     }
+
+
+SYSTEM_MESSAGE_MODELS = frozenset({"claude-opus-4-8"})
+"""The models named as taking mid-conversation ``system`` messages: Anthropic's page on them says "available on
+Claude Opus 4.8 only" (read 2026-12-04). Models of generation 5 and later (released after it) take them too:
+Claude Code 2.1.332 treats every model from claude-opus-4-8 on as accepting them and sends them to its
+default model, claude-opus-5-5, so the real API takes them there."""
+FIRST_GENERATION_WITH_SYSTEM_MESSAGES = 5
+
+
+def supports_system_messages(model: str) -> bool:
+    """Whether ``model`` (an alias or a dated id) takes mid-conversation ``system`` messages."""
+    match = _DATED.match(model)
+    alias = match["alias"] if match else model
+    generation = next((int(word) for word in alias.split("-") if word.isdigit()), 0)
+    return alias in SYSTEM_MESSAGE_MODELS or (
+        alias.startswith("claude-") and generation >= FIRST_GENERATION_WITH_SYSTEM_MESSAGES
+    )
