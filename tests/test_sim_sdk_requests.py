@@ -151,3 +151,47 @@ def test_the_accepted_fields_and_blocks_are_the_sdks() -> None:
     assert {"thread", "context_management", "output_config", "stream", "compaction"} <= create_keys()
     assert "betas" not in create_keys()
     assert {"server_tool_use", "web_search_tool_result", "compaction", "mcp_tool_use"} <= block_types()
+
+
+async def test_the_chat_face_takes_the_standard_fields_and_refuses_bad_values() -> None:
+    import openai
+
+    fields = {
+        "temperature": 0.7,
+        "top_p": 0.5,
+        "seed": 7,
+        "n": 1,
+        "metadata": {"run": "a"},
+        "store": False,
+        "logprobs": False,
+        "frequency_penalty": 0.1,
+        "presence_penalty": -0.1,
+        "service_tier": "auto",
+        "verbosity": "low",
+        "logit_bias": {"42": -5},
+        "safety_identifier": "user-1",
+    }
+    bad = [
+        ({"n": 2}, "n: 2 is not 1"),
+        ({"logprobs": True}, "logprobs: True is not false"),
+        ({"top_p": 2}, "top_p: 2 is not a number from 0 to 1"),
+        ({"verbosity": "loud"}, "verbosity: loud is not one of low, medium, high"),
+        ({"metadata": {"k": 1}}, "metadata:"),
+    ]
+    async with running() as (sim, _):
+        client = openai.AsyncOpenAI(base_url=sim.base_url + "/v1", api_key="sk-sim", max_retries=0)
+        try:
+            reply = await client.chat.completions.create(
+                model="gpt-5-mini", messages=[{"role": "user", "content": "Hi"}], **fields
+            )
+            errors = []
+            for extra, _ in bad:
+                with pytest.raises(openai.BadRequestError) as raised:
+                    await client.chat.completions.create(
+                        model="gpt-5-mini", messages=[{"role": "user", "content": "Hi"}], extra_body=extra
+                    )
+                errors.append(raised.value.message)
+        finally:
+            await client.close()
+    assert reply.choices[0].message.content == "Simulated answer to: Hi"
+    assert all(expected in got for (_, expected), got in zip(bad, errors, strict=True))

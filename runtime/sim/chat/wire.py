@@ -37,6 +37,7 @@ import attrs
 from runtime.canonical import canonical_json
 from runtime.chat_images import chat_image_tokens
 from runtime.images import ImageError, decode_base64_image, inspect_image
+from runtime.sim.chat.fields import STANDARD_FIELDS, check_standard_fields
 from runtime.sim.errors import SimAPIError
 from runtime.sim.json_schema import SchemaError, check_schema
 
@@ -49,25 +50,28 @@ ROLES = ("system", "developer", "user", "assistant", "tool")
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 SIGNED_FORMAT = "foldline-sim-v1"
 """The ``format`` of a ``reasoning_details`` item the simulator signed."""
-KNOWN_FIELDS = frozenset(
-    {
-        "model",
-        "messages",
-        "tools",
-        "tool_choice",
-        "max_tokens",
-        "max_completion_tokens",
-        "stream",
-        "stream_options",
-        "prompt_cache_key",
-        "reasoning_effort",
-        "cache_control",
-        "stop",
-        "temperature",
-        "parallel_tool_calls",
-        "user",
-        "response_format",
-    }
+KNOWN_FIELDS = (
+    frozenset(
+        {
+            "model",
+            "messages",
+            "tools",
+            "tool_choice",
+            "max_tokens",
+            "max_completion_tokens",
+            "stream",
+            "stream_options",
+            "prompt_cache_key",
+            "reasoning_effort",
+            "cache_control",
+            "stop",
+            "temperature",
+            "parallel_tool_calls",
+            "user",
+            "response_format",
+        }
+    )
+    | STANDARD_FIELDS
 )
 """The request fields the simulated server reads; any other is refused, as OpenAI refuses unknown arguments."""
 DEFAULT_MAX_TOKENS = 4_096
@@ -347,6 +351,7 @@ def read_chat_request(body: Any) -> ChatRequest:
     if unknown:
         raise chat_error(f"Unrecognized request argument supplied: {unknown[0]}", param=unknown[0])
     model = _text(body.get("model"), "model", limit=MAX_NAME_CHARS, empty=False)
+    check_standard_fields(body)
     raw_messages = _array(body.get("messages"), "messages", MAX_MESSAGES, empty=False)
     system, messages = _messages(raw_messages)
     raw_tools = _array(body.get("tools") or [], "tools", MAX_TOOLS)
