@@ -172,7 +172,8 @@ class SimApp:
         return response
 
     async def _route(self, request: HttpRequest, record: RequestRecord) -> tuple[Response | None, RequestRecord]:
-        path, method, request_id = request.path, request.method, record.request_id
+        path, request_id = request.path, record.request_id
+        method = "GET" if request.method == "HEAD" else request.method  # HEAD: GET's status and headers, no body
         if path.startswith(ADMIN_PREFIX):
             if self.admin is None:
                 raise SimAPIError(
