@@ -195,3 +195,35 @@ async def test_the_chat_face_takes_the_standard_fields_and_refuses_bad_values() 
             await client.close()
     assert reply.choices[0].message.content == "Simulated answer to: Hi"
     assert all(expected in got for (_, expected), got in zip(bad, errors, strict=True))
+
+
+async def test_tool_use_ids_are_unique_per_request_even_for_identical_conversations() -> None:
+    tools = [{"name": "lookup", "input_schema": {"type": "object", "properties": {"q": {"type": "string"}}}}]
+    async with running() as (_, client):
+        replies = [await client.messages.create(**ask(tools=tools)) for _ in range(3)]
+    ids = [reply.content[0].id for reply in replies]
+    assert len(set(ids)) == 3 and all(i.startswith("toolu_") for i in ids)
+    assert {reply.content[0].input["q"] for reply in replies} == {"<q>"}  # same answer otherwise
+
+
+async def test_message_batches_say_they_are_not_simulated() -> None:
+    async with running() as (_, client):
+        with pytest.raises(anthropic.NotFoundError) as raised:
+            await client.messages.batches.create(requests=[{"custom_id": "a", "params": ask()}])
+    assert "message batches are not simulated" in raised.value.message
+
+
+async def test_a_script_calling_a_server_tool_is_told_it_is_not_simulated() -> None:
+    from runtime.policies import ScriptCall, ScriptPolicy, ScriptStep
+
+    step = ScriptStep(tool_calls=(ScriptCall.create("web_search", {"query": "rain"}),))
+    policies = PolicyRegistry({"n": ScriptPolicy("n", [step])}, default=DefaultModel())
+    clock = ManualClock()
+    web = {"type": "web_search_20250305", "name": "web_search"}
+    async with serve_simulator(SimConfig(), policies, clock, sleep=clock.sleep) as sim:
+        async with anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="k", max_retries=0) as client:
+            with pytest.raises(anthropic.BadRequestError) as raised:
+                await client.messages.create(**ask(tools=[web]), extra_headers={"x-foldline-node": "n"})
+            offered = await client.messages.create(**ask(tools=[web]))  # offered, not called: answered
+    assert "the server tool 'web_search' (web_search_20250305) is not simulated" in raised.value.message
+    assert offered.stop_reason == "end_turn"

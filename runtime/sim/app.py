@@ -45,12 +45,14 @@ from runtime.sim.chat.cache import ChatCacheOutcome
 from runtime.sim.chat.face import CHAT_PATH, SESSION_HEADER, ChatFace, chat_error_response
 from runtime.sim.config import SimConfig
 from runtime.sim.conversations import ConversationScripts
+from runtime.sim.default_model import DefaultModel, with_request_tool_ids
 from runtime.sim.errors import SimAPIError, invalid_request
 from runtime.sim.faults import ERROR_KINDS, ERROR_MESSAGES, ERROR_TYPES, FaultRule, FaultSchedule
 from runtime.sim.generation import finish
 from runtime.sim.http import HttpRequest, HttpResponse, Response, StreamingResponse
 from runtime.sim.models import list_models, model_facts
 from runtime.sim.prepare import Decoded, Prepared, decode_body, prepare
+from runtime.sim.server_tools import refuse_server_tool_calls
 from runtime.sim.streaming import encode_sse, error_event, message_events
 from runtime.sim.structured import structured_reply
 from runtime.sim.thinking import ThinkingSigner
@@ -59,6 +61,7 @@ from runtime.usage import Usage
 
 MESSAGES_PATH = "/v1/messages"
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
+BATCHES_PATH = "/v1/messages/batches"
 MODELS_PATH = "/v1/models"
 NODE_HEADER = "x-foldline-node"
 VERSION_HEADER = "anthropic-version"
@@ -187,6 +190,10 @@ class SimApp:
             return _json_response(200, model_facts(path[len(MODELS_PATH) + 1 :]).info(), request_id), record
         if method == "POST" and path == CHAT_PATH:
             return await self._chat(request, record)
+        if path == BATCHES_PATH or path.startswith(BATCHES_PATH + "/"):
+            raise SimAPIError(
+                404, "not_found_error", f"{method} {path}: message batches are not simulated by foldline's simulator"
+            )
         if method != "POST" or path not in (MESSAGES_PATH, COUNT_TOKENS_PATH):
             raise SimAPIError(404, "not_found_error", f"Not found: {method} {path}")
         api_key = self._authenticate(request.headers)
@@ -229,7 +236,7 @@ class SimApp:
                 session_header=request.headers.get(SESSION_HEADER) or None,
                 node=record.node,
                 request_id=record.request_id,
-                answer=self._reply,
+                answer=lambda payload, node: self._reply(payload, node, record.request_id),
                 signer=self.thinking,
                 counter=self.counter,
                 now=record.started_at,
@@ -284,7 +291,7 @@ class SimApp:
         if layout.total_tokens > facts.context_window:
             raise invalid_request(f"prompt is too long: {layout.total_tokens} tokens > {facts.context_window} maximum")
         self.thinking.verify(payload)
-        reply, scripted = self._reply(payload, record.node)
+        reply, scripted = self._reply(payload, record.node, record.request_id)
         finished = finish(self.thinking.sign_reply(reply, payload), payload, self.counter, whole=scripted)
         delay = self.config.latency_s + extra_delay
         outcome = self.engine.apply(
@@ -318,7 +325,7 @@ class SimApp:
             record,
         )
 
-    def _reply(self, payload: Mapping[str, Any], node: str | None) -> tuple[Reply, bool]:
+    def _reply(self, payload: Mapping[str, Any], node: str | None, request_id: str = "") -> tuple[Reply, bool]:
         """The policy's reply, and whether it is a script's step (answered whole)."""
         if payload["max_tokens"] == 0:
             # A cache pre-warm: no generation, and no scripted step is used up.
@@ -329,8 +336,12 @@ class SimApp:
             raise invalid_request(f"{NODE_HEADER}: {exc}") from exc
         try:
             if isinstance(policy, ScriptPolicy):
-                return self._scripts.respond(policy, payload), True
-            return structured_reply(policy.respond(payload), payload), False
+                return refuse_server_tool_calls(self._scripts.respond(policy, payload), payload), True
+            reply = structured_reply(policy.respond(payload), payload)
+            if isinstance(policy, DefaultModel):
+                # Its ids derive from the messages; two conversations with the same messages must not share them.
+                reply = with_request_tool_ids(reply, request_id)
+            return reply, False
         except PolicyExhausted as exc:
             raise SimAPIError(500, "api_error", str(exc), {"x-should-retry": "false"}) from exc
 

@@ -11,7 +11,8 @@ Rules, applied to the request as sent (the same request always gets the same ans
    integer/number: the minimum or 1, boolean: true, array: one item, object:
    recursively, null: null; a local ``$ref`` is followed; see
    :func:`runtime.sim.json_schema.example_value`). ``stop_reason = "tool_use"``; the tool-use id
-   is derived from the request's content.
+   is derived from the request's content (the server mixes in the request's id:
+   :func:`with_request_tool_ids`).
 2. **Otherwise answer with text**: after tool results, ``"Simulated answer
    after N tool result(s): <first 80 characters of the last result>"``;
    else ``"Simulated answer to: <first 80 characters of the last user
@@ -93,3 +94,20 @@ def _answer_text(messages: list[Any]) -> str:
             if texts:
                 return f"Simulated answer to: {_quote(' '.join(texts))}"
     return "Simulated answer."
+
+
+def with_request_tool_ids(reply: Reply, request_id: str) -> Reply:
+    """``reply`` with each tool-use id made unique to the request (its id mixed with ``request_id``).
+
+    The model's ids derive from the messages alone; the server mixes in the
+    request's id so that conversations with identical messages (parallel
+    subagents, say) never share a tool-use id, as the API's ids are unique."""
+    if not request_id:
+        return reply
+    content = tuple(
+        {**block, "id": "toolu_" + sha256_hex(f"{request_id}:{block['id']}")[:24]}
+        if block.get("type") == "tool_use"
+        else block
+        for block in reply.content
+    )
+    return Reply(content=content, stop_reason=reply.stop_reason, output_tokens=reply.output_tokens)
