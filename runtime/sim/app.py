@@ -204,7 +204,10 @@ class SimApp:
         if path == COUNT_TOKENS_PATH:
             prepared = await self._prepare(decoded, len(request.body), count_only=True)
             model_facts(prepared.payload["model"])
-            return _json_response(200, {"input_tokens": prepared.layout.total_tokens}, request_id), record
+            counted: dict[str, Any] = {"input_tokens": prepared.layout.total_tokens}
+            if prepared.original_tokens is not None:
+                counted["context_management"] = {"original_input_tokens": prepared.original_tokens}
+            return _json_response(200, counted, request_id), record
         streams = isinstance(decoded.body, dict) and decoded.body.get("stream") is True
         count, rule = self._faults.next_request(record.node)
         if rule is not None:
@@ -290,7 +293,7 @@ class SimApp:
         facts = model_facts(payload["model"])
         if layout.total_tokens > facts.context_window:
             raise invalid_request(f"prompt is too long: {layout.total_tokens} tokens > {facts.context_window} maximum")
-        self.thinking.verify(payload)
+        self.thinking.verify(prepared.sent if prepared.sent is not None else payload)
         reply, scripted = self._reply(payload, record.node, record.request_id)
         finished = finish(self.thinking.sign_reply(reply, payload), payload, self.counter, whole=scripted)
         delay = self.config.latency_s + extra_delay
@@ -313,6 +316,8 @@ class SimApp:
             "stop_details": None,
             "usage": usage,
         }
+        if prepared.original_tokens is not None:
+            message["context_management"] = {"applied_edits": list(prepared.applied_edits)}
         if delay > 0:
             await self.sleep(delay)
         streams = payload.get("stream") is True
