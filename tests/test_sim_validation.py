@@ -158,8 +158,10 @@ def test_model_facts_are_data_and_unknown_models_are_404() -> None:
         "claude-sonnet-4-5": (1024, 200_000),
         "claude-sonnet-4-5-20250929": (1024, 200_000),
         "claude-sonnet-5": (1024, 1_000_000),
-        "claude-opus-4-6": (4096, 200_000),
-        "claude-opus-4-7": (2048, 200_000),
+        "claude-opus-4-6": (4096, 1_000_000),
+        "claude-opus-4-7": (2048, 1_000_000),
+        "claude-opus-4-8": (1024, 1_000_000),
+        "claude-sonnet-4-6": (1024, 1_000_000),
         "claude-opus-5": (512, 1_000_000),
         "claude-fable-5-2": (1024, 200_000),  # no source states it: the documented defaults
     }
