@@ -19,8 +19,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from runtime.sim.errors import SimAPIError
-
 SERVICE_TIERS = ("auto", "default", "flex", "scale", "priority")
 VERBOSITIES = ("low", "medium", "high")
 RETENTIONS = ("in_memory", "24h")
@@ -45,10 +43,16 @@ STANDARD_FIELDS = frozenset(
 )
 
 
-def _error(field: str, value: Any, expected: str) -> SimAPIError:
-    from runtime.sim.chat.wire import chat_error
+class FieldError(ValueError):
+    """A standard field with a value it may not have: the field, the value and what was expected."""
 
-    return chat_error(f"{field}: {str(value)[:80]} is not {expected}", param=field)
+    def __init__(self, field: str, value: Any, expected: str) -> None:
+        super().__init__(f"{field}: {str(value)[:80]} is not {expected}")
+        self.field = field
+
+
+def _error(field: str, value: Any, expected: str) -> FieldError:
+    return FieldError(field, value, expected)
 
 
 def _number(body: Mapping[str, Any], field: str, low: float, high: float) -> None:
@@ -66,7 +70,7 @@ def _choice(body: Mapping[str, Any], field: str, options: tuple[str, ...]) -> No
 
 
 def check_standard_fields(body: Mapping[str, Any]) -> None:
-    """Check the fields of :data:`STANDARD_FIELDS` a body carries (see the module docstring)."""
+    """Check the fields of :data:`STANDARD_FIELDS` a body carries (see the module docstring); FieldError if not."""
     _number(body, "temperature", 0, 2)
     _number(body, "top_p", 0, 1)
     _number(body, "frequency_penalty", -2, 2)

@@ -37,7 +37,7 @@ import attrs
 from runtime.canonical import canonical_json
 from runtime.chat_images import chat_image_tokens
 from runtime.images import ImageError, decode_base64_image, inspect_image
-from runtime.sim.chat.fields import STANDARD_FIELDS, check_standard_fields
+from runtime.sim.chat.fields import STANDARD_FIELDS, FieldError, check_standard_fields
 from runtime.sim.errors import SimAPIError
 from runtime.sim.json_schema import SchemaError, check_schema
 
@@ -351,7 +351,10 @@ def read_chat_request(body: Any) -> ChatRequest:
     if unknown:
         raise chat_error(f"Unrecognized request argument supplied: {unknown[0]}", param=unknown[0])
     model = _text(body.get("model"), "model", limit=MAX_NAME_CHARS, empty=False)
-    check_standard_fields(body)
+    try:
+        check_standard_fields(body)
+    except FieldError as exc:
+        raise chat_error(str(exc), param=exc.field) from None
     raw_messages = _array(body.get("messages"), "messages", MAX_MESSAGES, empty=False)
     system, messages = _messages(raw_messages)
     raw_tools = _array(body.get("tools") or [], "tools", MAX_TOOLS)
