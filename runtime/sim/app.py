@@ -46,6 +46,7 @@ from runtime.sim.chat.face import CHAT_PATH, SESSION_HEADER, ChatFace, chat_erro
 from runtime.sim.config import SimConfig
 from runtime.sim.conversations import ConversationScripts
 from runtime.sim.default_model import DefaultModel, with_request_tool_ids
+from runtime.sim.diagnostics import FingerprintLog, cache_miss_reason, fingerprint, previous_id
 from runtime.sim.errors import SimAPIError, invalid_request
 from runtime.sim.faults import ERROR_KINDS, ERROR_MESSAGES, ERROR_TYPES, FaultRule, FaultSchedule
 from runtime.sim.generation import finish
@@ -126,6 +127,8 @@ class SimApp:
         default=attrs.Factory(lambda self: deque(maxlen=self.config.request_log_limit), takes_self=True), init=False
     )
     _scripts: ConversationScripts = attrs.field(factory=ConversationScripts, init=False)
+    _prints: FingerprintLog = attrs.field(factory=FingerprintLog, init=False)
+    """The prompt fingerprints of recent responses, for ``diagnostics.previous_message_id``."""
     thinking: ThinkingSigner = attrs.field(
         default=attrs.Factory(
             lambda self: (
@@ -316,6 +319,13 @@ class SimApp:
             "stop_details": None,
             "usage": usage,
         }
+        asked, named = previous_id(payload)
+        printed = fingerprint(payload, layout)
+        if asked:
+            previous = self._prints.get(named) if named is not None else None
+            reason = cache_miss_reason(previous, printed) if named is not None else None
+            message["diagnostics"] = {"cache_miss_reason": reason} if reason is not None else None
+        self._prints.remember(message["id"], printed)
         if prepared.original_tokens is not None:
             message["context_management"] = {"applied_edits": list(prepared.applied_edits)}
         if delay > 0:
