@@ -25,7 +25,12 @@ from runtime.sim.server import SimConfig, SimServer, serve_simulator
 pytestmark = pytest.mark.anyio
 
 MODEL = "claude-haiku-5-5"
-HEADERS = {"x-api-key": "k", "authorization": "Bearer k", "content-type": "application/json"}
+HEADERS = {
+    "x-api-key": "k",
+    "authorization": "Bearer k",
+    "content-type": "application/json",
+    "anthropic-version": "2023-06-01",
+}
 PATHS = ("/v1/messages", "/v1/messages/count_tokens", "/v1/chat/completions")
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from typing import Literal
 
 import pytest
 
@@ -22,7 +23,8 @@ pydantic_ai = pytest.importorskip("pydantic_ai", reason=NOT_INSTALLED)
 
 from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
-from pydantic_ai import Agent
+from pydantic import BaseModel, Field
+from pydantic_ai import Agent, NativeOutput
 from pydantic_ai.models.anthropic import AnthropicModel, AnthropicModelSettings
 from pydantic_ai.providers.anthropic import AnthropicProvider
 
@@ -112,6 +114,18 @@ def test_pydantic_ai_tool_round_trip(sim: SimProcess) -> None:
     result = weather_agent.run_sync("What is the weather in Paris?")
     assert result.output == "Simulated answer after 1 tool result(s): sunny, 21 C in <city>"
     assert (result.usage.requests, result.usage.tool_calls) == (2, 1)
+
+
+class Forecast(BaseModel):
+    city: str
+    celsius: int = Field(ge=-60, le=60)
+    sky: Literal["clear", "cloudy"]
+
+
+def test_pydantic_ai_native_output_gets_a_schema_valid_value(sim: SimProcess) -> None:
+    result = agent(sim, output_type=NativeOutput(Forecast)).run_sync("Forecast for Paris?")
+    assert result.output == Forecast(city="<city>", celsius=-60, sky="clear")
+    assert result.usage.requests == 1
 
 
 def test_pydantic_ai_streamed_call(sim: SimProcess) -> None:

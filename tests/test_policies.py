@@ -42,7 +42,7 @@ def test_from_obj_allows_calls_without_arguments_and_text_alone() -> None:
 @pytest.mark.parametrize(
     ("obj", "message"),
     [
-        ({}, "nodes[2].script[0]: a step needs 'text', 'tool_calls', or both; it has neither"),
+        ({}, "nodes[2].script[0]: a step needs 'text' (or 'output'), 'tool_calls', or both; it has neither"),
         ({"tool_calls": []}, "nodes[2].script[0]: a step needs"),
         ({"text": "x", "tools": []}, "nodes[2].script[0]: unknown key 'tools'"),
         ({"text": ""}, "nodes[2].script[0].text: '' is not a non-empty string"),
@@ -70,7 +70,7 @@ def test_from_obj_refuses_bad_steps_naming_the_key_path(obj: object, message: st
 
 
 def test_direct_construction_is_validated_too() -> None:
-    with pytest.raises(ValueError, match="needs text, tool calls, or both"):
+    with pytest.raises(ValueError, match=r"needs text \(or an output\), tool calls, or both"):
         ScriptStep()
     with pytest.raises(ValueError, match="is not canonical JSON"):
         ScriptCall("x", '{"b":1, "a":2}')

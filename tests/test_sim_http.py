@@ -73,7 +73,7 @@ async def connect(sim: SimServer) -> AsyncIterator[RawClient]:
 
 
 def post_json(body: Any = BODY, **headers: str) -> tuple[bytes, dict[str, str]]:
-    return json.dumps(body).encode(), {"content-type": "application/json", **headers}
+    return json.dumps(body).encode(), {"content-type": "application/json", "anthropic-version": "2023-06-01", **headers}
 
 
 async def test_both_auth_header_styles_and_keep_alive_on_one_connection() -> None:
@@ -111,7 +111,9 @@ async def test_other_routes_are_404_envelopes(method: str, path: str) -> None:
 @pytest.mark.parametrize("body", [b"{nope", b'{"model": NaN}', b"\xff\xfe"])
 async def test_a_body_that_is_not_json_is_a_400(body: bytes) -> None:
     async with server() as sim, connect(sim) as client:
-        status, _, data = await client.request("POST", "/v1/messages", body, {"x-api-key": "k"})
+        status, _, data = await client.request(
+            "POST", "/v1/messages", body, {"x-api-key": "k", "anthropic-version": "2023-06-01"}
+        )
     assert status == 400
     assert json.loads(data)["error"]["message"].startswith("request body: not valid JSON")
 

@@ -179,7 +179,7 @@ def test_a_system_change_keeps_the_tools_keys_only() -> None:
     "change",
     [
         {"tool_choice": {"type": "auto"}},
-        {"thinking": {"type": "enabled", "budget_tokens": 1024}},
+        {"thinking": {"type": "enabled", "budget_tokens": 1024}, "max_tokens": 2048},
         {"output_config": {"effort": "low"}},
     ],
 )

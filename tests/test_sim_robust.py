@@ -28,7 +28,7 @@ from tests.sim_process import foldline_sim
 pytestmark = pytest.mark.anyio
 
 MODEL = "claude-haiku-5-5"
-HEAD = "POST /v1/messages HTTP/1.1\r\nhost: x\r\nx-api-key: k\r\ncontent-type: application/json\r\n"
+HEAD = "POST /v1/messages HTTP/1.1\r\nhost: x\r\nx-api-key: k\r\nanthropic-version: 2023-06-01\r\ncontent-type: application/json\r\n"
 
 
 @asynccontextmanager

@@ -376,10 +376,11 @@ async def test_count_tokens_matches_the_billed_input_and_touches_no_cache() -> N
 
 
 async def test_a_prompt_past_the_models_window_is_a_400() -> None:
+    # claude-sonnet-4-5: a 200K window (runtime/data/models.toml, with its source).
     huge = "lorem ipsum dolor sit amet " * 45_000  # ~200k o200k tokens, more after the factor
     async with running() as (_, client, _clock):
         with pytest.raises(anthropic.BadRequestError, match=r"prompt is too long: \d+ tokens > 200000 maximum"):
-            await create(client, model="claude-opus-4-6", messages=[user(huge)])
+            await create(client, model="claude-sonnet-4-5", messages=[user(huge)])
 
 
 async def test_an_unknown_model_is_a_404_and_a_wrong_key_a_401() -> None:

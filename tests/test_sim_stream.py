@@ -68,6 +68,10 @@ def request(**extra: Any) -> dict[str, Any]:
 def comparable(message: anthropic.types.Message) -> dict[str, Any]:
     data = message.to_dict()
     data.pop("id")
+    for block in data["content"]:
+        if block["type"] == "tool_use":
+            block.pop("id")  # unique per request: two requests never share a tool-use id ...
+            data["usage"].pop("output_tokens")  # ... and the id's tokens are part of the output
     return data
 
 

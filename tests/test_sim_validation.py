@@ -60,12 +60,12 @@ def test_tool_round_trip_is_accepted() -> None:
         ({"model": "claude-haiku-5-5", "messages": [{"role": "user", "content": "x"}]}, "max_tokens: Field required"),
         (body(max_tokens=True), "max_tokens: expected an integer >= 0, got True"),
         (body(messages=[]), "messages: expected a non-empty list of messages"),
-        (body(messages=[{"role": "assistant", "content": "x"}]), "messages.0.role: roles must alternate"),
         (
-            body(messages=[{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]),
-            "messages.1.role: roles must alternate",
+            body(messages=[{"role": "assistant", "content": "x"}]),
+            "messages.0.role: the first message must use the 'user' role",
         ),
-        (body(messages=[{"role": "system", "content": "a"}]), "messages.0.role: expected 'user' or 'assistant'"),
+        (body(messages=[{"role": "system", "content": "a"}]), "messages.0: a system message must immediately follow"),
+        (body(messages=[{"role": "tool", "content": "a"}]), "messages.0.role: Input should be 'user', 'assistant'"),
         (
             body(messages=[{"role": "user", "content": "a", "name": "x"}]),
             "messages.0.name: Extra inputs are not permitted",
@@ -158,8 +158,10 @@ def test_model_facts_are_data_and_unknown_models_are_404() -> None:
         "claude-sonnet-4-5": (1024, 200_000),
         "claude-sonnet-4-5-20250929": (1024, 200_000),
         "claude-sonnet-5": (1024, 1_000_000),
-        "claude-opus-4-6": (4096, 200_000),
-        "claude-opus-4-7": (2048, 200_000),
+        "claude-opus-4-6": (4096, 1_000_000),
+        "claude-opus-4-7": (2048, 1_000_000),
+        "claude-opus-4-8": (1024, 1_000_000),
+        "claude-sonnet-4-6": (1024, 1_000_000),
         "claude-opus-5": (512, 1_000_000),
         "claude-fable-5-2": (1024, 200_000),  # no source states it: the documented defaults
     }

@@ -31,8 +31,9 @@ MAX_TOOL_RESULT_CHARS = 100_000_000
 MAX_TOKEN_FACTOR = 100.0
 """``provider.token_factor`` (the simulated server's count over ours)."""
 
-MAX_LATENCY_S = 86_400.0
-"""``provider.latency_s``: a day, in (virtual) seconds."""
+MAX_LATENCY_S = 600.0
+"""``provider.latency_s`` and a fault's ``delay_s``: ten minutes, the ``anthropic`` SDK's default request timeout
+(a longer wait is only ever a client timeout, and on a wall clock it holds the run); the simulator's own bound."""
 
 MAX_FAULT_REQUEST = 1_000_000_000
 """``provider.faults[i].on_request`` and ``every``."""

@@ -73,7 +73,7 @@ class ScriptedProvider:
         # A network provider always yields while its request is out; so does this one,
         # so cancellation and event delivery interleave as they would in a real run.
         await anyio.lowlevel.checkpoint()
-        headers = {"x-api-key": _KEY, "content-type": "application/json"}
+        headers = {"x-api-key": _KEY, "content-type": "application/json", "anthropic-version": "2023-06-01"}
         if node_id:
             headers["x-foldline-node"] = node_id
         response = await self._app.handle(HttpRequest("POST", "/v1/messages", headers, request.payload_bytes()))

@@ -39,6 +39,9 @@ ERROR_MESSAGES: Mapping[str, str] = {
     "529": "Overloaded (simulated fault)",
     "500": "Internal server error (simulated fault)",
 }
+MAX_DELAY_S = 600.0
+"""The longest ``delay_s`` (and the simulator's ``latency_s``): the ``anthropic`` SDK's default timeout, ten minutes;
+a longer wait only ever times the client out, and on a wall clock it would hold the server's caller that long."""
 _RULE_KEYS = ("node", "on_request", "every", "kind", "retry_after_ms", "should_retry", "delay_s")
 
 
@@ -119,8 +122,9 @@ class FaultRule:
                 or not isinstance(delay_s, (int, float))
                 or not math.isfinite(delay_s)
                 or delay_s <= 0
+                or delay_s > MAX_DELAY_S
             ):
-                return "delay_s", f"{delay_s!r} is not a number of seconds > 0"
+                return "delay_s", f"{delay_s!r} is not a number of seconds > 0 and at most {MAX_DELAY_S:g}"
         elif delay_s is not None:
             return "delay_s", f"applies only to kind 'slow', not {kind!r}"
         return None

@@ -28,7 +28,7 @@ SCRIPTED_STOP_REASONS = ("pause_turn", "refusal")
 """The stop reasons a script step may name (the others follow from the step's content and the request)."""
 
 
-_STEP_KEYS = frozenset({"text", "tool_calls", "stop_reason"})
+_STEP_KEYS = frozenset({"text", "output", "tool_calls", "stop_reason"})
 _CALL_KEYS = frozenset({"name", "arguments"})
 
 
@@ -84,22 +84,26 @@ def _steps(steps: Iterable[ScriptStep]) -> tuple[ScriptStep, ...]:
 
 @attrs.frozen
 class ScriptStep:
-    """One scripted model turn: some text, some tool calls, or both (text first)."""
+    """One scripted model turn: some text (or a structured output), some tool calls, or both (text first)."""
 
     text: str | None = None
     tool_calls: tuple[ScriptCall, ...] = attrs.field(default=(), converter=_calls)
     stop_reason: str | None = None
     """``"pause_turn"`` or ``"refusal"`` to end the step that way (None: from the content)."""
+    output_json: str | None = None
+    """A structured output's value as canonical JSON: the step answers it as its text (``output`` in a script)."""
 
     def __attrs_post_init__(self) -> None:
+        if self.output_json is not None and self.text is not None:
+            raise ValueError("ScriptStep: a step gives 'text' or 'output', not both")
         if self.stop_reason is not None and self.stop_reason not in SCRIPTED_STOP_REASONS:
             raise ValueError(
                 f"ScriptStep.stop_reason: {self.stop_reason!r} is not one of {', '.join(SCRIPTED_STOP_REASONS)}"
             )
         if self.text is not None and (not isinstance(self.text, str) or not self.text):
             raise ValueError(f"ScriptStep.text: {self.text!r} is not a non-empty string")
-        if self.text is None and not self.tool_calls:
-            raise ValueError("ScriptStep: a step needs text, tool calls, or both; it has neither")
+        if self.text is None and self.output_json is None and not self.tool_calls:
+            raise ValueError("ScriptStep: a step needs text (or an output), tool calls, or both; it has neither")
 
     @classmethod
     def from_obj(cls, obj: Any, where: str) -> ScriptStep:
@@ -112,20 +116,33 @@ class ScriptStep:
             raise ConfigError(f"{where}: {obj!r} is not a table with 'text' and/or 'tool_calls'")
         unknown = sorted(set(obj) - _STEP_KEYS)
         if unknown:
-            raise ConfigError(f"{where}: unknown key {unknown[0]!r} (expected 'text' and/or 'tool_calls')")
+            raise ConfigError(f"{where}: unknown key {unknown[0]!r} (expected 'text' or 'output', and/or 'tool_calls')")
         text = obj.get("text")
+        output_json = _output_json(obj, where)
         if text is not None and (not isinstance(text, str) or not text):
             raise ConfigError(f"{where}.text: {text!r} is not a non-empty string")
         raw_calls = obj.get("tool_calls", [])
         if not isinstance(raw_calls, (list, tuple)):
             raise ConfigError(f"{where}.tool_calls: {raw_calls!r} is not a list of tool calls")
         calls = tuple(_call_from_obj(call, f"{where}.tool_calls[{i}]") for i, call in enumerate(raw_calls))
-        if text is None and not calls:
-            raise ConfigError(f"{where}: a step needs 'text', 'tool_calls', or both; it has neither")
+        if text is not None and output_json is not None:
+            raise ConfigError(f"{where}: a step gives 'text' or 'output', not both")
+        if text is None and output_json is None and not calls:
+            raise ConfigError(f"{where}: a step needs 'text' (or 'output'), 'tool_calls', or both; it has neither")
         stop_reason = obj.get("stop_reason")
         if stop_reason is not None and stop_reason not in SCRIPTED_STOP_REASONS:
             raise ConfigError(f"{where}.stop_reason: {stop_reason!r} is not one of {', '.join(SCRIPTED_STOP_REASONS)}")
-        return cls(text=text, tool_calls=calls, stop_reason=stop_reason)
+        return cls(text=text, tool_calls=calls, stop_reason=stop_reason, output_json=output_json)
+
+
+def _output_json(obj: Mapping[str, Any], where: str) -> str | None:
+    """A step's ``output`` (a structured output's value: any JSON value) as canonical JSON."""
+    if "output" not in obj:
+        return None
+    try:
+        return canonical_json(obj["output"])
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{where}.output: {obj['output']!r} is not a JSON value ({exc})") from exc
 
 
 def _call_from_obj(obj: Any, where: str) -> ScriptCall:
@@ -220,8 +237,9 @@ class ScriptPolicy:
 def reply_for_step(node_id: str, index: int, step: ScriptStep) -> Reply:
     """The reply that step ``index`` of ``node_id``'s script gives: text block first, then tool uses."""
     content: list[dict[str, Any]] = []
-    if step.text is not None:
-        content.append({"type": "text", "text": step.text})
+    text = step.text if step.text is not None else step.output_json
+    if text is not None:
+        content.append({"type": "text", "text": text})
     for i, call in enumerate(step.tool_calls):
         content.append(
             {"type": "tool_use", "id": tool_use_id(node_id, index, i), "name": call.name, "input": call.arguments}

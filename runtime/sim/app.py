@@ -45,12 +45,16 @@ from runtime.sim.chat.cache import ChatCacheOutcome
 from runtime.sim.chat.face import CHAT_PATH, SESSION_HEADER, ChatFace, chat_error_response
 from runtime.sim.config import SimConfig
 from runtime.sim.conversations import ConversationScripts
+from runtime.sim.default_model import DefaultModel, with_request_tool_ids
+from runtime.sim.diagnostics import FingerprintLog, cache_miss_reason, fingerprint, previous_id
 from runtime.sim.errors import SimAPIError, invalid_request
 from runtime.sim.generation import finish
 from runtime.sim.http import HttpRequest, HttpResponse, Response, StreamingResponse
 from runtime.sim.models import list_models, model_facts
 from runtime.sim.prepare import Decoded, Prepared, decode_body, prepare
+from runtime.sim.server_tools import refuse_server_tool_calls
 from runtime.sim.streaming import encode_sse, error_event, message_events
+from runtime.sim.structured import structured_reply
 from runtime.sim.thinking import ThinkingSigner
 from runtime.sim.tokens import SimTokenCounter
 from runtime.values.canonical import canonical_bytes, sha256_hex
@@ -58,8 +62,10 @@ from runtime.values.usage import Usage
 
 MESSAGES_PATH = "/v1/messages"
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
+BATCHES_PATH = "/v1/messages/batches"
 MODELS_PATH = "/v1/models"
 NODE_HEADER = "x-foldline-node"
+VERSION_HEADER = "anthropic-version"
 STREAM_FAULT_MESSAGE = "Overloaded (simulated mid-stream fault)"
 _ID_ALPHABET = string.ascii_letters + string.digits
 
@@ -121,6 +127,8 @@ class SimApp:
         default=attrs.Factory(lambda self: deque(maxlen=self.config.request_log_limit), takes_self=True), init=False
     )
     _scripts: ConversationScripts = attrs.field(factory=ConversationScripts, init=False)
+    _prints: FingerprintLog = attrs.field(factory=FingerprintLog, init=False)
+    """The prompt fingerprints of recent responses, for ``diagnostics.previous_message_id``."""
     thinking: ThinkingSigner = attrs.field(
         default=attrs.Factory(
             lambda self: (
@@ -170,7 +178,8 @@ class SimApp:
         return response
 
     async def _route(self, request: HttpRequest, record: RequestRecord) -> tuple[Response | None, RequestRecord]:
-        path, method, request_id = request.path, request.method, record.request_id
+        path, request_id = request.path, record.request_id
+        method = "GET" if request.method == "HEAD" else request.method  # HEAD: GET's status and headers, no body
         if path.startswith(ADMIN_PREFIX):
             if self.admin is None:
                 raise SimAPIError(
@@ -184,15 +193,24 @@ class SimApp:
             return _json_response(200, model_facts(path[len(MODELS_PATH) + 1 :]).info(), request_id), record
         if method == "POST" and path == CHAT_PATH:
             return await self._chat(request, record)
+        if path == BATCHES_PATH or path.startswith(BATCHES_PATH + "/"):
+            raise SimAPIError(
+                404, "not_found_error", f"{method} {path}: message batches are not simulated by foldline's simulator"
+            )
         if method != "POST" or path not in (MESSAGES_PATH, COUNT_TOKENS_PATH):
             raise SimAPIError(404, "not_found_error", f"Not found: {method} {path}")
         api_key = self._authenticate(request.headers)
+        if not request.headers.get(VERSION_HEADER):
+            raise invalid_request(f"{VERSION_HEADER}: header is required")
         decoded = await self._offload(len(request.body), decode_body, request.body)
         record = attrs.evolve(record, payload_digest=decoded.payload_digest)
         if path == COUNT_TOKENS_PATH:
             prepared = await self._prepare(decoded, len(request.body), count_only=True)
             model_facts(prepared.payload["model"])
-            return _json_response(200, {"input_tokens": prepared.layout.total_tokens}, request_id), record
+            counted: dict[str, Any] = {"input_tokens": prepared.layout.total_tokens}
+            if prepared.original_tokens is not None:
+                counted["context_management"] = {"original_input_tokens": prepared.original_tokens}
+            return _json_response(200, counted, request_id), record
         streams = isinstance(decoded.body, dict) and decoded.body.get("stream") is True
         count, rule = self._faults.next_request(record.node)
         if rule is not None:
@@ -224,7 +242,7 @@ class SimApp:
                 session_header=request.headers.get(SESSION_HEADER) or None,
                 node=record.node,
                 request_id=record.request_id,
-                answer=self._reply,
+                answer=lambda payload, node: self._reply(payload, node, record.request_id),
                 signer=self.thinking,
                 counter=self.counter,
                 now=record.started_at,
@@ -278,8 +296,8 @@ class SimApp:
         facts = model_facts(payload["model"])
         if layout.total_tokens > facts.context_window:
             raise invalid_request(f"prompt is too long: {layout.total_tokens} tokens > {facts.context_window} maximum")
-        self.thinking.verify(payload)
-        reply, scripted = self._reply(payload, record.node)
+        self.thinking.verify(prepared.sent if prepared.sent is not None else payload)
+        reply, scripted = self._reply(payload, record.node, record.request_id)
         finished = finish(self.thinking.sign_reply(reply, payload), payload, self.counter, whole=scripted)
         delay = self.config.latency_s + extra_delay
         outcome = self.engine.apply(
@@ -301,6 +319,15 @@ class SimApp:
             "stop_details": None,
             "usage": usage,
         }
+        asked, named = previous_id(payload)
+        printed = fingerprint(payload, layout)
+        if asked:
+            previous = self._prints.get(named) if named is not None else None
+            reason = cache_miss_reason(previous, printed) if named is not None else None
+            message["diagnostics"] = {"cache_miss_reason": reason} if reason is not None else None
+        self._prints.remember(message["id"], printed)
+        if prepared.original_tokens is not None:
+            message["context_management"] = {"applied_edits": list(prepared.applied_edits)}
         if delay > 0:
             await self.sleep(delay)
         streams = payload.get("stream") is True
@@ -313,7 +340,7 @@ class SimApp:
             record,
         )
 
-    def _reply(self, payload: Mapping[str, Any], node: str | None) -> tuple[Reply, bool]:
+    def _reply(self, payload: Mapping[str, Any], node: str | None, request_id: str = "") -> tuple[Reply, bool]:
         """The policy's reply, and whether it is a script's step (answered whole)."""
         if payload["max_tokens"] == 0:
             # A cache pre-warm: no generation, and no scripted step is used up.
@@ -324,8 +351,12 @@ class SimApp:
             raise invalid_request(f"{NODE_HEADER}: {exc}") from exc
         try:
             if isinstance(policy, ScriptPolicy):
-                return self._scripts.respond(policy, payload), True
-            return policy.respond(payload), False
+                return refuse_server_tool_calls(self._scripts.respond(policy, payload), payload), True
+            reply = structured_reply(policy.respond(payload), payload)
+            if isinstance(policy, DefaultModel):
+                # Its ids derive from the messages; two conversations with the same messages must not share them.
+                reply = with_request_tool_ids(reply, request_id)
+            return reply, False
         except PolicyExhausted as exc:
             raise SimAPIError(500, "api_error", str(exc), {"x-should-retry": "false"}) from exc
 

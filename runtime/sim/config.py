@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 
 from runtime.errors import ConfigError
-from runtime.scripted.faults import FaultRule
+from runtime.scripted.faults import MAX_DELAY_S, FaultRule
 from runtime.sim.http import MAX_BODY_BYTES, HttpLimits
 
 
@@ -21,6 +21,14 @@ def _frozen_keys(value: Any) -> frozenset[str] | None:
     if not keys or not all(isinstance(key, str) and key for key in keys):
         raise ConfigError("SimConfig.api_keys: expected a non-empty set of non-empty strings, or None for any key")
     return keys
+
+
+def _at_most(high: float) -> Any:
+    def check(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+        if value > high:
+            raise ConfigError(f"SimConfig.{attribute.name}: {value!r} is above the upper bound {high:g} seconds")
+
+    return check
 
 
 def _number(low: float, *, inclusive: bool) -> Any:
@@ -94,7 +102,7 @@ class SimConfig:
     """
 
     token_factor: float = attrs.field(default=1.15, validator=_number(0.0, inclusive=False))
-    latency_s: float = attrs.field(default=0.0, validator=_number(0.0, inclusive=True))
+    latency_s: float = attrs.field(default=0.0, validator=[_number(0.0, inclusive=True), _at_most(MAX_DELAY_S)])
     lookback_collapse: bool = attrs.field(default=True, validator=_bool)
     faults: tuple[FaultRule, ...] = attrs.field(default=(), converter=_faults)
     api_keys: frozenset[str] | None = attrs.field(default=None, converter=_frozen_keys)

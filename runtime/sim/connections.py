@@ -1,7 +1,8 @@
 """The simulated server's connection cap, and an accept loop that survives ``accept()`` errors.
 
 :class:`ConnectionTable` admits at most ``cap`` connections. When a new one
-arrives at the cap, the connection idle for longest (no request under way) is
+arrives at the cap, the connection idle for longest (no request under way, or
+only the head of one arriving, so slow heads cannot hold the slots) is
 closed to make room, the way a server with keep-alive reclaims idle sockets;
 when every connection is busy the newcomer is closed at once. So a flood of
 idle connections never keeps a real request out.

@@ -9,8 +9,10 @@ Rules, applied to the request as sent (the same request always gets the same ans
    properties when none is required) gets its ``default``, else its first
    ``enum`` value, else a value of its type (string: ``"<name>"`` text,
    integer/number: the minimum or 1, boolean: true, array: one item, object:
-   recursively, null: null; a local ``$ref`` is followed). ``stop_reason = "tool_use"``; the tool-use id
-   is derived from the request's content.
+   recursively, null: null; a local ``$ref`` is followed; see
+   :func:`runtime.sim.json_schema.example_value`). ``stop_reason = "tool_use"``; the tool-use id
+   is derived from the request's content (the server mixes in the request's id:
+   :func:`with_request_tool_ids`).
 2. **Otherwise answer with text**: after tool results, ``"Simulated answer
    after N tool result(s): <first 80 characters of the last result>"``;
    else ``"Simulated answer to: <first 80 characters of the last user
@@ -25,17 +27,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from runtime.scripted.policies import Reply
+from runtime.sim.json_schema import example_value
 from runtime.values.canonical import canonical_bytes, sha256_hex
 
 QUOTE_CHARS = 80
-_MAX_SCHEMA_DEPTH = 8
 
 
 class DefaultModel:
     """Answers any request by the rules in the module docstring."""
 
     def respond(self, payload: Mapping[str, Any]) -> Reply:
-        messages = payload.get("messages") or []
+        # A mid-conversation system message instructs; the turn it answers is the user's before it.
+        messages = [m for m in payload.get("messages") or [] if m.get("role") != "system"]
         tool = _tool_to_call(payload, messages)
         if tool is not None:
             schema = tool.get("input_schema") or {"type": "object"}
@@ -93,57 +96,18 @@ def _answer_text(messages: list[Any]) -> str:
     return "Simulated answer."
 
 
-def _resolve(schema: Mapping[str, Any], root: Any) -> Any:
-    """``schema`` with a local ``$ref`` (``#/$defs/Name``) followed into ``root``; anything else as is."""
-    ref = schema.get("$ref")
-    if not isinstance(ref, str) or not ref.startswith("#/"):
-        return schema
-    target: Any = root
-    for part in ref[2:].split("/"):
-        target = target.get(part) if isinstance(target, Mapping) else None
-    return target if isinstance(target, Mapping) else schema
+def with_request_tool_ids(reply: Reply, request_id: str) -> Reply:
+    """``reply`` with each tool-use id made unique to the request (its id mixed with ``request_id``).
 
-
-def example_value(schema: Any, name: str, depth: int = 0, root: Any = None) -> Any:
-    """A value that fits ``schema`` (JSON Schema; local ``$ref`` resolved in ``root``), by the module's rules."""
-    if not isinstance(schema, Mapping) or depth > _MAX_SCHEMA_DEPTH:
-        return f"<{name}>"
-    schema = _resolve(schema, root)
-    if "default" in schema:
-        return schema["default"]
-    if schema.get("enum"):
-        return schema["enum"][0]
-    if "const" in schema:
-        return schema["const"]
-    for key in ("anyOf", "oneOf", "allOf"):
-        options = schema.get(key)
-        if isinstance(options, list) and options:
-            usable = [
-                option for option in options if not (isinstance(option, Mapping) and option.get("type") == "null")
-            ]
-            return example_value((usable or options)[0], name, depth + 1, root)
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "null")
-    if kind == "object" or (kind is None and "properties" in schema):
-        return _example_object(schema, depth, root)
-    if kind == "array":
-        return [example_value(schema.get("items", {"type": "string"}), name, depth + 1, root)]
-    if kind == "integer":
-        return int(schema.get("minimum", 1))
-    if kind == "number":
-        return float(schema.get("minimum", 1.0))
-    if kind == "boolean":
-        return True
-    if kind == "null":
-        return None
-    return f"<{name}>"
-
-
-def _example_object(schema: Mapping[str, Any], depth: int, root: Any) -> dict[str, Any]:
-    properties = schema.get("properties") or {}
-    if not isinstance(properties, Mapping):
-        return {}
-    required = [key for key in schema.get("required") or [] if key in properties]
-    chosen = required or list(properties)
-    return {key: example_value(properties[key], key, depth + 1, root) for key in chosen}
+    The model's ids derive from the messages alone; the server mixes in the
+    request's id so that conversations with identical messages (parallel
+    subagents, say) never share a tool-use id, as the API's ids are unique."""
+    if not request_id:
+        return reply
+    content = tuple(
+        {**block, "id": "toolu_" + sha256_hex(f"{request_id}:{block['id']}")[:24]}
+        if block.get("type") == "tool_use"
+        else block
+        for block in reply.content
+    )
+    return Reply(content=content, stop_reason=reply.stop_reason, output_tokens=reply.output_tokens)

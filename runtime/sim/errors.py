@@ -16,19 +16,28 @@ from runtime.errors import FoldlineError
 class SimAPIError(FoldlineError):
     """An error the simulated API answers with (status, ``error.type``, ``error.message``)."""
 
-    def __init__(self, status: int, error_type: str, message: str, headers: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        error_type: str,
+        message: str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        details: Mapping[str, object] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.error_type = error_type
         self.message = message
         self.headers: Mapping[str, str] = MappingProxyType(dict(headers or {}))
+        self.details: Mapping[str, object] | None = MappingProxyType(dict(details)) if details else None
+        """The error's ``details`` object (a machine-readable ``error_code``), when the API gives one."""
 
     def envelope(self, request_id: str) -> dict[str, object]:
-        return {
-            "type": "error",
-            "error": {"type": self.error_type, "message": self.message},
-            "request_id": request_id,
-        }
+        error: dict[str, object] = {"type": self.error_type, "message": self.message}
+        if self.details is not None:
+            error["details"] = dict(self.details)
+        return {"type": "error", "error": error, "request_id": request_id}
 
 
 def invalid_request(message: str) -> SimAPIError:

@@ -104,10 +104,10 @@ class ActivityMarker:
     """Told when a connection waits for a request (idle) and when one is under way (busy)."""
 
     def idle(self) -> None:
-        """No request under way: the connection may be evicted."""
+        """No request under way (or only its head arriving): the connection may be evicted."""
 
     def busy(self) -> None:
-        """A request is being read or answered."""
+        """A request's head is in: its body is being read, or it is being answered."""
 
 
 class _Refusal(Exception):
@@ -151,7 +151,7 @@ async def serve_connection(
                 response = await handler(request)
                 if response is None:
                     return
-                await _send(conn, stream, response)
+                await _send(conn, stream, response, head_only=request.method == "HEAD")
                 if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
                     return
                 conn.start_next_cycle()
@@ -179,13 +179,15 @@ async def _receive_request(
         if idle.cancelled_caught:
             return None
         event = conn.next_event()
-    activity.busy()
+    # A connection still sending its head stays evictable (it counts as idle until the head is in), so heads sent
+    # a byte at a time cannot hold the slots; the head has a deadline of its own besides.
     with anyio.move_on_after(limits.header_timeout_s):
         while event is h11.NEED_DATA:
             await _feed(conn, stream)
             event = conn.next_event()
     if event is h11.NEED_DATA:
         raise _Refusal(408, "timeout_error", f"request head not received within {limits.header_timeout_s:g} s")
+    activity.busy()
     if not isinstance(event, h11.Request):
         return None  # ConnectionClosed
     headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in event.headers}
@@ -239,7 +241,15 @@ async def _drain(conn: h11.Connection, stream: anyio.abc.ByteStream, limits: Htt
                 return
 
 
-async def _send(conn: h11.Connection, stream: anyio.abc.ByteStream, response: Response, *, close: bool = False) -> None:
+async def _send(
+    conn: h11.Connection,
+    stream: anyio.abc.ByteStream,
+    response: Response,
+    *,
+    close: bool = False,
+    head_only: bool = False,
+) -> None:
+    """Send ``response``; ``head_only`` (the answer to a ``HEAD`` request): its status and headers, no body."""
     headers = [("content-type", response.content_type), *response.headers]
     if isinstance(response, HttpResponse):
         headers.append(("content-length", str(len(response.body))))
@@ -249,6 +259,9 @@ async def _send(conn: h11.Connection, stream: anyio.abc.ByteStream, response: Re
         headers.append(("connection", "close"))
     reason = _REASONS.get(response.status, b"")
     out = conn.send(h11.Response(status_code=response.status, headers=headers, reason=reason))
+    if head_only:
+        await stream.send(out + conn.send(h11.EndOfMessage()))
+        return
     if isinstance(response, HttpResponse):
         out += conn.send(h11.Data(data=response.body))
         out += conn.send(h11.EndOfMessage())

@@ -7,7 +7,8 @@ position, and the cache mark on it, if any.
 
 Prefix keys are a running SHA-256 in three tiers, so a change invalidates
 exactly what the API's hierarchy says it does: the tools tier is seeded with
-the model (a tools change invalidates everything), the system tier chains on
+the model and a structured output's ``output_config.format`` (a change of
+either, or of the tools, invalidates everything), the system tier chains on
 from the tools, and the messages tier is seeded with ``tool_choice``, the
 thinking parameters and ``output_config.effort`` (a change of those
 invalidates the messages only); each message adds a boundary token with its
@@ -106,7 +107,7 @@ def build_layout(payload: Mapping[str, Any], counter: SimTokenCounter, *, lookba
     marks = _with_automatic(payload.get("cache_control"), raw, explicit)
     _check_ttl_order(raw, marks)
 
-    key = sha256_hex(canonical_json([KEY_FORMAT, "tools", model]))
+    key = sha256_hex(canonical_json([KEY_FORMAT, "tools", model, *_format_seed(payload)]))
     tier = "tools"
     blocks: list[LaidBlock] = []
     prefix = 0
@@ -136,6 +137,13 @@ def build_layout(payload: Mapping[str, Any], counter: SimTokenCounter, *, lookba
         ttl, automatic = marks[index]
         blocks.append(LaidBlock(index, location, kind, tokens, prefix, key, position, ttl, automatic))
     return Layout(model=model, blocks=tuple(blocks), total_tokens=prefix)
+
+
+def _format_seed(payload: Mapping[str, Any]) -> list[Any]:
+    """A structured output's format seeds the whole prefix: changing it invalidates the cache (the docs' rule)."""
+    output_config = payload.get("output_config")
+    form = output_config.get("format") if isinstance(output_config, Mapping) else None
+    return [["format", form]] if form is not None else []
 
 
 def _enter_tier(key: str, new_tier: str, old_tier: str, payload: Mapping[str, Any]) -> str:

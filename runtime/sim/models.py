@@ -9,8 +9,9 @@ Per model:
   for the models in :data:`STATED` (Anthropic's prompt-caching page, see the
   project's caching notes); :data:`DEFAULT_MIN_CACHEABLE` otherwise.
 - ``context_window``: the most input tokens a request may carry (past it the
-  API answers 400 "prompt is too long"); :data:`DEFAULT_CONTEXT_WINDOW`
-  where no source states it.
+  API answers 400 "prompt is too long"): the model table's figure
+  (``runtime/data/models.toml``, a source per row, shared with the runtime);
+  :data:`DEFAULT_CONTEXT_WINDOW` where no source states it.
 - ``created_at``: the date in a dated id (``...-20250929``), else the epoch
   (the Models API's documented value for an unknown release date).
 - ``lifecycle``: ``deprecated`` with ``retires_at`` for the ids the SDK warns
@@ -31,32 +32,35 @@ from typing import Any
 
 import attrs
 
+from runtime.models.limits import default_model_table
 from runtime.sim.errors import SimAPIError
 
 DEFAULT_MIN_CACHEABLE = 1_024
 DEFAULT_CONTEXT_WINDOW = 200_000
 EPOCH = "1970-01-01T00:00:00Z"
 
-STATED: Mapping[str, tuple[int, int | None]] = MappingProxyType(
+STATED: Mapping[str, int] = MappingProxyType(
     {
-        # id: (minimum cacheable prefix, context window or None for the default)
-        "claude-haiku-5-5": (512, 1_000_000),
-        "claude-fable-5-1": (512, None),
-        "claude-mythos-5-1": (512, None),
-        "claude-fable-5": (512, None),
-        "claude-mythos-5": (512, None),
-        "claude-opus-5": (512, 1_000_000),
-        "claude-sonnet-5": (1_024, 1_000_000),
-        "claude-opus-4-8": (1_024, None),
-        "claude-sonnet-4-6": (1_024, None),
-        "claude-sonnet-4-5": (1_024, 200_000),
-        "claude-mythos-preview": (2_048, None),
-        "claude-opus-4-7": (2_048, None),
-        "claude-opus-4-6": (4_096, 200_000),
-        "claude-opus-4-5": (4_096, None),
-        "claude-haiku-4-5": (4_096, 200_000),
+        # id: the minimum cacheable prefix (Anthropic's prompt-caching page, see the project's caching notes)
+        "claude-haiku-5-5": 512,
+        "claude-fable-5-1": 512,
+        "claude-mythos-5-1": 512,
+        "claude-fable-5": 512,
+        "claude-mythos-5": 512,
+        "claude-opus-5": 512,
+        "claude-sonnet-5": 1_024,
+        "claude-opus-4-8": 1_024,
+        "claude-sonnet-4-6": 1_024,
+        "claude-sonnet-4-5": 1_024,
+        "claude-mythos-preview": 2_048,
+        "claude-opus-4-7": 2_048,
+        "claude-opus-4-6": 4_096,
+        "claude-opus-4-5": 4_096,
+        "claude-haiku-4-5": 4_096,
     }
 )
+DATED_IDS = ("claude-sonnet-4-5-20250929", "claude-haiku-4-5-20251001")
+"""Dated ids served whether or not the installed SDK still names them (older clients send them)."""
 
 RETIRES_AT: Mapping[str, str] = MappingProxyType(
     {
@@ -114,15 +118,17 @@ def sdk_model_ids() -> tuple[str, ...]:
 def _facts(model_id: str) -> ModelFacts:
     match = _DATED.match(model_id)
     alias = match["alias"] if match else model_id
-    minimum, window = STATED.get(alias, (DEFAULT_MIN_CACHEABLE, None))
+    minimum = STATED.get(alias, DEFAULT_MIN_CACHEABLE)
+    window = default_model_table().context_window(alias) or DEFAULT_CONTEXT_WINDOW
     created = f"{match['y']}-{match['m']}-{match['d']}T00:00:00Z" if match else EPOCH
-    return ModelFacts(model_id, minimum, window or DEFAULT_CONTEXT_WINDOW, created, RETIRES_AT.get(alias))
+    return ModelFacts(model_id, minimum, window, created, RETIRES_AT.get(alias))
 
 
 @functools.cache
 def served_models() -> Mapping[str, ModelFacts]:
     """Every model served: the SDK's ids, then the stated ones (built on first use: it imports the SDK)."""
-    return MappingProxyType({model_id: _facts(model_id) for model_id in dict.fromkeys((*sdk_model_ids(), *STATED))})
+    ids = dict.fromkeys((*sdk_model_ids(), *STATED, *DATED_IDS))
+    return MappingProxyType({model_id: _facts(model_id) for model_id in ids})
 
 
 def model_facts(model: str) -> ModelFacts:
@@ -158,3 +164,21 @@ def list_models(query: Mapping[str, str]) -> dict[str, Any]:
         "first_id": page[0] if page else None,
         "last_id": page[-1] if page else None,
     }
+
+
+SYSTEM_MESSAGE_MODELS = frozenset({"claude-opus-4-8"})
+"""The models named as taking mid-conversation ``system`` messages: Anthropic's page on them says "available on
+Claude Opus 4.8 only" (read 2026-12-04). Models of generation 5 and later (released after it) take them too:
+Claude Code 2.1.332 treats every model from claude-opus-4-8 on as accepting them and sends them to its
+default model, claude-opus-5-5, so the real API takes them there."""
+FIRST_GENERATION_WITH_SYSTEM_MESSAGES = 5
+
+
+def supports_system_messages(model: str) -> bool:
+    """Whether ``model`` (an alias or a dated id) takes mid-conversation ``system`` messages."""
+    match = _DATED.match(model)
+    alias = match["alias"] if match else model
+    generation = next((int(word) for word in alias.split("-") if word.isdigit()), 0)
+    return alias in SYSTEM_MESSAGE_MODELS or (
+        alias.startswith("claude-") and generation >= FIRST_GENERATION_WITH_SYSTEM_MESSAGES
+    )

@@ -1,4 +1,4 @@
-"""Reading a request body: JSON with a depth bound, validation and the token layout.
+"""Reading a request body: JSON with a depth bound, validation, context edits and the token layout.
 
 These are the CPU-heavy steps of a request; the app runs them in a worker
 thread for large bodies (see ``SimConfig.thread_tokenize_bytes``), so they are
@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 
+from runtime.sim.context_edits import apply_edits
 from runtime.sim.errors import invalid_request
 from runtime.sim.layout import Layout, build_layout
 from runtime.sim.tokens import SimTokenCounter
@@ -31,8 +32,15 @@ class Decoded:
 
 @attrs.frozen
 class Prepared:
+    """The request as the model and the cache see it (context edits applied), and what was sent."""
+
     payload: dict[str, Any]
     layout: Layout
+    sent: dict[str, Any] | None = None
+    """The request as sent, when context edits changed it (its thinking signatures are checked as sent)."""
+    original_tokens: int | None = None
+    """The input tokens before context edits (None: the request has no ``context_management``)."""
+    applied_edits: tuple[dict[str, Any], ...] = ()
 
 
 def _refuse_constant(name: str) -> Any:
@@ -80,4 +88,15 @@ def decode_body(body: bytes) -> Decoded:
 def prepare(body: Any, *, count_only: bool, counter: SimTokenCounter, lookback_collapse: bool) -> Prepared:
     """Validate a decoded body and lay it out in the simulator's tokens."""
     payload = validate_request(body, count_only=count_only)
-    return Prepared(payload, build_layout(payload, counter, lookback_collapse=lookback_collapse))
+    layout = build_layout(payload, counter, lookback_collapse=lookback_collapse)
+    if payload.get("context_management") is None:
+        return Prepared(payload, layout)
+
+    def count(edited: dict[str, Any]) -> int:
+        return build_layout(edited, counter, lookback_collapse=lookback_collapse).total_tokens
+
+    edited = apply_edits(payload, layout.total_tokens, count)
+    if not edited.applied:
+        return Prepared(payload, layout, original_tokens=layout.total_tokens)
+    edited_layout = build_layout(edited.payload, counter, lookback_collapse=lookback_collapse)
+    return Prepared(edited.payload, edited_layout, payload, layout.total_tokens, edited.applied)

@@ -109,6 +109,7 @@ def message_events(message: Mapping[str, Any]) -> Iterator[StreamEvent]:
         "stop_sequence": None,
         "usage": usage | {"output_tokens": min(1, output_tokens)},
     }
+    started.pop("context_management", None)  # it comes with message_delta, after the edits are known
     yield "message_start", {"type": "message_start", "message": started}
     content = message.get("content", [])
     if not content:
@@ -122,7 +123,10 @@ def message_events(message: Mapping[str, Any]) -> Iterator[StreamEvent]:
     delta = {"stop_reason": message.get("stop_reason"), "stop_sequence": message.get("stop_sequence")}
     if "stop_details" in message:
         delta["stop_details"] = message["stop_details"]
-    yield "message_delta", {"type": "message_delta", "delta": delta, "usage": final_usage}
+    delta_event: dict[str, Any] = {"type": "message_delta", "delta": delta, "usage": final_usage}
+    if "context_management" in message:
+        delta_event["context_management"] = message["context_management"]
+    yield "message_delta", delta_event
     yield "message_stop", {"type": "message_stop"}
 
 

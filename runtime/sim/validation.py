@@ -14,46 +14,21 @@ from collections.abc import Mapping
 from typing import Any
 
 from runtime.sim.errors import invalid_request
+from runtime.sim.models import SYSTEM_MESSAGE_MODELS, supports_system_messages
+from runtime.sim.request_rules import (
+    SAMPLING_KEYS,
+    check_output_limit,
+    check_sampling,
+    check_system_message_extras,
+    check_thinking_budget,
+    check_unsimulated,
+)
+from runtime.sim.sdk_fields import block_types, count_keys, create_keys, message_keys
+from runtime.sim.structured import check_output_config
 
-CREATE_KEYS = frozenset(
-    {
-        "max_tokens",
-        "messages",
-        "model",
-        "cache_control",
-        "container",
-        "context_management",
-        "diagnostics",
-        "inference_geo",
-        "metadata",
-        "output_config",
-        "service_tier",
-        "stop_sequences",
-        "stream",
-        "system",
-        "temperature",
-        "thinking",
-        "tool_choice",
-        "tools",
-        "top_k",
-        "top_p",
-    }
-)
-COUNT_KEYS = frozenset(
-    {
-        "messages",
-        "model",
-        "cache_control",
-        "context_management",
-        "output_config",
-        "system",
-        "thinking",
-        "tool_choice",
-        "tools",
-    }
-)
-USER_BLOCK_TYPES = ("text", "image", "document", "search_result", "tool_result")
-ASSISTANT_BLOCK_TYPES = ("text", "thinking", "redacted_thinking", "tool_use")
+ASSISTANT_ONLY_TYPES = frozenset({"thinking", "redacted_thinking", "tool_use", "server_tool_use", "mcp_tool_use"})
+"""Blocks only the model writes; any other block type the SDK names may sit in either role."""
+USER_ONLY_TYPES = frozenset({"tool_result"})
 TOOL_CHOICE_TYPES = ("auto", "any", "tool", "none")
 
 
@@ -61,7 +36,7 @@ def validate_request(body: Any, *, count_only: bool = False) -> dict[str, Any]:
     """Validate a ``/v1/messages`` body (or a ``count_tokens`` body) and return it normalized."""
     if not isinstance(body, dict):
         raise invalid_request(f"request body: expected a JSON object, got {type(body).__name__}")
-    allowed = COUNT_KEYS if count_only else CREATE_KEYS
+    allowed = count_keys() if count_only else create_keys() | SAMPLING_KEYS
     for key in body:
         if key not in allowed:
             raise invalid_request(f"{key}: Extra inputs are not permitted")
@@ -69,11 +44,14 @@ def validate_request(body: Any, *, count_only: bool = False) -> dict[str, Any]:
     if not isinstance(model, str) or not model:
         raise invalid_request(f"model: expected a non-empty string, got {model!r}")
     normalized = dict(body)
+    check_unsimulated(body)
     if not count_only:
         _check_max_tokens(body)
+        check_output_limit(body)
+        check_sampling(body)
         if "stream" in body and not isinstance(body["stream"], bool):
             raise invalid_request(f"stream: expected true or false, got {body['stream']!r}")
-    normalized["messages"] = _normalize_messages(body.get("messages"))
+    normalized["messages"] = _normalize_messages(body.get("messages"), model)
     system = _normalize_system(body.get("system"))
     if system:
         normalized["system"] = system
@@ -82,6 +60,9 @@ def validate_request(body: Any, *, count_only: bool = False) -> dict[str, Any]:
     _check_tools(body.get("tools"))
     _check_tool_choice(body.get("tool_choice"), body.get("tools") or [])
     _check_thinking(body.get("thinking"))
+    if not count_only:
+        check_thinking_budget(body)
+    check_output_config(body.get("output_config"))
     if not count_only and body["max_tokens"] == 0:
         _check_prewarm(body)
     return normalized
@@ -126,7 +107,11 @@ def _normalize_system(system: Any) -> list[dict[str, Any]]:
     return list(system)
 
 
-def _normalize_messages(messages: Any) -> list[dict[str, Any]]:
+def _normalize_messages(messages: Any, model: str) -> list[dict[str, Any]]:
+    """The messages checked, consecutive user (or assistant) turns combined into one as the API combines them.
+
+    A ``system`` message (a mid-conversation system instruction) stays at its
+    place; it is checked by :func:`_check_system_message`."""
     if messages is None:
         raise invalid_request("messages: Field required")
     if not isinstance(messages, list) or not messages:
@@ -135,27 +120,71 @@ def _normalize_messages(messages: Any) -> list[dict[str, Any]]:
     for i, message in enumerate(messages):
         if not isinstance(message, dict):
             raise invalid_request(f"messages.{i}: expected an object with 'role' and 'content', got {message!r}")
-        for key in message:
-            if key not in ("role", "content"):
-                raise invalid_request(f"messages.{i}.{key}: Extra inputs are not permitted")
         role = message.get("role")
-        if role not in ("user", "assistant"):
-            raise invalid_request(f"messages.{i}.role: expected 'user' or 'assistant', got {role!r}")
-        expected = "user" if i % 2 == 0 else "assistant"
-        if role != expected:
-            raise invalid_request(
-                f"messages.{i}.role: roles must alternate between 'user' and 'assistant', starting with 'user'; "
-                f"expected {expected!r}, got {role!r}"
-            )
+        if role not in ("user", "assistant", "system"):
+            raise invalid_request(f"messages.{i}.role: Input should be 'user', 'assistant' or 'system', got {role!r}")
+        for key in message:
+            if key not in message_keys()[role]:
+                raise invalid_request(f"messages.{i}.{key}: Extra inputs are not permitted")
+        if role == "system":
+            normalized.append(_check_system_message(messages, i, model))
+            continue
+        if i == 0 and role != "user":
+            raise invalid_request(f"messages.0.role: the first message must use the 'user' role, got {role!r}")
         content = _normalize_content(message.get("content"), i, role)
         if not content and not (role == "assistant" and i == len(messages) - 1):
             raise invalid_request(
                 f"messages.{i}: all messages must have non-empty content "
                 "except for the optional final assistant message"
             )
-        normalized.append({"role": role, "content": content})
+        if normalized and normalized[-1]["role"] == role:
+            normalized[-1]["content"].extend(content)
+        else:
+            normalized.append({"role": role, "content": list(content)})
     _check_tool_pairing(normalized)
     return normalized
+
+
+def _check_system_message(messages: list[Any], i: int, model: str) -> dict[str, Any]:
+    """A mid-conversation system message, placed as the API requires: after a user turn (or an assistant turn
+    ending in a server tool use), last or followed by an assistant turn, on a model that takes it."""
+    if not supports_system_messages(model):
+        raise invalid_request(
+            f"messages.{i}.role: mid-conversation system messages are not supported by {model!r} "
+            f"(models that take them: {', '.join(sorted(SYSTEM_MESSAGE_MODELS))} and generation 5 on); "
+            "use the top-level system field"
+        )
+    previous = messages[i - 1] if i > 0 else None
+    after_server_tool = (
+        isinstance(previous, dict)
+        and previous.get("role") == "assistant"
+        and isinstance(previous.get("content"), list)
+        and bool(previous["content"])
+        and isinstance(previous["content"][-1], dict)
+        and previous["content"][-1].get("type") == "server_tool_use"
+    )
+    if previous is None or not (previous.get("role") == "user" or after_server_tool):
+        raise invalid_request(
+            f"messages.{i}: a system message must immediately follow a user message "
+            "(or an assistant message ending in a server tool use); put system instructions before the first "
+            "message in the top-level system field"
+        )
+    following = messages[i + 1] if i + 1 < len(messages) else None
+    if following is not None and (not isinstance(following, dict) or following.get("role") != "assistant"):
+        raise invalid_request(
+            f"messages.{i}: a system message must be the last message or be followed by an assistant message"
+        )
+    check_system_message_extras(messages[i], i)
+    content = message_content = messages[i].get("content")
+    if isinstance(message_content, str):
+        content = [{"type": "text", "text": message_content}] if message_content else []
+    if not isinstance(content, list) or not content:
+        raise invalid_request(f"messages.{i}.content: expected a non-empty string or list of text blocks")
+    for j, block in enumerate(content):
+        if not isinstance(block, dict) or block.get("type") != "text":
+            raise invalid_request(f"messages.{i}.content.{j}: a system message holds text blocks only, got {block!r}")
+        _check_block(block, f"messages.{i}.content.{j}")
+    return {"role": "system", "content": list(content)}
 
 
 def _normalize_content(content: Any, i: int, role: str) -> list[dict[str, Any]]:
@@ -165,13 +194,14 @@ def _normalize_content(content: Any, i: int, role: str) -> list[dict[str, Any]]:
         return [{"type": "text", "text": content}]
     if not isinstance(content, list):
         raise invalid_request(f"messages.{i}.content: expected a string or a list of blocks, got {content!r}")
-    allowed = USER_BLOCK_TYPES if role == "user" else ASSISTANT_BLOCK_TYPES
+    refused = ASSISTANT_ONLY_TYPES if role == "user" else USER_ONLY_TYPES
     for j, block in enumerate(content):
         where = f"messages.{i}.content.{j}"
         if not isinstance(block, dict) or not isinstance(block.get("type"), str):
             raise invalid_request(f"{where}: expected a content block with a 'type', got {block!r}")
         kind = block["type"]
-        if kind not in allowed:
+        if kind not in block_types() or kind in refused:
+            allowed = sorted(block_types() - refused)
             raise invalid_request(
                 f"{where}.type: {kind!r} is not a block type allowed in a {role} message "
                 f"(expected one of {', '.join(allowed)})"

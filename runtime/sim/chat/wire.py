@@ -10,7 +10,8 @@ as OpenAI's 400 ``invalid_request_error``) and returns a :class:`ChatRequest`:
   block of the user message that follows the call (consecutive tool and user
   messages are one user message), an assistant's ``tool_calls`` its
   ``tool_use`` blocks, ``tools`` their ``input_schema``, ``tool_choice`` and
-  ``max_completion_tokens`` (or ``max_tokens``) theirs; a given-back
+  ``max_completion_tokens`` (or ``max_tokens``) theirs, ``response_format``
+  its ``output_config.format`` (``json_object``: any JSON object); a given-back
   ``reasoning_details`` item the simulator signed becomes the signed
   ``thinking`` block it was made from, so the Messages face's signature check
   applies (:mod:`runtime.sim.thinking`);
@@ -33,7 +34,9 @@ from typing import Any
 
 import attrs
 
+from runtime.sim.chat.fields import STANDARD_FIELDS, FieldError, check_standard_fields
 from runtime.sim.errors import SimAPIError
+from runtime.sim.json_schema import SchemaError, check_schema
 from runtime.values.canonical import canonical_json
 from runtime.values.chat_images import chat_image_tokens
 from runtime.values.images import ImageError, decode_base64_image, inspect_image
@@ -47,24 +50,28 @@ ROLES = ("system", "developer", "user", "assistant", "tool")
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 SIGNED_FORMAT = "foldline-sim-v1"
 """The ``format`` of a ``reasoning_details`` item the simulator signed."""
-KNOWN_FIELDS = frozenset(
-    {
-        "model",
-        "messages",
-        "tools",
-        "tool_choice",
-        "max_tokens",
-        "max_completion_tokens",
-        "stream",
-        "stream_options",
-        "prompt_cache_key",
-        "reasoning_effort",
-        "cache_control",
-        "stop",
-        "temperature",
-        "parallel_tool_calls",
-        "user",
-    }
+KNOWN_FIELDS = (
+    frozenset(
+        {
+            "model",
+            "messages",
+            "tools",
+            "tool_choice",
+            "max_tokens",
+            "max_completion_tokens",
+            "stream",
+            "stream_options",
+            "prompt_cache_key",
+            "reasoning_effort",
+            "cache_control",
+            "stop",
+            "temperature",
+            "parallel_tool_calls",
+            "user",
+            "response_format",
+        }
+    )
+    | STANDARD_FIELDS
 )
 """The request fields the simulated server reads; any other is refused, as OpenAI refuses unknown arguments."""
 DEFAULT_MAX_TOKENS = 4_096
@@ -316,6 +323,27 @@ def _image_tokens(url: str) -> int:
     return chat_image_tokens(info.width, info.height)
 
 
+def _response_format(value: Any) -> dict[str, Any] | None:
+    """``response_format`` as the Messages face's ``output_config.format`` (``json_object``: any object)."""
+    if value is None:
+        return None
+    kind = _object(value, "response_format").get("type")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return {"type": "json_schema", "schema": {"type": "object"}}
+    if kind != "json_schema":
+        raise _fail("response_format.type", kind, '"text", "json_object" or "json_schema"')
+    spec = _object(value.get("json_schema"), "response_format.json_schema")
+    _text(spec.get("name"), "response_format.json_schema.name", limit=64, empty=False)
+    schema = spec.get("schema", {"type": "object"})
+    try:
+        check_schema(schema, "response_format.json_schema.schema")
+    except SchemaError as exc:
+        raise chat_error(str(exc), param="response_format.json_schema.schema") from None
+    return {"type": "json_schema", "schema": dict(schema)}
+
+
 def read_chat_request(body: Any) -> ChatRequest:
     """Check a decoded chat-completions body and read it (see the module docstring)."""
     body = _object(body, "request body")
@@ -323,6 +351,10 @@ def read_chat_request(body: Any) -> ChatRequest:
     if unknown:
         raise chat_error(f"Unrecognized request argument supplied: {unknown[0]}", param=unknown[0])
     model = _text(body.get("model"), "model", limit=MAX_NAME_CHARS, empty=False)
+    try:
+        check_standard_fields(body)
+    except FieldError as exc:
+        raise chat_error(str(exc), param=exc.field) from None
     raw_messages = _array(body.get("messages"), "messages", MAX_MESSAGES, empty=False)
     system, messages = _messages(raw_messages)
     raw_tools = _array(body.get("tools") or [], "tools", MAX_TOOLS)
@@ -364,6 +396,9 @@ def read_chat_request(body: Any) -> ChatRequest:
         control = _object(body["cache_control"], "cache_control")
         if control.get("type") != "ephemeral" or control.get("ttl", "5m") not in ("5m", "1h"):
             raise _fail("cache_control", dict(control), '{"type": "ephemeral"} with an optional "ttl" of 5m or 1h')
+    output_format = _response_format(body.get("response_format"))
+    if output_format is not None:
+        payload["output_config"] = {"format": output_format}
     reasoning = effort is not None and effort != "none"
     if reasoning:
         payload["thinking"] = {"type": "adaptive"}
