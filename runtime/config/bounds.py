@@ -28,8 +28,22 @@ MAX_RETRIES = 100
 MAX_TOOL_RESULT_CHARS = 100_000_000
 """``profiles.NAME.tool_result_max_chars``."""
 
-MAX_TOKEN_FACTOR = 100.0
-"""``provider.token_factor`` (the simulated server's count over ours)."""
+MAX_TOKEN_FACTOR = 1.9
+"""``provider.token_factor`` (the simulated server's count over ours), and the simulator's own.
+
+Under the most provider tokens per o200k token a send assumes for content
+no calibration saw (2.0: :data:`runtime.model_calibration.UNCALIBRATED_MAX_SCALE`)
+by a margin of 5% for what the simulator adds to the factor (each block
+rounded up and counted alone, three tokens a message): a simulator beyond it
+would bill requests the decision proved to fit over their ceiling. No
+tokenizer on record comes near it (the largest ratio seen is 1.37)."""
+
+TOKEN_FACTOR_REASON = (
+    "foldline assumes at most 2 provider tokens per o200k token for content no calibration saw, and the "
+    "simulator adds up to 5% to its factor; a simulator counting more would bill requests foldline proved "
+    "to fit over their ceiling"
+)
+"""Why a token factor above :data:`MAX_TOKEN_FACTOR` is refused (the scenario's and the simulator's message)."""
 
 MAX_LATENCY_S = 86_400.0
 """``provider.latency_s``: a day, in (virtual) seconds."""

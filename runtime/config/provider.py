@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from runtime.config.bounds import MAX_LATENCY_S, MAX_RETRIES, MAX_TOKEN_FACTOR
+from runtime.config.bounds import MAX_LATENCY_S, MAX_RETRIES, MAX_TOKEN_FACTOR, TOKEN_FACTOR_REASON
 from runtime.config.ceilings import check_window
 from runtime.config.checks import (
     _ENV_NAME_EXPECTED,
@@ -185,7 +185,11 @@ def _check_provider(v: Mapping[str, Any], where: str) -> None:
     if env is not None and not _ENV_NAME_RE.fullmatch(env):
         raise bad_value(at("api_key_env"), env, _ENV_NAME_EXPECTED)
     factor = check_number(v["token_factor"], at("token_factor"), within=lambda x: x > 0, expected="a finite number > 0")
-    _check_at_most(factor, MAX_TOKEN_FACTOR, at("token_factor"))
+    if factor > MAX_TOKEN_FACTOR:
+        raise ConfigError(
+            f"{at('token_factor')}: {render_value(factor)} is above the upper bound {MAX_TOKEN_FACTOR:g} "
+            f"({TOKEN_FACTOR_REASON})"
+        )
     latency = check_number(
         v["latency_s"], at("latency_s"), within=lambda x: x >= 0, expected="a finite number of seconds >= 0"
     )

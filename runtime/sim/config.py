@@ -7,6 +7,7 @@ from typing import Any
 
 import attrs
 
+from runtime.config.bounds import MAX_TOKEN_FACTOR, TOKEN_FACTOR_REASON
 from runtime.errors import ConfigError
 from runtime.sim.faults import FaultRule
 from runtime.sim.http import MAX_BODY_BYTES, HttpLimits
@@ -21,6 +22,11 @@ def _frozen_keys(value: Any) -> frozenset[str] | None:
     if not keys or not all(isinstance(key, str) and key for key in keys):
         raise ConfigError("SimConfig.api_keys: expected a non-empty set of non-empty strings, or None for any key")
     return keys
+
+
+def _factor_bound(instance: Any, attribute: attrs.Attribute, value: float) -> None:
+    if value > MAX_TOKEN_FACTOR:
+        raise ConfigError(f"SimConfig.token_factor: {value!r} is above {MAX_TOKEN_FACTOR:g} ({TOKEN_FACTOR_REASON})")
 
 
 def _number(low: float, *, inclusive: bool) -> Any:
@@ -93,7 +99,7 @@ class SimConfig:
       run's simulator derives it from the run id, so its resume verifies the blocks the stopped run got.
     """
 
-    token_factor: float = attrs.field(default=1.15, validator=_number(0.0, inclusive=False))
+    token_factor: float = attrs.field(default=1.15, validator=[_number(0.0, inclusive=False), _factor_bound])
     latency_s: float = attrs.field(default=0.0, validator=_number(0.0, inclusive=True))
     lookback_collapse: bool = attrs.field(default=True, validator=_bool)
     faults: tuple[FaultRule, ...] = attrs.field(default=(), converter=_faults)
