@@ -457,8 +457,9 @@ class Turn:
             self._set_state(refusal=error)
 
     def protect_first_round(self, decision: ProtectedRound) -> None:
-        """Record the first-round decision; it is taken once and never changes."""
-        if self._check()._state.protected_round is not None:
+        """Record the first-round decision: taken once, revisited only to release it (runtime.fold.protected)."""
+        current = self._check()._state.protected_round
+        if current is not None and not current.releases_to(decision):
             raise ValueError(f"branch {self._branch.id} already decided its protected first round")
         self._set_state(protected_round=decision)
 
