@@ -62,3 +62,12 @@ MAX_SCENARIO_BYTES = 4 * 1024 * 1024
 
 MAX_PRICING_BYTES = 4 * 1024 * 1024
 """A user pricing file's size, checked before it is read."""
+
+MAX_NAME_CHARS = 128
+"""A name's length (a node id, a profile name, ``depends_on`` and ``spawned_by``): a node id goes out in a header."""
+
+MAX_MODEL_NAME_CHARS = 256
+"""A model name's length (``provider.model``, ``profiles.NAME.model``): it goes out in every request body."""
+
+MAX_ARGUMENT_DEPTH = 64
+"""How deep a scripted tool call's arguments may nest (objects and arrays): they go out in request bodies."""

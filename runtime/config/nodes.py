@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
 import attrs
 
-from runtime.config.bounds import MAX_ROUNDS, MAX_SCRIPT_STEPS
+from runtime.config.bounds import MAX_ARGUMENT_DEPTH, MAX_ROUNDS, MAX_SCRIPT_STEPS
 from runtime.config.checks import (
     _NAME_EXPECTED,
     CeilingValue,
@@ -20,6 +21,7 @@ from runtime.config.checks import (
     check_array,
     check_ceiling,
     check_choice,
+    check_depth,
     check_int,
     check_name,
     check_text,
@@ -77,7 +79,8 @@ class NodeSpec:
         fields = _table_fields(obj, where, cls, required=("id",))
         if "script" in fields:
             fields["script"] = script_from_obj(fields["script"], join_key(where, "script"))
-        _check_node({**_defaults_of(cls), **fields}, where, inherit_set="inherit" in fields)
+        given = {"inherit_set": "inherit" in fields, "instructions_set": "instructions" in fields}
+        _check_node({**_defaults_of(cls), **fields}, where, **given)
         return cls(**fields)
 
     @property
@@ -94,8 +97,9 @@ class NodeSpec:
         return _evolve(self, changes)
 
 
-def _check_node(v: Mapping[str, Any], where: str, *, inherit_set: bool) -> None:
-    """``inherit_set``: the key was given (from a dict) or differs from its default (in code)."""
+def _check_node(v: Mapping[str, Any], where: str, *, inherit_set: bool, instructions_set: bool = False) -> None:
+    """``inherit_set``: the key was given (from a dict) or differs from its default (in code);
+    ``instructions_set``: ``instructions`` was given (from a dict)."""
 
     def at(key: str) -> str:
         return join_key(where, key)
@@ -103,7 +107,7 @@ def _check_node(v: Mapping[str, Any], where: str, *, inherit_set: bool) -> None:
     check_name(v["id"], at("id"), expected=f"a node id: {_NAME_EXPECTED}")
     check_name(v["profile"], at("profile"), expected=f"a profile name: {_NAME_EXPECTED}")
     operation = check_choice(v["operation"], at("operation"), OPERATIONS)
-    _check_instructions(v, where, operation)
+    _check_instructions(v, where, operation, given=instructions_set)
     _check_unique_names(v["depends_on"], at("depends_on"), what="node ids", check=check_name)
     check_int(v["max_rounds"], at("max_rounds"), minimum=1, maximum=MAX_ROUNDS, expected="a positive integer")
     check_ceiling(v["max_input_tokens"], at("max_input_tokens"))
@@ -113,6 +117,9 @@ def _check_node(v: Mapping[str, Any], where: str, *, inherit_set: bool) -> None:
     for i, step in enumerate(script):
         if not isinstance(step, ScriptStep):
             raise wrong_type(join_index(at("script"), i), step, "a ScriptStep")
+        for j, call in enumerate(step.tool_calls):
+            where_args = join_key(join_index(join_key(join_index(at("script"), i), "tool_calls"), j), "arguments")
+            check_depth(json.loads(call.arguments_json), where_args, MAX_ARGUMENT_DEPTH)
     if v["spawned_by"] is not None:
         check_name(v["spawned_by"], at("spawned_by"), expected=f"a node id: {_NAME_EXPECTED}")
     check_choice(v["inherit"], at("inherit"), INHERIT_MODES)
@@ -120,7 +127,7 @@ def _check_node(v: Mapping[str, Any], where: str, *, inherit_set: bool) -> None:
         raise ConfigError(f"{at('inherit')}: set on a node that is not a child; inherit applies only with spawned_by")
 
 
-def _check_instructions(v: Mapping[str, Any], where: str, operation: str) -> None:
+def _check_instructions(v: Mapping[str, Any], where: str, operation: str, *, given: bool) -> None:
     single, planned = v["instruction"], v["instructions"]
     if single is not None:
         check_text(single, join_key(where, "instruction"), expected="non-empty instruction text")
@@ -128,6 +135,11 @@ def _check_instructions(v: Mapping[str, Any], where: str, operation: str) -> Non
     if single is not None and planned:
         raise ConfigError(
             f"{join_key(where, 'instructions')}: set together with instruction; give exactly one of the two"
+        )
+    if single is None and not planned and given:
+        raise ConfigError(
+            f"{join_key(where, 'instructions')}: an empty array; a planned sequence needs at least one "
+            'instruction text (or give instruction = "..." instead)'
         )
     if single is None and not planned:
         raise ConfigError(

@@ -26,6 +26,7 @@ from runtime.config.checks import (
     check_ceiling,
     check_choice,
     check_int,
+    check_model_name,
     check_number,
     check_text,
     join_index,
@@ -168,7 +169,7 @@ def _check_provider(v: Mapping[str, Any], where: str) -> None:
         return join_key(where, key)
 
     kind = check_choice(v["kind"], at("kind"), PROVIDER_KINDS)
-    check_text(v["model"], at("model"), expected="a model name")
+    check_model_name(v["model"], at("model"))
     check_ceiling(v["max_input_tokens"], at("max_input_tokens"))
     # As the scenario loader does: a ceiling above the model's window refuses in code too.
     check_window(v["max_input_tokens"], where=at("max_input_tokens"), model=v["model"])
