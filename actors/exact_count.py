@@ -116,6 +116,8 @@ class ExactCounts:
     _known: dict[str, tuple[int, str]] = attrs.field(factory=dict, init=False)
     """The provider's count of each request this turn counted, by digest, with what the decision says of it."""
     _failed: str | None = attrs.field(default=None, init=False)
+    _added: dict[str, int] = attrs.field(factory=dict, init=False)
+    """Requests that only add to one this turn counted exactly (the turn with its notice): what they add."""
 
     def calibration(self, model: str) -> ModelCalibration:
         """The branch's calibration of ``model``: what the run started from, with the branch's own evidence."""
@@ -136,8 +138,12 @@ class ExactCounts:
         known = self._known.get(request.digest)
         return measured if known is None else exact_measurement(measured, known[0])
 
-    async def settle(self, request: Request, measured: Measurement) -> Settled:
-        """The measurement to decide ``request`` on: the provider's count when the calibration asks for it."""
+    async def settle(self, request: Request, measured: Measurement, *, over: Measurement | None = None) -> Settled:
+        """The measurement to decide ``request`` on: the provider's count when the calibration asks for it.
+
+        ``over``: a request this turn counted exactly that ``request`` only adds to (the same turn with the
+        size notice): what is new is then what ``request`` adds, not the whole turn.
+        """
         ceiling = self.ceiling.ceiling
         if ceiling is None:
             return Settled(measured)
@@ -147,6 +153,8 @@ class ExactCounts:
         model = request.settings.model
         calibration = self.calibration(model)
         calibration = attrs.evolve(calibration, scale=max(calibration.scale, measured.scale))
+        if over is not None and over.counted <= measured.counted:
+            self._added[request.digest] = measured.counted - over.counted  # the pipeline settles it again
         unseen = self._unseen(request, measured, calibration, ceiling)
         if not needs_exact_count(measured.counted, ceiling, calibration, unseen, family_maximum(model)):
             return Settled(measured)
@@ -184,6 +192,8 @@ class ExactCounts:
         """
         if not calibration.calibrated:
             return 0
+        if request.digest in self._added:
+            return self._added[request.digest]
         top = max(family_maximum(request.settings.model), calibration.scale * (1 + UNCERTAINTY))
         if scaled_estimate(measured.counted, top) <= ceiling:
             return 0
@@ -208,7 +218,8 @@ class ExactCounts:
         ceiling = self.ceiling.ceiling
         if choice.action != "notice" or choice.notice is None or ceiling is None:
             return choice
-        noticed = await self.settle(compiled(choice.notice), choice.measurement)
+        counted = settled.measurement if settled.provider_count is not None else None
+        noticed = await self.settle(compiled(choice.notice), choice.measurement, over=counted)
         for _ in range(_NOTICE_RECOUNTS):
             # Counted by the provider: the notice states that count (a figure of other digits is counted again).
             if noticed.provider_count is None or noticed.measurement.estimate == choice.measurement.estimate:
@@ -216,7 +227,7 @@ class ExactCounts:
             line = notice_line(noticed.measurement, ceiling)
             request = compiled(line)
             choice = attrs.evolve(choice, notice=line, measurement=noticed.measurement)
-            noticed = await self.settle(request, self.shape.measure(request))
+            noticed = await self.settle(request, self.shape.measure(request), over=counted)
         if noticed.measurement.estimate <= ceiling:
             return attrs.evolve(choice, measurement=noticed.measurement)
         return NoticeChoice(

@@ -1,5 +1,7 @@
 """Issue 28, items 1 and 2: nothing is sent over its ceiling by the provider's count, whatever the content.
 
+The flow, the content kinds and the tally are the script's
+(``scripts/over_ceiling_new_content.py``, which prints the sweep's figures).
 Every request here runs the real send path against the simulator's own
 counting code (the scripted provider answers with it in process), and every
 response's billed input (fresh + cache read + cache write) is checked against
@@ -18,128 +20,37 @@ the ceiling its send decided under.
 
 from __future__ import annotations
 
-import base64
-import random
+import importlib.util
+import sys
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from support import READER, ProviderWrapper, calls, iterative, node, text
 
-from actors.env import ModelScales
-from actors.tools import tool
-from actors.tools.registry import BUILTIN_TOOLS
 from runtime.config import ProviderSpec
 from runtime.config.bounds import MAX_TOKEN_FACTOR
 from runtime.errors import ConfigError
-from runtime.flow import Flow
-from runtime.model_calibration import UNCALIBRATED_MAX_SCALE, UNCERTAINTY, CalibrationBook, ModelCalibration
-from runtime.policies import PolicyRegistry, ScriptPolicy, ScriptStep
-from runtime.providers.scripted import ScriptedProvider
-from runtime.runtime import Runtime
-from runtime.sim.clock import ManualClock
+from runtime.model_calibration import UNCALIBRATED_MAX_SCALE, UNCERTAINTY
 from runtime.sim.config import SimConfig
 
-MODEL = "claude-haiku-5-5"
-KINDS = ("cjk", "emoji", "base64", "unicode", "digits")
-FACTORS = (1.15, 1.37, 1.6, MAX_TOKEN_FACTOR)
+
+def _script_module() -> Any:
+    """``scripts/over_ceiling_new_content.py``: the flow, the content kinds and the tally these tests share."""
+    path = Path(__file__).resolve().parents[1] / "scripts" / "over_ceiling_new_content.py"
+    spec = importlib.util.spec_from_file_location("foldline_over_ceiling_new_content", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
-def content(kind: str, size: int, seed: int) -> str:
-    """``size`` characters of one content kind (deterministic)."""
-    r = random.Random(seed)
-    if kind == "cjk":
-        return "".join(chr(r.randint(0x4E00, 0x9FFF)) for _ in range(size))
-    if kind == "emoji":
-        return "".join(chr(r.randint(0x1F300, 0x1F64F)) for _ in range(size))
-    if kind == "base64":
-        return base64.b64encode(r.randbytes(size)).decode()[:size]
-    if kind == "digits":
-        return "".join(r.choice("0123456789") for _ in range(size))
-    return "".join(chr(r.choice((r.randint(0x20, 0xD7FF), r.randint(0xE000, 0xFFFD)))) for _ in range(size))
-
-
-@tool
-def blob(kind: str, size: int, seed: int) -> str:
-    """Return a blob of content.
-
-    Args:
-        kind: cjk, emoji, base64, unicode or digits
-        size: characters
-        seed: which blob
-    """
-    return content(kind, size, seed)
-
-
-PROFILE = READER.evolve(tools=("blob",))
-REGISTRY = BUILTIN_TOOLS.with_tools([blob])
-
-
-def book_at(scale: float) -> ModelScales:
-    """A run starting from a calibration fitted on other content, at ``scale``."""
-    return ModelScales(book=CalibrationBook({MODEL: ModelCalibration(scale=scale, samples=1, low=scale)}))
-
-
-def script(kind: str, size: int) -> list[ScriptStep]:
-    return [calls(("blob", {"kind": kind, "size": size, "seed": 7})), text("done")]
-
-
-class NoCountEndpoint(ProviderWrapper):
-    """The scripted simulator without its count-tokens endpoint (as the chat-completions face is)."""
-
-    @property
-    def counts_tokens(self) -> bool:
-        return False
-
-    async def send(self, request: Any, *, node_id: str | None) -> Any:
-        return await self.inner.send(request, node_id=node_id)
-
-
-async def run_once(
-    ceiling: int | str, kind: str, factor: float, size: int, *, book: float | None, counts: bool = True
-) -> tuple[Any, list[dict[str, Any]], list[int]]:
-    """Run the one-node flow; returns the outcome, the sent decisions' ceilings and estimates, and the bills."""
-    policies = PolicyRegistry({"n": ScriptPolicy("n", script(kind, size))})
-    clock = ManualClock(1_000.0)
-    scripted = ScriptedProvider(policies, clock=clock, token_factor=factor)
-    provider: Any = scripted if counts else NoCountEndpoint(scripted)
-    events: list[Any] = []
-    calibration = book_at(book) if book is not None else ModelScales()
-    flow = Flow(
-        [node("n", iterative("Read the blob.", max_rounds=4), profile=PROFILE.evolve(max_input_tokens=ceiling))]
-    )
-    async with Runtime(
-        provider=provider, clock=clock, monotonic=clock, model=MODEL, registry=REGISTRY, calibration=calibration
-    ) as rt:
-        rt.signals.add_handler(events.append, name="t")
-        result = await rt.run(flow)
-    decided = [dict(e.data) for e in events if e.type == "ContextDecision"]
-    bills = [
-        sum(v for k, v in e.data["usage"].items() if k != "output_tokens")
-        for e in events
-        if e.type == "ResponseReceived"
-    ]
-    return result["n"], decided, bills
-
-
-_BASE: dict[tuple[Any, ...], tuple[int, int]] = {}
-
-
-async def last_request(kind: str, factor: float, size: int, book: float | None, counts: bool) -> tuple[int, int]:
-    """(our estimate, the simulator's bill) of the request carrying the blob, with no ceiling."""
-    key = (kind, factor, size, book, counts)
-    if key not in _BASE:
-        _, decided, bills = await run_once("none", kind, factor, size, book=book, counts=counts)
-        _BASE[key] = (decided[-1]["estimate_after"], bills[-1])
-    return _BASE[key]
-
-
-def sent_over(decided: list[dict[str, Any]], bills: list[int]) -> list[tuple[int, int]]:
-    """(billed, ceiling) of every response billed over the ceiling its send decided under."""
-    ceilings = [d["ceiling"] for d in decided if d["sent"]]
-    return [(b, c) for b, c in zip(bills, ceilings, strict=False) if c is not None and b > c]
+NEW = _script_module()
+KINDS, FACTORS, MODEL = NEW.KINDS, (1.15, 1.37, 1.6, MAX_TOKEN_FACTOR), NEW.MODEL
+run_once, last_request, sent_over = NEW.run_once, NEW.last_request, NEW.sent_over
 
 
 # -- item 1: content the calibration never saw ---------------------------------------------------------------
