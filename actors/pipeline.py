@@ -190,10 +190,9 @@ class SendPipeline:
         request = self.shape.compile(view, intent)
         m = self.shape.measure(request)
         if self.folding is not None and not self.counts.calibration(self.shape.model).calibrated:
-            await self.counts.settle(request, m)  # fold on the figure the send decides on: the provider's count,
+            # Fold on the provider's figures: an uncalibrated model counts before the fold decides.
+            await self.counts.settle(request, m)
             m = self.counts.known(request, self.shape.measure(request))
-        elif self.folding is not None and not self.env.provider.counts_tokens:  # and without a count, the bound
-            m = (await self.counts.settle(request, m)).measurement
         before = m.estimate
         folds = FoldRun()
         if self.folding is not None:

@@ -147,3 +147,53 @@ def test_the_simulator_refuses_a_factor_beyond_the_assumed_maximum_with_the_reas
         SimConfig(token_factor=2.5)
     with pytest.raises(ConfigError, match=r"token_factor: 2.5 is above the upper bound 1.9 \(foldline assumes"):
         ProviderSpec(kind="simulated", token_factor=2.5)
+
+
+@pytest.mark.anyio
+async def test_without_an_endpoint_a_folding_branch_folds_on_the_bound_instead_of_being_refused() -> None:
+    """Plain estimate under the fold line, the bound (the new blob at 2x) over the ceiling: the refusal is one
+    a fold clears, so the turn folds and resumes (at most twice a turn) rather than failing."""
+    from runtime.flow import Flow, Node
+    from runtime.operation import Operation
+    from runtime.policies import PolicyRegistry, ScriptCall, ScriptPolicy, ScriptStep
+    from runtime.providers.scripted import ScriptedProvider
+    from runtime.runtime import Runtime
+    from runtime.sim.clock import ManualClock
+    from runtime.sim.summary_policy import FoldSummaryPolicy
+
+    reads = [
+        ScriptStep(tool_calls=(ScriptCall.create("synthetic_read", {"path": f"f{i}", "size": 1300}),))
+        for i in range(12)
+    ]
+    blob = ScriptStep(tool_calls=(ScriptCall.create("blob", {"kind": "cjk", "size": 1800, "seed": 1}),))
+    steps = [*reads, blob, ScriptStep(text="done")]
+    clock = ManualClock(1_000.0)
+    policies = PolicyRegistry({"n": ScriptPolicy("n", steps)}, default=FoldSummaryPolicy())
+    provider = NEW.NoCountEndpoint(ScriptedProvider(policies, clock=clock, token_factor=1.15))
+    profile = NEW.PROFILE.evolve(
+        tools=("synthetic_read", "blob"), context_management=True, fold_policy="fixed", max_input_tokens=10_000
+    )
+    events: list[Any] = []
+    async with Runtime(
+        provider=provider,
+        clock=clock,
+        monotonic=clock,
+        model=MODEL,
+        registry=NEW.REGISTRY,
+        calibration=NEW.book_at(1.0),
+    ) as rt:
+        rt.signals.add_handler(events.append, name="t")
+        result = await rt.run(
+            Flow([Node("n", Operation("iterative", ("Read the files.",), max_rounds=16), profile=profile)])
+        )
+    decided = [dict(e.data) for e in events if e.type == "ContextDecision"]
+    bills = [
+        sum(v for k, v in e.data["usage"].items() if k != "output_tokens")
+        for e in events
+        if e.type == "ResponseReceived"
+    ]
+    assert result["n"].status == "ok", (result["n"].reason, decided[-1]["reason"])
+    assert sent_over(decided, bills) == []
+    assert any(d["action"] == "fold" for d in decided), [
+        (d["estimate_before"], d["estimate_after"], d["action"]) for d in decided
+    ]
