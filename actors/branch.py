@@ -133,6 +133,8 @@ class ContextState:
     recovered: frozenset[str] = frozenset()
     calibrations: CalibrationBook = CalibrationBook()
     """This branch's own evidence of the provider's counts, by model (exact counts and large responses)."""
+    calibrated_digests: tuple[str, ...] = ()
+    """Message digests of the last request that evidence came from (what the calibration has seen)."""
 
 
 @attrs.define(eq=False)
@@ -426,9 +428,11 @@ class Turn:
         self._set_state(scale=scale)
         return scale
 
-    def observe_count(self, model: str, counted: int, provider_count: int) -> None:
-        """The provider counted ``provider_count`` for what this branch counted at ``counted`` (its own evidence)."""
-        self._set_state(calibrations=self._check()._state.calibrations.observe(model, counted, provider_count))
+    def observe_count(self, model: str, counted: int, provider_count: int, digests: Sequence[str] = ()) -> None:
+        """The provider counted ``provider_count`` for what this branch counted at ``counted`` (its own evidence),
+        a request of the message ``digests``."""
+        book = self._check()._state.calibrations.observe(model, counted, provider_count)
+        self._set_state(calibrations=book, calibrated_digests=tuple(digests))
 
     def raise_scale(self, scale: float) -> None:
         """Take the run's scale for this branch's model when it is larger (the scale never falls)."""
@@ -453,8 +457,9 @@ class Turn:
             self._set_state(refusal=error)
 
     def protect_first_round(self, decision: ProtectedRound) -> None:
-        """Record the first-round decision; it is taken once and never changes."""
-        if self._check()._state.protected_round is not None:
+        """Record the first-round decision: taken once, revisited only to release it (runtime.fold.protected)."""
+        current = self._check()._state.protected_round
+        if current is not None and not current.releases_to(decision):
             raise ValueError(f"branch {self._branch.id} already decided its protected first round")
         self._set_state(protected_round=decision)
 

@@ -46,7 +46,7 @@ from runtime.fold.cost import COST_TARGETS, GROWTH_WINDOW, CostDecision, decide_
 from runtime.fold.measurer import Measurer
 from runtime.fold.planner import FoldInput, FoldPlan, FoldPlanner, NeedSummary, SummaryResult
 from runtime.fold.protected import decide as decide_first_round
-from runtime.fold.protected import first_round, protected_ids, round_end_in_view
+from runtime.fold.protected import first_round, protected_ids, release_cause, revisit, round_end_in_view
 from runtime.fold.settings import FoldSettings
 from runtime.logs import get_logger
 from runtime.measuring.measure import Measurement
@@ -260,8 +260,17 @@ class Folding:
         return min(end, len(view))
 
     def decide_first_round(self, view: Sequence[Message], intent: Intent, request_id: str) -> None:
-        """Decide the protected first round once, in the compile of the first request carrying it whole."""
-        if not self.settings.caching or self.turn.branch.state.protected_round is not None:
+        """Decide the protected first round once, in the compile of the first request carrying it whole;
+        release it when the ceiling in force cannot hold it (:func:`runtime.fold.protected.revisit`)."""
+        if not self.settings.caching:
+            return
+        current = self.turn.branch.state.protected_round
+        if current is not None:
+            released = revisit(current, self.settings.ceiling, now=self.clock(), by=request_id)
+            if released is not None:
+                with self.turn.batch():
+                    self.turn.protect_first_round(released)
+                    self.turn.explain_rewrite(release_cause(released, current.ceiling))
             return
         members = first_round(view)
         if members is None:

@@ -49,6 +49,7 @@ from runtime.contract.progress import reporting_progress
 from runtime.contract.provider import AttemptFailed, ProviderError, ProviderReply
 from runtime.contract.retry import retry_delay, should_retry
 from runtime.decision.ceiling import Action, ResolvedCeiling, decide, refusal
+from runtime.decision.send_bounds import as_sent
 from runtime.fold.planner import NeedSummary, SummaryResult
 from runtime.logs import get_logger
 from runtime.measuring.calibration import MIN_CALIBRATION_TOKENS
@@ -199,7 +200,7 @@ class SendPipeline:
             view, request, m, folds = folded.view, folded.request, folded.measurement, folded.run
         settled = await self.counts.settle(request, m)
         m = settled.measurement
-        decision = decide(m, self.ceiling, can_fold=False)
+        decision = as_sent(decide(m, self.ceiling, can_fold=False), view)
         if decision.action == "refuse":
             await self._refuse(
                 m, _noted(decision.reason, settled), request_id, before=before, folds=folds, settled=settled
@@ -258,13 +259,12 @@ class SendPipeline:
         first = outgoing.first
         if first.method != METHOD:
             measured = attrs.evolve(measured, estimate=first.measurement.estimate)
-        verdict = decide(measured, self.ceiling, can_fold=False)
+        verdict = as_sent(decide(measured, self.ceiling, can_fold=False), outgoing.carried)
         if outgoing.side:
-            # A side request was checked against the ceiling before its marks; it is sent.
-            action: Action = "notice" if verdict.action == "notice" else "pass"
+            # A side request was checked against the ceiling before its marks; it is sent (it carries no notice).
             return Decided(
                 measured,
-                action,
+                "pass",
                 f"{SIDE_REASON}: {verdict.reason}",
                 method=first.method,
                 provider_count=first.provider_count,
@@ -380,7 +380,7 @@ class SendPipeline:
             if counted >= MIN_CALIBRATION_TOKENS:
                 model = outgoing.request.settings.model
                 self.env.calibration.observe(model, counted, reply.usage.total_input)
-                self.turn.observe_count(model, counted, reply.usage.total_input)
+                self.turn.observe_count(model, counted, reply.usage.total_input, outgoing.request.message_digests())
             if not outgoing.side:
                 self.turn.deliver(m.id for m in outgoing.carried)
             if plan is not None:

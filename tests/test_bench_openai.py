@@ -29,7 +29,10 @@ def test_the_workloads_run_on_the_openai_provider_and_keep_their_promises(tmp_pa
     (workload,) = document["workloads"]
     for name in ("naive", "foldline"):
         run = workload["runs"][name]
-        assert run["status"] == "ok"
+        # Chat completions has no count-tokens endpoint: a claude model there is decided at the family's
+        # uncalibrated maximum (2x) for content no calibration saw (issue 28), so under --small's 6,000-token
+        # ceiling foldline's run is refused before a send its recall answers would need, never sent over.
+        assert run["status"] == "ok" or (name == "foldline" and run["refusals"] >= 1), run
         assert run["bytes_unrecoverable"] == 0
         assert run["rewrites"]["unexplained"] == 0
     # automatic caching: the naive run reads from the cache with no marks at all, and nothing is written

@@ -212,4 +212,4 @@ def test_the_styled_board_matches_its_plain_lines(tmp_path: Path) -> None:
     shown = f"{last['estimate_after']:,} / {last['ceiling']:,}"
     share = f"{100 * last['estimate_after'] / last['ceiling']:.0f}%"  # past 80%, by the provider's count
     assert last["estimate_after"] >= 0.8 * last["ceiling"]
-    assert re.search(rf"ok\s+2 req .*{shown}\s+{share}\s+notice$", near), near
+    assert re.search(rf"ok\s+1 req .*{shown}\s+{share}\s+notice$", near), near

@@ -1,14 +1,16 @@
 """Nothing goes over its ceiling by the server's count on the chat face either (issue 18).
 
 Chat completions has no count-tokens endpoint, so an uncalibrated model is
-measured at its family's prior from the model table. Every shipped scenario
+measured at its family's uncalibrated maximum (``actors.exact_count.family_maximum``:
+1.0 for a family tokenized with o200k_base, else 2.0, the most the simulator's
+token factor may be). Every shipped scenario
 runs on the openai provider against the simulator's chat face
 (``scripts/over_ceiling_by_server.py``'s tally) with a model of no listed
 family (``gpt-sim``: the face counts it by its factor, 1.15 or 1.37; the
-table's largest prior stands in) and with one OpenAI tokenizes with
-o200k_base (``gpt-5-mini``: the face counts it exactly; the prior is 1.0).
-The contrast shows what the priors prevent: with every prior at 1.0 (the
-table before this change) the same runs went over.
+maximum 2.0 stands in) and with one OpenAI tokenizes with o200k_base
+(``gpt-5-mini``: the face counts it exactly; the maximum is 1.0). The
+contrast shows what the bound prevents: with every family at 1.0 (before
+issue 18) the same runs went over.
 """
 
 from __future__ import annotations
@@ -21,8 +23,7 @@ pytest.importorskip("openai")
 
 from test_exact_count import OVER
 
-import runtime.models.limits
-from runtime.models.limits import ModelTable
+import actors.exact_count
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 SCENARIOS = OVER.scenario_paths()
@@ -53,7 +54,7 @@ async def test_a_model_counted_exactly_never_goes_over_by_the_servers_count(path
 async def test_without_the_priors_the_same_runs_went_over(
     name: str, factor: float, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(runtime.models.limits, "_DEFAULT", ModelTable({}))  # every prior 1.0, as before
+    monkeypatch.setattr(actors.exact_count, "family_maximum", lambda model: 1.0)  # every family at 1.0, as before
     path = next(p for p in SCENARIOS if p.name == name)
     tally = await OVER.scenario_tally(path, factor, "openai", "gpt-sim")
     assert tally.over >= 1, "the contrast no longer shows what the priors prevent"

@@ -233,6 +233,11 @@ def test_node_fields_in_code_refuse_exactly_what_the_file_refuses(fields: dict[s
         # with the default value; in code the default cannot be told from an absent key.
         assert from_table[0] == "refused"
         return
+    if parsed.get("instructions") == [] and "instruction" not in parsed:
+        # Likewise: a file's instructions = [] is named as an empty array (issue 28); in code an empty
+        # tuple cannot be told from the default, so it is the missing instruction. Both refuse.
+        assert from_table[0] == in_code[0] == "refused"
+        return
     assert in_code == from_table
     event(in_code[0])
 

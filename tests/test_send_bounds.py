@@ -167,3 +167,53 @@ async def test_a_request_over_the_window_is_refused_before_it_is_sent_whatever_t
     sent = [e for e in events if e.type == "RequestSent"]
     assert len(sent) == 1  # only the first, small request went out
     assert count_tokens("x")  # the real tokenizer is what measured it
+
+
+# -- issue 28, item 4: a decision says what was done with the notice, and the report counts what was sent ----
+
+
+async def notices_reported(profile, op, script) -> tuple[list[dict], int]:
+    provider = scripted({"n": script})
+    events: list = []
+    async with runtime_for(provider, model="claude-haiku-5-5") as rt:
+        rt.signals.add_handler(events.append, name="t")
+        await rt.run(Flow([node("n", op, profile=profile)]))
+        report = rt.report()
+    return decisions(events), report["notices"]
+
+
+@pytest.mark.anyio
+async def test_a_request_sent_without_the_notice_is_not_a_notice_in_the_decision_or_the_report() -> None:
+    bare = await bare_server_count()
+    decided, notices = await notices_reported(READER.evolve(max_input_tokens=bare), bounded(TASK), [text("ok")])
+    (decision,) = decided
+    assert decision["sent"] and decision["action"] == "pass"  # at the notice line, but no notice went
+    assert "only without the notice" in decision["reason"] and "sent without a size notice" in decision["reason"]
+    assert notices == 0
+
+
+@pytest.mark.anyio
+async def test_only_the_request_carrying_the_notice_counts_as_one() -> None:
+    script = [calls(read("a.txt", 200)), calls(read("b.txt", 200)), text("ok")]
+    first, _ = await notices_reported(READER.evolve(max_input_tokens=4_000), iterative(TASK), script)
+    ceiling = int(first[0]["estimate_after"] / 0.85)  # the first request at 85%: it carries the notice
+    decided, notices = await notices_reported(READER.evolve(max_input_tokens=ceiling), iterative(TASK), script)
+    assert [d["action"] for d in decided] == ["notice", "pass", "pass"], [d["reason"] for d in decided]
+    assert all("sent without a size notice" in d["reason"] for d in decided[1:])
+    assert notices == 1
+
+
+def test_as_sent_keeps_every_other_action() -> None:
+    from runtime.decision.ceiling import Decision
+    from runtime.decision.send_bounds import as_sent, carries_notice
+    from runtime.values.messages import AssistantResponse, TextPart
+
+    noticed = Instruction("task", notice="[context] about")
+    answered = (noticed, AssistantResponse((TextPart("ok"),)))
+    assert carries_notice((noticed,)) and not carries_notice(answered) and not carries_notice(())
+    for action in ("pass", "fold", "refuse"):
+        decision = Decision(action, 10, 12, "why")  # type: ignore[arg-type]
+        assert as_sent(decision, answered) is decision
+    notice = Decision("notice", 10, 12, "why")
+    assert as_sent(notice, (noticed,)) is notice
+    assert as_sent(notice, answered).action == "pass"

@@ -177,10 +177,11 @@ def _verify_store(reader: Any) -> Any:
 def _stored_model(reader: Any) -> str:
     from runtime.config.loader import loads_scenario
     from runtime.scenarios.tools import stored_tool_names
+    from runtime.store.integrity import stored_scenario_label
 
     meta = reader.meta()
     scenario = loads_scenario(
-        meta["scenario_text"], path_label=meta["scenario_path"], tool_names=stored_tool_names(meta)
+        meta["scenario_text"], path_label=stored_scenario_label(reader.label, meta), tool_names=stored_tool_names(meta)
     )
     return scenario.provider.model_config.name
 

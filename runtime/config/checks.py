@@ -23,6 +23,7 @@ import attrs
 
 from runtime.decision.ceiling import CeilingPolicy, parse_max_input_tokens
 from runtime.errors import ConfigError
+from runtime.inputs.bounds import MAX_MODEL_NAME_CHARS, MAX_NAME_CHARS
 
 CeilingValue = CeilingPolicy
 """A ceiling as configured (the one type, :data:`runtime.decision.ceiling.CeilingPolicy`)."""
@@ -261,6 +262,33 @@ def check_number(value: Any, where: str, *, within: Callable[[float], bool], exp
     return number
 
 
+def check_length(value: str, where: str, limit: int) -> str:
+    """``value`` when it is at most ``limit`` characters long (the refusal shows its length and head, not all of it)."""
+    if len(value) > limit:
+        raise ConfigError(
+            f"{where}: {render_value(value[:40])}... is {len(value)} characters long, above the upper bound {limit}"
+        )
+    return value
+
+
+def check_model_name(value: Any, where: str, *, expected: str = "a model name") -> str:
+    """A model name: non-empty text of at most :data:`MAX_MODEL_NAME_CHARS` characters."""
+    return check_length(check_text(value, where, expected=expected), where, MAX_MODEL_NAME_CHARS)
+
+
+def check_depth(value: Any, where: str, limit: int) -> None:
+    """Refuse a JSON-like value (dicts and lists) nested deeper than ``limit`` levels, naming ``where``."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            raise ConfigError(f"{where}: nested deeper than the upper bound of {limit} levels of objects and arrays")
+        stack.extend((child, depth + 1) for child in children)
+
+
 def check_text(value: Any, where: str, *, expected: str = "non-empty text") -> str:
     """A string with at least one non-space character."""
     if not isinstance(value, str):
@@ -271,9 +299,10 @@ def check_text(value: Any, where: str, *, expected: str = "non-empty text") -> s
 
 
 def check_name(value: Any, where: str, *, expected: str = _NAME_EXPECTED) -> str:
-    """A non-empty string of letters, digits, ``_``, ``.`` and ``-``."""
+    """A non-empty string of letters, digits, ``_``, ``.`` and ``-``, at most :data:`MAX_NAME_CHARS` long."""
     if not isinstance(value, str):
         raise wrong_type(where, value, expected)
+    check_length(value, where, MAX_NAME_CHARS)
     if not _NAME_RE.fullmatch(value):
         raise bad_value(where, value, expected)
     return value

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -19,6 +20,7 @@ from runtime.config.checks import (
     check_array,
     check_ceiling,
     check_choice,
+    check_depth,
     check_int,
     check_name,
     check_text,
@@ -30,7 +32,7 @@ from runtime.config.output_schema import OutputSchema
 from runtime.config.reads import check_reads
 from runtime.config.tables import script_from_obj
 from runtime.errors import ConfigError
-from runtime.inputs.bounds import MAX_ROUNDS, MAX_SCRIPT_STEPS
+from runtime.inputs.bounds import MAX_ARGUMENT_DEPTH, MAX_ROUNDS, MAX_SCRIPT_STEPS
 from runtime.scripted.policies import ScriptStep
 
 OPERATIONS = ("bounded", "iterative")
@@ -95,7 +97,8 @@ class NodeSpec:
             fields["script"] = script_from_obj(fields["script"], join_key(where, "script"))
         if "output" in fields:
             fields["output"] = output_from_obj(fields["output"], join_key(where, "output"))
-        _check_node({**_defaults_of(cls), **fields}, where, inherit_given="inherit" in fields)
+        given = {"inherit_given": "inherit" in fields, "instructions_set": "instructions" in fields}
+        _check_node({**_defaults_of(cls), **fields}, where, **given)
         return cls(**fields)
 
     @property
@@ -126,7 +129,10 @@ def output_from_obj(obj: Any, where: str) -> OutputSchema:
     return OutputSchema.from_schema(obj["schema"], join_key(where, "schema"), name=obj.get("name", "result"))
 
 
-def _check_node(v: Mapping[str, Any], where: str, *, inherit_given: bool = False) -> None:
+def _check_node(
+    v: Mapping[str, Any], where: str, *, inherit_given: bool = False, instructions_set: bool = False
+) -> None:
+    """``inherit_given``: ``inherit`` was written (in a table); ``instructions_set``: ``instructions`` was given."""
 
     def at(key: str) -> str:
         return join_key(where, key)
@@ -134,7 +140,7 @@ def _check_node(v: Mapping[str, Any], where: str, *, inherit_given: bool = False
     check_name(v["id"], at("id"), expected=f"a node id: {_NAME_EXPECTED}")
     check_name(v["profile"], at("profile"), expected=f"a profile name: {_NAME_EXPECTED}")
     operation = check_choice(v["operation"], at("operation"), OPERATIONS)
-    _check_instructions(v, where, operation)
+    _check_instructions(v, where, operation, given=instructions_set)
     _check_unique_names(v["depends_on"], at("depends_on"), what="node ids", check=check_name)
     check_int(v["max_rounds"], at("max_rounds"), minimum=1, maximum=MAX_ROUNDS, expected="a positive integer")
     check_ceiling(v["max_input_tokens"], at("max_input_tokens"))
@@ -144,6 +150,9 @@ def _check_node(v: Mapping[str, Any], where: str, *, inherit_given: bool = False
     for i, step in enumerate(script):
         if not isinstance(step, ScriptStep):
             raise wrong_type(join_index(at("script"), i), step, "a ScriptStep")
+        for j, call in enumerate(step.tool_calls):
+            where_args = join_key(join_index(join_key(join_index(at("script"), i), "tool_calls"), j), "arguments")
+            check_depth(json.loads(call.arguments_json), where_args, MAX_ARGUMENT_DEPTH)
     if v["spawned_by"] is not None:
         check_name(v["spawned_by"], at("spawned_by"), expected=f"a node id: {_NAME_EXPECTED}")
     check_reads(
@@ -159,7 +168,7 @@ def _check_node(v: Mapping[str, Any], where: str, *, inherit_given: bool = False
         raise wrong_type(at("output"), v["output"], "an OutputSchema")
 
 
-def _check_instructions(v: Mapping[str, Any], where: str, operation: str) -> None:
+def _check_instructions(v: Mapping[str, Any], where: str, operation: str, *, given: bool) -> None:
     single, planned = v["instruction"], v["instructions"]
     if single is not None:
         check_text(single, join_key(where, "instruction"), expected="non-empty instruction text")
@@ -167,6 +176,11 @@ def _check_instructions(v: Mapping[str, Any], where: str, operation: str) -> Non
     if single is not None and planned:
         raise ConfigError(
             f"{join_key(where, 'instructions')}: set together with instruction; give exactly one of the two"
+        )
+    if single is None and not planned and given:
+        raise ConfigError(
+            f"{join_key(where, 'instructions')}: an empty array; a planned sequence needs at least one "
+            'instruction text (or give instruction = "..." instead)'
         )
     if single is None and not planned:
         raise ConfigError(

@@ -23,6 +23,7 @@ from runtime.config.checks import (
     check_ceiling,
     check_choice,
     check_int,
+    check_model_name,
     check_number,
     check_text,
     join_index,
@@ -212,7 +213,7 @@ def _check_profile(v: Mapping[str, Any], where: str) -> None:
     check_choice(v["context_strategy"], at("context_strategy"), CONTEXT_STRATEGIES)
     check_int(v["max_tokens"], at("max_tokens"), minimum=1, maximum=MAX_OUTPUT_TOKENS, expected="a positive integer")
     if v["model"] is not None:
-        check_text(v["model"], at("model"), expected="a model name (omit the key to use the provider's)")
+        check_model_name(v["model"], at("model"), expected="a model name (omit the key to use the provider's)")
     check_choice(v["tool_errors"], at("tool_errors"), TOOL_ERRORS)
     if v["thinking"] is not None:
         _check_thinking(v["thinking"], v["max_tokens"], at("thinking"))

@@ -25,6 +25,7 @@ from runtime.config.checks import (
     check_ceiling,
     check_choice,
     check_int,
+    check_model_name,
     check_number,
     check_text,
     join_index,
@@ -34,7 +35,7 @@ from runtime.config.checks import (
 )
 from runtime.config.tables import fault_rule_from_obj
 from runtime.errors import ConfigError
-from runtime.inputs.bounds import MAX_LATENCY_S, MAX_RETRIES, MAX_TOKEN_FACTOR
+from runtime.inputs.bounds import MAX_LATENCY_S, MAX_RETRIES, MAX_TOKEN_FACTOR, TOKEN_FACTOR_REASON
 from runtime.scripted.faults import FaultRule
 
 
@@ -168,7 +169,7 @@ def _check_provider(v: Mapping[str, Any], where: str) -> None:
         return join_key(where, key)
 
     kind = check_choice(v["kind"], at("kind"), PROVIDER_KINDS)
-    check_text(v["model"], at("model"), expected="a model name")
+    check_model_name(v["model"], at("model"))
     check_ceiling(v["max_input_tokens"], at("max_input_tokens"))
     # As the scenario loader does: a ceiling above the model's window refuses in code too.
     check_window(v["max_input_tokens"], where=at("max_input_tokens"), model=v["model"])
@@ -185,7 +186,11 @@ def _check_provider(v: Mapping[str, Any], where: str) -> None:
     if env is not None and not _ENV_NAME_RE.fullmatch(env):
         raise bad_value(at("api_key_env"), env, _ENV_NAME_EXPECTED)
     factor = check_number(v["token_factor"], at("token_factor"), within=lambda x: x > 0, expected="a finite number > 0")
-    _check_at_most(factor, MAX_TOKEN_FACTOR, at("token_factor"))
+    if factor > MAX_TOKEN_FACTOR:
+        raise ConfigError(
+            f"{at('token_factor')}: {render_value(factor)} is above the upper bound {MAX_TOKEN_FACTOR:g} "
+            f"({TOKEN_FACTOR_REASON})"
+        )
     latency = check_number(
         v["latency_s"], at("latency_s"), within=lambda x: x >= 0, expected="a finite number of seconds >= 0"
     )

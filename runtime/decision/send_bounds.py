@@ -5,6 +5,10 @@
   none at all, ``"none"``) becomes the window, with ``"window"`` as its
   source, so a 1,012,796-token request is refused (or folded) before it is
   sent instead of drawing the provider's 400 "prompt is too long".
+- :func:`as_sent`: a decision says ``notice`` only for a request that
+  carries the size notice (the turn that appended it, before its first
+  answer); one at or past the notice line without it says ``pass`` and why,
+  so the report counts the notices that were sent.
 - :func:`choose_notice`: the size notice is decided on the request exactly
   as it will be sent. A turn at or past the notice line carries the notice
   only when the request *with the notice* still fits the ceiling, and the
@@ -17,13 +21,14 @@ measures the request with a given notice (or none).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 import attrs
 
-from runtime.decision.ceiling import DEFAULT_NOTICE_AT, ResolvedCeiling, notice_line
+from runtime.decision.ceiling import DEFAULT_NOTICE_AT, Decision, ResolvedCeiling, notice_line
 from runtime.measuring.measure import Measurement
+from runtime.values.messages import AssistantResponse, Instruction, Message
 
 WINDOW_SOURCE = "window"
 """The ``ceiling_source`` of a ceiling the model's context window set."""
@@ -127,4 +132,26 @@ def choose_notice(
         bare,
         f"estimate {bare.estimate} fits the ceiling {ceiling} only without the notice "
         f"({with_notice.estimate} with it): sent without the notice",
+    )
+
+
+def carries_notice(view: Sequence[Message]) -> bool:
+    """Whether a request carrying ``view`` sends the size notice: its last instruction has one, not yet answered."""
+    for message in reversed(view):
+        if isinstance(message, AssistantResponse):
+            return False
+        if isinstance(message, Instruction):
+            return message.notice is not None
+    return False
+
+
+def as_sent(decision: Decision, view: Sequence[Message]) -> Decision:
+    """``decision`` saying what is done with the request carrying ``view``: ``notice`` only when it sends one."""
+    if decision.action != "notice" or carries_notice(view):
+        return decision
+    return attrs.evolve(
+        decision,
+        action="pass",
+        reason=f"{decision.reason.removesuffix(': notice')}: sent without a size notice "
+        "(one goes only with the turn that appends it)",
     )

@@ -154,6 +154,7 @@ def _load_signals(label: str) -> RunSource:
 
 def _load_store(label: str) -> RunSource:
     from runtime.store.errors import NotAStore, StoreCorrupt
+    from runtime.store.integrity import check_events_cover_rows
     from runtime.store.reader import StoreReader
 
     try:
@@ -163,6 +164,7 @@ def _load_store(label: str) -> RunSource:
     with reader:
         try:
             events = tuple(reader.events())
+            check_events_cover_rows(reader.requests(), events, label)  # never a report of fewer requests than sent
             scenario = _stored_scenario(reader)
             branches = branch_facts_of(reader)
         except StoreCorrupt as exc:
@@ -181,13 +183,14 @@ def _load_store(label: str) -> RunSource:
 def _stored_scenario(reader: Any) -> Any:
     from runtime.config.loader import loads_scenario
     from runtime.scenarios.tools import stored_tool_names
+    from runtime.store.integrity import stored_scenario_label
 
     meta = reader.meta()
     if "scenario_text" not in meta:
         return None
     return loads_scenario(
         meta["scenario_text"],
-        path_label=meta.get("scenario_path", "stored scenario"),
+        path_label=stored_scenario_label(reader.label, meta),
         tool_names=stored_tool_names(meta),
     )
 

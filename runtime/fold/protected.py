@@ -9,10 +9,16 @@ With caching on and a fold installed, the round is **decided once**, in the
 compile of the first request that carries it whole: included when its
 messages, compiled alone and scaled, come to at most a tenth of the ceiling
 (equality fits), excluded otherwise. The decision is recorded on the branch
-(:class:`ProtectedRound`) and kept by clones; it is never re-decided. Until it
-is decided the round is pending, and a pending round is protected. An
-included round is protected from every fold stage and both clip paths, and
-the end of it is a cache anchor.
+(:class:`ProtectedRound`) and kept by clones. Until it is decided the round
+is pending, and a pending round is protected. An included round is protected
+from every fold stage and both clip paths, and the end of it is a cache
+anchor.
+
+It is revisited once, only to release it (issue 28): when a later request of
+the branch runs under a ceiling whose tenth cannot hold the round (a clone, or
+a later operation, under a smaller ceiling), :func:`revisit` releases it, so a
+fold may take it where the protection would have had the request refused. That
+costs one cache miss (the anchor goes), and the caller records its cause.
 """
 
 from __future__ import annotations
@@ -49,6 +55,31 @@ class ProtectedRound:
     @property
     def end_id(self) -> str:
         return self.member_ids[-1]
+
+    def releases_to(self, other: ProtectedRound) -> bool:
+        """Whether ``other`` is this included round released under a smaller ceiling (:func:`revisit`)."""
+        return self.included and not other.included and other.member_ids == self.member_ids
+
+
+def revisit(decision: ProtectedRound | None, ceiling: int, *, now: float, by: str) -> ProtectedRound | None:
+    """The release of an included ``decision`` a tenth of ``ceiling`` cannot hold, else None (kept as it is).
+
+    The round keeps its members, digest and size; the release records the
+    ceiling in force, the time and the request that released it.
+    """
+    if decision is None or not decision.included or decision.size * 10 <= ceiling:
+        return None
+    return attrs.evolve(
+        decision, included=False, ceiling=ceiling, budget=ceiling // 10, decided_at=float(now), decided_by=by
+    )
+
+
+def release_cause(released: ProtectedRound, kept_under: int) -> str:
+    """The rewrite cause a release records (the one cache miss it costs)."""
+    return (
+        f"protected first round released: its {released.size} tokens no longer fit a tenth of the ceiling "
+        f"{released.ceiling} (protected under {kept_under})"
+    )
 
 
 def first_round(view: Sequence[Message]) -> tuple[Message, ...] | None:

@@ -28,8 +28,22 @@ MAX_RETRIES = 100
 MAX_TOOL_RESULT_CHARS = 100_000_000
 """``profiles.NAME.tool_result_max_chars``."""
 
-MAX_TOKEN_FACTOR = 100.0
-"""``provider.token_factor`` (the simulated server's count over ours)."""
+MAX_TOKEN_FACTOR = 1.9
+"""``provider.token_factor`` (the simulated server's count over ours), and the simulator's own.
+
+Under the most provider tokens per o200k token a send assumes for content
+no calibration saw (2.0: :data:`runtime.measuring.model_calibration.UNCALIBRATED_MAX_SCALE`)
+by a margin of 5% for what the simulator adds to the factor (each block
+rounded up and counted alone, three tokens a message): a simulator beyond it
+would bill requests the decision proved to fit over their ceiling. No
+tokenizer on record comes near it (the largest ratio seen is 1.37)."""
+
+TOKEN_FACTOR_REASON = (
+    "foldline assumes at most 2 provider tokens per o200k token for content no calibration saw, and the "
+    "simulator adds up to 5% to its factor; a simulator counting more would bill requests foldline proved "
+    "to fit over their ceiling"
+)
+"""Why a token factor above :data:`MAX_TOKEN_FACTOR` is refused (the scenario's and the simulator's message)."""
 
 MAX_LATENCY_S = 600.0
 """``provider.latency_s`` and a fault's ``delay_s``: ten minutes, the ``anthropic`` SDK's default request timeout
@@ -49,3 +63,12 @@ MAX_SCENARIO_BYTES = 4 * 1024 * 1024
 
 MAX_PRICING_BYTES = 4 * 1024 * 1024
 """A user pricing file's size, checked before it is read."""
+
+MAX_NAME_CHARS = 128
+"""A name's length (a node id, a profile name, ``depends_on`` and ``spawned_by``): a node id goes out in a header."""
+
+MAX_MODEL_NAME_CHARS = 256
+"""A model name's length (``provider.model``, ``profiles.NAME.model``): it goes out in every request body."""
+
+MAX_ARGUMENT_DEPTH = 64
+"""How deep a scripted tool call's arguments may nest (objects and arrays): they go out in request bodies."""

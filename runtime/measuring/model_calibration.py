@@ -10,17 +10,21 @@ rules this module decides, for the send step to apply:
   :data:`UNCALIBRATED_MAX_SCALE`), and whenever the calibration's range
   around an estimate holds the ceiling (:meth:`ModelCalibration.bounds`:
   from the lowest ratio seen, less :data:`UNCERTAINTY`, to the scale, plus
-  :data:`UNCERTAINTY`), the decision waits for the provider's free
+  :data:`UNCERTAINTY`; the part of the request new since the last request
+  the calibration took, :func:`unseen_tokens`, at the model family's
+  uncalibrated maximum, :func:`unseen_scale`: DESIGN.md section 13, the
+  contract on content it never saw), the decision waits for the provider's free
   count-tokens endpoint (``messages/count_tokens``; the simulator serves it)
   and decides on that count (:func:`needs_exact_count`,
   :func:`exact_measurement`). A request is thus refused without a count only
   when even its lowest bound is over the ceiling, and sent without one only
   when its highest bound fits.
 - **Where there is no such endpoint, or the count failed**, a documented
-  conservative figure stands in (:func:`fallback_measurement`): the prior for
-  the model family while uncalibrated (the model table's,
-  :meth:`runtime.models.limits.ModelTable.token_prior`, which the caller
-  passes in), the estimate plus :data:`UNCERTAINTY` once calibrated.
+  conservative figure stands in (:func:`fallback_measurement`): the model
+  family's uncalibrated maximum (:func:`unseen_scale`: 1.0 for a family
+  tokenized with o200k_base, else :data:`UNCALIBRATED_MAX_SCALE`, the most
+  the simulator's token factor may be) while uncalibrated, the upper bound of
+  :meth:`ModelCalibration.bounds` once calibrated.
 - **The calibration belongs to the model configuration**: a
   :class:`CalibrationBook` holds one per model. A run starts every branch from
   one book; each branch adds its own evidence
@@ -39,14 +43,15 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
 import attrs
 
 from runtime.measuring.calibration import MIN_CALIBRATION_TOKENS
-from runtime.measuring.measure import Measurement, check_scale, scaled_estimate
+from runtime.measuring.measure import Measurement, TokenCounter, check_scale, scaled_estimate
+from runtime.request.compiler import Request
 
 UNCERTAINTY = 0.05
 """How far a calibrated ratio may still move, as a share: the margin of :meth:`ModelCalibration.bounds`."""
@@ -125,29 +130,73 @@ class ModelCalibration:
             scale=max(self.scale, other.scale), samples=self.samples + other.samples, low=min(lows) if lows else None
         )
 
-    def bounds(self, counted: int) -> tuple[int, int]:
+    def bounds(self, counted: int, unseen: int = 0, unseen_scale: float = UNCALIBRATED_MAX_SCALE) -> tuple[int, int]:
         """The least and the most the provider may count for what we counted at ``counted`` (calibrated only).
 
-        From the lowest ratio seen less :data:`UNCERTAINTY` to the scale plus it.
+        From the lowest ratio seen less :data:`UNCERTAINTY` to the scale plus
+        it. The ``unseen`` of the ``counted`` tokens (content new since the
+        last request the calibration took: :func:`unseen_tokens`) are bounded
+        above at ``unseen_scale`` instead (the model family's uncalibrated
+        maximum, :data:`UNCALIBRATED_MAX_SCALE` unless its tokenizer is ours):
+        a calibration describes the content it was fitted on, not new content.
         """
+        unseen = min(max(unseen, 0), counted)
         low = min(self.low if self.low is not None else self.scale, self.scale)
-        return math.floor(counted * low * (1 - UNCERTAINTY)), scaled_estimate(counted, self.scale * (1 + UNCERTAINTY))
+        high = self.scale * (1 + UNCERTAINTY)
+        top = scaled_estimate(counted - unseen, high) + scaled_estimate(unseen, max(high, check_scale(unseen_scale)))
+        return math.floor(counted * low * (1 - UNCERTAINTY)), top
 
 
-def needs_exact_count(counted: int, ceiling: int | None, calibration: ModelCalibration) -> bool:
+def needs_exact_count(
+    counted: int,
+    ceiling: int | None,
+    calibration: ModelCalibration,
+    unseen: int = 0,
+    unseen_scale: float = UNCALIBRATED_MAX_SCALE,
+) -> bool:
     """Whether the send must ask the provider for the exact count of a request we counted at ``counted``.
 
     No ceiling: never. Uncalibrated: unless ``counted`` x
     :data:`UNCALIBRATED_MAX_SCALE` is under the ceiling. Calibrated: when the
     ceiling lies within :meth:`ModelCalibration.bounds` (below the lower bound
-    the request is over whatever the count, at or above the upper it fits).
+    the request is over whatever the count, at or above the upper it fits),
+    the ``unseen`` part bounded at ``unseen_scale``.
     """
     if ceiling is None:
         return False
     if not calibration.calibrated:
         return scaled_estimate(counted, UNCALIBRATED_MAX_SCALE) > ceiling
-    low, high = calibration.bounds(counted)
+    low, high = calibration.bounds(counted, unseen, unseen_scale)
     return low <= ceiling < high
+
+
+def unseen_scale(tokenizer: str | None) -> float:
+    """The most provider tokens per o200k token content no calibration saw may cost, for a model family.
+
+    1.0 for a family tokenized with o200k_base (our count is the provider's),
+    else :data:`UNCALIBRATED_MAX_SCALE`: the simulator refuses token factors
+    beyond it (:data:`runtime.inputs.bounds.MAX_TOKEN_FACTOR`), and no
+    tokenizer on record comes near it.
+    """
+    return 1.0 if tokenizer == "o200k_base" else UNCALIBRATED_MAX_SCALE
+
+
+def unseen_tokens(request: Request, seen: Collection[str], counter: TokenCounter) -> int:
+    """Our count of the text ``request`` carries in messages none of the ``seen`` message digests has.
+
+    ``seen`` holds the :meth:`~runtime.request.compiler.Request.message_digests` of
+    the last request the branch's calibration took (DESIGN.md section 13, the
+    contract on content it never saw). Images are left out: the provider
+    counts them by the documented rule we count them by, not by their bytes.
+    """
+    known = frozenset(seen)
+    unseen = 0
+    for digest, message in zip(request.message_digests(), request.messages, strict=True):
+        if digest in known:
+            continue
+        for block in message.blocks:
+            unseen += counter.count(block.count_json if block.count_json is not None else block.json)
+    return unseen
 
 
 def exact_measurement(measured: Measurement, provider_count: int) -> Measurement:
@@ -162,16 +211,18 @@ def uncalibrated_scale(prior: float, calibration: ModelCalibration, measured: Me
     return max(check_scale(prior), calibration.scale, measured.scale)
 
 
-def fallback_measurement(measured: Measurement, prior: float, calibration: ModelCalibration) -> Measurement:
+def fallback_measurement(
+    measured: Measurement, prior: float, calibration: ModelCalibration, unseen: int = 0
+) -> Measurement:
     """The conservative figure decided on when no exact count is to be had (no endpoint, or it failed).
 
-    Uncalibrated: the count at the model family's ``prior`` (the model table's
-    :meth:`~runtime.models.limits.ModelTable.token_prior`) or the scale
-    measured with, whichever is larger. Calibrated: the upper bound of
-    :meth:`ModelCalibration.bounds` (never below ``measured``).
+    Uncalibrated: the count at ``prior`` (the model family's uncalibrated
+    maximum, :func:`unseen_scale`) or the scale measured with, whichever is
+    larger. Calibrated: the upper bound of :meth:`ModelCalibration.bounds`,
+    its ``unseen`` part at ``prior`` (never below ``measured``).
     """
     if calibration.calibrated:
-        estimate = calibration.bounds(measured.counted)[1]
+        estimate = calibration.bounds(measured.counted, unseen, prior)[1]
     else:
         estimate = scaled_estimate(measured.counted, uncalibrated_scale(prior, calibration, measured))
     return attrs.evolve(measured, estimate=max(estimate, measured.estimate))

@@ -21,9 +21,13 @@ request over it is refused before it is sent (or folded), whatever its
 
 The table also holds a **token prior per model family** (``[families."PREFIX"]``:
 a model belongs to the family of the longest listed prefix of its name): the
-provider tokens per o200k_base token a send assumes for a model until its own
-requests calibrate it, where no exact count is to be had (chat completions has
-no count endpoint, or a count failed; :func:`runtime.measuring.model_calibration.fallback_measurement`)::
+largest provider/o200k_base ratio on record for the family, and its tokenizer
+when known. Where no exact count is to be had (chat completions has no count
+endpoint, or a count failed), a send decides at the family's *uncalibrated
+maximum* instead (issue 28: a prior is what was seen, not a bound): 1.0 for a
+family whose ``tokenizer`` is o200k_base, else 2.0
+(:func:`actors.exact_count.family_maximum`,
+:func:`runtime.measuring.model_calibration.unseen_scale`)::
 
     [families."claude-"]
     source = "... (where the ratio was observed)"

@@ -8,6 +8,7 @@ from typing import Any
 import attrs
 
 from runtime.errors import ConfigError
+from runtime.inputs.bounds import MAX_TOKEN_FACTOR, TOKEN_FACTOR_REASON
 from runtime.scripted.faults import MAX_DELAY_S, FaultRule
 from runtime.sim.http import MAX_BODY_BYTES, HttpLimits
 
@@ -29,6 +30,11 @@ def _at_most(high: float) -> Any:
             raise ConfigError(f"SimConfig.{attribute.name}: {value!r} is above the upper bound {high:g} seconds")
 
     return check
+
+
+def _factor_bound(instance: Any, attribute: attrs.Attribute, value: float) -> None:
+    if value > MAX_TOKEN_FACTOR:
+        raise ConfigError(f"SimConfig.token_factor: {value!r} is above {MAX_TOKEN_FACTOR:g} ({TOKEN_FACTOR_REASON})")
 
 
 def _number(low: float, *, inclusive: bool) -> Any:
@@ -101,7 +107,7 @@ class SimConfig:
       run's simulator derives it from the run id, so its resume verifies the blocks the stopped run got.
     """
 
-    token_factor: float = attrs.field(default=1.15, validator=_number(0.0, inclusive=False))
+    token_factor: float = attrs.field(default=1.15, validator=[_number(0.0, inclusive=False), _factor_bound])
     latency_s: float = attrs.field(default=0.0, validator=[_number(0.0, inclusive=True), _at_most(MAX_DELAY_S)])
     lookback_collapse: bool = attrs.field(default=True, validator=_bool)
     faults: tuple[FaultRule, ...] = attrs.field(default=(), converter=_faults)

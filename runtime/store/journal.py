@@ -51,6 +51,7 @@ from runtime.store.errors import (
     StoreError,
     StorePathRefused,
 )
+from runtime.store.integrity import with_inputs_digest
 from runtime.store.lock import WriterLock
 from runtime.store.pairing import ResponsePairing, Statement
 from runtime.store.reader import CALIBRATION_QUERY, calibration_from_rows
@@ -224,13 +225,15 @@ class RunStore:
                     f"{os.fspath(path)}: already holds a run; continue it with `foldline resume {os.fspath(path)}` "
                     "or name another path"
                 )
-            meta = {
-                "run_id": run_id,
-                "scenario_path": scenario_path,
-                "scenario_text": scenario_text,
-                "provider_kind": provider_kind,
-                **(extra_meta or {}),
-            }
+            meta = with_inputs_digest(  # every stored input, with its digest (runtime.store.integrity)
+                {
+                    "run_id": run_id,
+                    "scenario_path": scenario_path,
+                    "scenario_text": scenario_text,
+                    "provider_kind": provider_kind,
+                    **(extra_meta or {}),
+                }
+            )
 
             # Built whole (schema, meta, WAL mode) in a sibling file and renamed into place, so
             # a process killed during creation leaves either no store or a whole one.

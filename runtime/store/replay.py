@@ -44,6 +44,7 @@ from runtime.store.errors import (
     StoreCorrupt,
     UnknownRecipe,
 )
+from runtime.store.integrity import check_inputs
 from runtime.store.reader import RequestRow, StoreReader
 from runtime.values.canonical import canonical_json, sha256_hex
 from runtime.values.messages import Message, SystemMessage
@@ -216,8 +217,10 @@ def replay(row: RequestRow, reader: StoreReader, record: StoredRecord) -> Replay
 def replay_all(reader: StoreReader, rows: Sequence[RequestRow] | None = None) -> list[Replayed | ReplayError]:
     """Replay every stored request (or ``rows``); each entry is the result or the error naming it.
 
-    Raises :class:`StoreCorrupt` when the store's branch table itself is malformed.
+    Raises :class:`StoreCorrupt` when the store's branch table itself is malformed, or its stored inputs
+    (the scenario, the settings) do not match their digests (:func:`runtime.store.integrity.check_inputs`).
     """
+    check_inputs(reader.meta(), reader.label)
     records = stored_records(reader)
     out: list[Replayed | ReplayError] = []
     for row in reader.requests() if rows is None else rows:

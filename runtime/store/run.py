@@ -40,16 +40,24 @@ from actors.env import ModelScales
 from actors.tools import BUILTIN_TOOLS, ToolRegistry
 from runtime.config import Scenario
 from runtime.config.loader import loads_scenario
+from runtime.errors import ConfigError
 from runtime.measuring.model_calibration import CalibrationBook
 from runtime.models.pricing import PricingTable
 from runtime.providers.factory import open_provider
 from runtime.report import ReportBuilder
 from runtime.runtime import Runtime
 from runtime.scenarios.run import ScenarioRun, build_flow, build_policies, run_scenario
-from runtime.scenarios.tools import stored_run_tools
+from runtime.scenarios.tools import stored_run_tools, workspace_root
 from runtime.scripted.policies import PolicyRegistry, ScriptPolicy
 from runtime.store.errors import NothingToResume, StoreError
 from runtime.store.events_sink import SqliteSink
+from runtime.store.integrity import (
+    check_events_cover_rows,
+    check_inputs,
+    check_root,
+    root_meta,
+    stored_scenario_label,
+)
 from runtime.store.journal import RunStore
 from runtime.store.reader import StoreReader
 from runtime.store.resume import ResumePlan, plan_resume, view_without_cancelled_results
@@ -74,9 +82,10 @@ def stored_calibration(path: str | os.PathLike[str]) -> CalibrationBook:
 
 
 def report_from_store(path: str | os.PathLike[str], model: str) -> dict:
-    """The run's report rebuilt from every event in the store."""
+    """The run's report rebuilt from every event in the store; refused when the events miss stored requests."""
     with StoreReader(path) as reader:
         events = reader.events()
+        check_events_cover_rows(reader.requests(), events, reader.label)
     return ReportBuilder(PricingTable.load_default(), model).feed_all(events).to_json()
 
 
@@ -108,7 +117,7 @@ async def run_scenario_stored(
         scenario_text=scenario_text,
         scenario_path=scenario.path,
         provider_kind=spec.kind,
-        extra_meta=tools_meta,
+        extra_meta={**(tools_meta or {}), **root_meta(workspace_root(scenario))},
     ) as store:
         run = await run_scenario(
             scenario,
@@ -145,6 +154,7 @@ def load_stored_plan(
         for key in ("run_id", "scenario_text", "scenario_path", "provider_kind"):
             if key not in meta:
                 raise StoreError(f"{reader.label}: holds no run to resume (its meta has no {key!r})")
+        check_inputs(meta, reader.label)
         events = reader.events()
         if any(event.type == "RunFinished" for event in events):
             raise NothingToResume(f"{reader.label}: run {meta['run_id']} already finished; there is nothing to resume")
@@ -155,10 +165,12 @@ def load_stored_plan(
             )
         if registry is None:
             tools = stored_run_tools(meta)
-            scenario = _stored_scenario(meta, tools.names())
+            scenario = _stored_scenario(meta, tools.names(), reader.label)
+            _check_workspace(meta, scenario, reader.label)
             registry = tools.registry(scenario)
         else:
-            scenario = _stored_scenario(meta, registry.names())
+            scenario = _stored_scenario(meta, registry.names(), reader.label)
+            _check_workspace(meta, scenario, reader.label)
         branches = reader.restore_branches()
         plan = plan_resume(
             scenario,
@@ -170,9 +182,20 @@ def load_stored_plan(
     return scenario, plan, meta, registry
 
 
-def _stored_scenario(meta: Mapping[str, str], tool_names: frozenset[str]) -> Scenario:
-    scenario = loads_scenario(meta["scenario_text"], path_label=meta["scenario_path"], tool_names=tool_names)
+def _stored_scenario(meta: Mapping[str, str], tool_names: frozenset[str], label: str) -> Scenario:
+    """The stored scenario; an error in it names the store (runtime.store.integrity), not the user's file."""
+    where = stored_scenario_label(label, meta)
+    scenario = loads_scenario(meta["scenario_text"], path_label=where, tool_names=tool_names)
     return scenario.evolve(path=meta["scenario_path"])
+
+
+def _check_workspace(meta: Mapping[str, str], scenario: Scenario, label: str) -> None:
+    """Refuse a resume whose workspace root is gone or is not the run's (runtime.store.integrity.check_root)."""
+    try:
+        resolved, why_not = workspace_root(scenario), None
+    except ConfigError as exc:
+        resolved, why_not = None, str(exc)
+    check_root(meta, resolved, why_not, label)
 
 
 async def _drop_cancelled_results(branch: Branch) -> None:
