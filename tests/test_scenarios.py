@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from runtime.cli import main
+from runtime.display.sources import branch_facts_of
+from runtime.store.reader import StoreReader
 from signals.sinks import read_jsonl
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
@@ -29,13 +31,18 @@ def test_every_scenario_states_what_it_promises() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("path", scenario_files(), ids=lambda p: p.stem)
 def test_scenario_runs_with_its_promised_exit_code(path: Path, tmp_path: Path) -> None:
-    signals, report = tmp_path / "s.jsonl", tmp_path / "r.json"
+    signals, report, store = tmp_path / "s.jsonl", tmp_path / "r.json", tmp_path / "run.sqlite3"
     out, err = io.StringIO(), io.StringIO()
-    code = main(["run", str(path), "--signals", str(signals), "--report", str(report), "--quiet"], out=out, err=err)
+    args = ["run", str(path), "--signals", str(signals), "--report", str(report), "--store", str(store), "--quiet"]
+    code = main(args, out=out, err=err)
     assert code == EXPECTED_EXIT[path.stem], err.getvalue() + out.getvalue()
     data = json.loads(report.read_text())
     events = read_jsonl(signals)
     assert data["bytes_unrecoverable"] == 0
+    # The inspector agrees with the report: every record message outside a view is reachable from it.
+    with StoreReader(store) as reader:
+        unreachable = {f.picture.node_id: f.picture.outside["unreachable"] for f in branch_facts_of(reader)}
+    assert unreachable and all(indices == () for indices in unreachable.values()), unreachable
     assert data["rewrites"]["unexplained"] == 0
     for event in events:
         if event.type == "ContextDecision" and event.data["sent"] and event.data["ceiling"] is not None:

@@ -351,7 +351,7 @@ def _projection_of(branch: Any, bounds: dict[str, int | None]) -> Any:
 
 
 def run_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from runtime.store.inspect import describe_branch, format_branch, format_branches
+    from runtime.store.inspect import describe_branch, format_branch, format_branches, side_prompt_ids
     from runtime.store.reader import StoreReader
     from runtime.tokenizer import count_tokens
 
@@ -363,7 +363,8 @@ def run_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         try:
             branches = reader.restore_branches()
             nodes = reader.node_of_branches()
-            bounds = {row.branch_id: row.result_bound for row in reader.requests() if row.intent != "side"}
+            requests = reader.requests()
+            bounds = {row.branch_id: row.result_bound for row in requests if row.intent != "side"}
         except StoreCorrupt as exc:
             return _fail(err, f"{args.path}: malformed store: {exc}", EXIT_FAILED)
     if args.branch is None:
@@ -391,7 +392,11 @@ def run_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             return _fail(err, f"{args.path}: {args.branch!r} names {what}; nodes: {known}", EXIT_BAD_INPUT)
         branch = branches[matching[0]]
     picture = describe_branch(
-        branch, count_tokens=count_tokens, node_id=nodes.get(branch.id), projection=_projection_of(branch, bounds)
+        branch,
+        count_tokens=count_tokens,
+        node_id=nodes.get(branch.id),
+        projection=_projection_of(branch, bounds),
+        side_prompts=side_prompt_ids(requests),
     )
     from runtime.display.terminal import shown
 

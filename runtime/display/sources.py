@@ -194,18 +194,20 @@ def _stored_scenario(reader: Any) -> Any:
 
 def branch_facts_of(reader: Any) -> tuple[BranchFacts, ...]:
     """Every stored branch's view as its requests compile it (what ``foldline inspect`` shows)."""
-    from runtime.store.inspect import describe_branch
+    from runtime.store.inspect import describe_branch, side_prompt_ids
     from runtime.store.replay import result_projection
     from runtime.tokenizer import count_tokens
 
     branches = reader.restore_branches()
     nodes = reader.node_of_branches()
-    bounds = {row.branch_id: row.result_bound for row in reader.requests() if row.intent != "side"}
+    rows = reader.requests()
+    bounds = {row.branch_id: row.result_bound for row in rows if row.intent != "side"}
+    side = side_prompt_ids(rows)
     facts = []
     for branch in branches.values():
         projection = result_projection(bounds.get(branch.id), branch, branch.state.protected_round)
         picture = describe_branch(
-            branch, count_tokens=count_tokens, node_id=nodes.get(branch.id), projection=projection
+            branch, count_tokens=count_tokens, node_id=nodes.get(branch.id), projection=projection, side_prompts=side
         )
         facts.append(branch_facts(branch, picture))
     return tuple(facts)
