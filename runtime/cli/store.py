@@ -146,7 +146,7 @@ def run_resume(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except NothingToResume as exc:
         print(f"foldline: {exc}", file=err)
         with StoreReader(args.path) as reader:
-            model = _stored_model(reader)
+            scenario = _stored_scenario(reader)
             verification = _verify_store(reader)  # report only on what verifies (as replay --all)
         if not verification.ok:
             for failure in verification.failures:
@@ -155,7 +155,8 @@ def run_resume(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 err, f"{args.path}: {verification.summary()}; not reporting on an unverified store", EXIT_FAILED
             )
         print(f"foldline: {verification.summary()} (every stored request rebuilt to its digest)", file=err)
-        return _print_report(report_from_store(args.path, model), args, out)
+        report = report_from_store(args.path, scenario.provider.model_config.name, scenario.prices())
+        return _print_report(report, args, out)
     except (NotAStore, StoreInUse, ConfigError) as exc:
         return _fail(err, str(exc), EXIT_BAD_INPUT)
     except StoreError as exc:
@@ -173,7 +174,7 @@ def _verify_store(reader: Any) -> Any:
         return verify_stored_requests([exc])
 
 
-def _stored_model(reader: Any) -> str:
+def _stored_scenario(reader: Any) -> Any:
     from runtime.config.loader import loads_scenario
     from runtime.scenario_tools import stored_tool_names
 
@@ -181,7 +182,7 @@ def _stored_model(reader: Any) -> str:
     scenario = loads_scenario(
         meta["scenario_text"], path_label=meta["scenario_path"], tool_names=stored_tool_names(meta)
     )
-    return scenario.provider.model_config.name
+    return scenario
 
 
 # -- replay ---------------------------------------------------------------------------------------------------

@@ -46,9 +46,10 @@ from runtime.config.values import (
     check_known_tools,
 )
 from runtime.errors import ConfigError
+from runtime.pricing import PRICING_SCHEMA, PricingTable
 
 SCHEMA = "foldline.scenario/v1"
-TOP_LEVEL_KEYS = ("schema", "name", "description", "run", "provider", "profiles", "nodes")
+TOP_LEVEL_KEYS = ("schema", "name", "description", "run", "provider", "profiles", "nodes", "pricing")
 
 _TOML_POSITION = re.compile(r"^(?P<problem>.*) \(at line (?P<line>\d+), column (?P<column>\d+)\)$", re.DOTALL)
 _TOML_AT_END = re.compile(r"^(?P<problem>.*) \(at end of document\)$", re.DOTALL)
@@ -163,9 +164,23 @@ def _scenario_from_document(
     provider = ProviderSpec.from_obj(document["provider"], "provider") if "provider" in document else ProviderSpec()
     profiles = _profiles(document.get("profiles", {}), tool_names)
     nodes = _nodes(document.get("nodes"))
+    pricing = _pricing(document["pricing"]) if "pricing" in document else PricingTable()
     return Scenario(
-        path=path, name=name, description=description, run=run, provider=provider, profiles=profiles, nodes=nodes
+        path=path,
+        name=name,
+        description=description,
+        run=run,
+        provider=provider,
+        profiles=profiles,
+        nodes=nodes,
+        pricing=pricing,
     )
+
+
+def _pricing(raw: Any) -> PricingTable:
+    """A scenario's ``[pricing]`` table: the shape of a pricing file (``[pricing.models.NAME]``), schema optional."""
+    table = require_table(raw, "pricing")
+    return PricingTable.from_mapping({"schema": PRICING_SCHEMA, **table}, "pricing")
 
 
 def _check_schema(document: Mapping[str, Any]) -> None:

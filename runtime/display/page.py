@@ -19,7 +19,6 @@ from runtime.display.requests_chart import legend, node_chart, node_notes, reque
 from runtime.display.sources import BranchFacts, RunSource
 from runtime.display.svg import el, esc
 from runtime.display.timeline import timeline
-from runtime.pricing import PricingTable
 from runtime.report import format_report
 
 CSS = """
@@ -189,7 +188,7 @@ def _branches(source: RunSource) -> str:
 
 def run_picture(source: RunSource) -> RunPicture:
     return picture_events(
-        source.events, pricing=PricingTable.load_default(), default_model=source.default_model, fold_at=source.fold_at
+        source.events, pricing=source.pricing, default_model=source.default_model, fold_at=source.fold_at
     )
 
 

@@ -56,6 +56,8 @@ class RunSource:
     """Each node's fold fraction, None for a node that does not fold (from a store's scenario; empty otherwise)."""
     branches: tuple[BranchFacts, ...] | None
     """Every branch's picture (from a store), or None: a signals file holds no records or views."""
+    pricing: PricingTable = attrs.field(factory=PricingTable.load_default)
+    """The prices the run's report uses (a store's scenario's ``[pricing]`` merged in; the packaged table else)."""
 
 
 @attrs.frozen
@@ -134,8 +136,8 @@ def _check_bench(label: str, document: Mapping[str, Any]) -> None:
                 raise ReportSourceError(f"{where}.runs.{name}: expected an object with cost and usage objects")
 
 
-def _report(events: Sequence[Event], model: str | None) -> dict[str, Any]:
-    return ReportBuilder(PricingTable.load_default(), model or "unknown").feed_all(events).to_json()
+def _report(events: Sequence[Event], model: str | None, pricing: PricingTable | None = None) -> dict[str, Any]:
+    return ReportBuilder(pricing or PricingTable.load_default(), model or "unknown").feed_all(events).to_json()
 
 
 def _load_signals(label: str) -> RunSource:
@@ -175,7 +177,8 @@ def _load_store(label: str) -> RunSource:
             if profile is not None:
                 folds = profile.context_management and profile.context_strategy == "fold"
                 fold_at[node.id] = profile.context_fold_at if folds else None
-    return RunSource("store", label, events, _report(events, model), model, fold_at, branches)
+    pricing = scenario.prices() if scenario is not None else PricingTable.load_default()
+    return RunSource("store", label, events, _report(events, model, pricing), model, fold_at, branches, pricing)
 
 
 def _stored_scenario(reader: Any) -> Any:

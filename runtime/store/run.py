@@ -73,11 +73,11 @@ def stored_calibration(path: str | os.PathLike[str]) -> CalibrationBook:
         return reader.calibration()
 
 
-def report_from_store(path: str | os.PathLike[str], model: str) -> dict:
-    """The run's report rebuilt from every event in the store."""
+def report_from_store(path: str | os.PathLike[str], model: str, pricing: PricingTable | None = None) -> dict:
+    """The run's report rebuilt from every event in the store (priced by ``pricing``, else the packaged table)."""
     with StoreReader(path) as reader:
         events = reader.events()
-    return ReportBuilder(PricingTable.load_default(), model).feed_all(events).to_json()
+    return ReportBuilder(pricing or PricingTable.load_default(), model).feed_all(events).to_json()
 
 
 async def run_scenario_stored(
@@ -211,6 +211,7 @@ async def resume_stored_run(
                 scenario=scenario.name,
                 journal=store,
                 first_seq=plan.first_seq,
+                pricing=scenario.prices(),
                 calibration=ModelScales(book=store.calibration, keeper=store, start=CalibrationBook()),
             ) as rt:
                 SqliteSink(store).attach(rt.signals)
@@ -220,5 +221,5 @@ async def resume_stored_run(
                     await rt.signals.publish(recovered.event, node_id=recovered.node_id, branch_id=recovered.branch_id)
                 result = await rt.run(flow, restored=plan.restored)
         await store.flush()
-    report = report_from_store(store_path, spec.model_config.name)
+    report = report_from_store(store_path, spec.model_config.name, scenario.prices())
     return ScenarioRun(report=report, result=result)
