@@ -453,6 +453,8 @@ class SendPipeline:
                 reason=decided.reason,
                 provider_count=decided.provider_count,
                 count_calls=self.counts.take_calls(),
+                fold_line=None if decided.folds.in_force is None else decided.folds.in_force.line,
+                fold_target=None if decided.folds.in_force is None else decided.folds.in_force.target,
             ),
             request_id,
         )

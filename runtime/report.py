@@ -51,7 +51,7 @@ class ReportBuilder:
     bytes_unrecoverable: int = 0
     summary_requests: int = 0
     summary_cost_bit: float = 0.0
-    missing_prices: set[str] = attrs.field(factory=set)
+    missing_prices: list[str] = attrs.field(factory=list)
     """The prices the run's dollars needed that the pricing table lacks, each named (model, price, tier)."""
     _request_models: dict[str, str] = attrs.field(factory=dict)
     _request_intents: dict[str, str] = attrs.field(factory=dict)
@@ -126,7 +126,8 @@ class ReportBuilder:
         model = self._request_models.get(event.request_id or "", self.default_model)
         cost = self.pricing.cost(usage, model)
         if cost.usd is None:
-            self.missing_prices.update(self.pricing.missing_prices(usage, model))
+            missing = self.pricing.missing_prices(usage, model)
+            self.missing_prices.extend(name for name in missing if name not in self.missing_prices)
         self.cost_bit += cost.bit
         if self._request_intents.get(event.request_id or "") == "side":
             self.summary_requests += 1

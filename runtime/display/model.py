@@ -45,6 +45,10 @@ class FoldMark:
     predicted_requests: float | None = None
     realised_bit: float | None = None
     realised_requests: int | None = None
+    fold_line_tokens: int | None = None
+    """The fold line in force when the commit was chosen (None: the event predates it)."""
+    stopped: str | None = None
+    """Why the fold stopped above its target, in words (None: it reached it, or the event predates it)."""
 
 
 @attrs.frozen
@@ -66,6 +70,9 @@ class RequestPoint:
     action: str = "pass"
     reasons: list[str] = attrs.field(factory=list)
     ceiling: int | None = None
+    fold_line: int | None = None
+    """The fold line in force at this request, in tokens (a folding node's; None: not known)."""
+    fold_target: int | None = None
     estimate_before: int = 0
     estimate_after: int = 0
     sent: bool = False
@@ -230,6 +237,8 @@ class _Builder:
             point.action = action
         point.reasons.append(str(data.get("reason", "")))
         point.ceiling = data.get("ceiling")
+        point.fold_line = data.get("fold_line")
+        point.fold_target = data.get("fold_target")
         point.estimate_before = int(data.get("estimate_before") or 0)
         point.estimate_after = int(data.get("estimate_after") or 0)
         point.sent = point.sent or bool(data.get("sent"))
@@ -274,6 +283,8 @@ class _Builder:
             predicted_requests=data.get("predicted_requests"),
             realised_bit=data.get("realised_bit"),
             realised_requests=data.get("realised_requests"),
+            fold_line_tokens=data.get("fold_line_tokens"),
+            stopped=data.get("stopped"),
         )
         self._node(event)
         key = event.branch_id or f"node:{event.node_id}"
