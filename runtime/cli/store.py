@@ -26,6 +26,7 @@ import json
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
@@ -76,7 +77,12 @@ def _print_report(report: dict[str, Any], args: argparse.Namespace, out: TextIO)
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """``--store PATH`` for ``foldline run`` (a file, or a directory to put the store in)."""
-    parser.add_argument("--store", metavar="PATH", help="store the run in SQLite at PATH as it goes (resumable)")
+    parser.add_argument(
+        "--store",
+        metavar="PATH",
+        help="store the run in SQLite at PATH as it goes (resumable); a directory PATH holds it as "
+        "PATH/foldline-store.sqlite3",
+    )
 
 
 def run_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -99,7 +105,13 @@ def run_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return _fail(err, f"{label}{exc}", EXIT_BAD_INPUT)
     from runtime.cli.progress import progress_printer
     from runtime.display.live import progress_view
+    from runtime.store.schema import resolve_store_path
 
+    if resolve_store_path(args.store) != Path(args.store):  # a directory: say which file the run is stored in
+        print(
+            f"foldline: --store {args.store} is a directory: storing the run in {resolve_store_path(args.store)}",
+            file=err,
+        )
     quiet, plain = getattr(args, "quiet", False), getattr(args, "plain", False)
     try:
         with progress_view(err, quiet=quiet, plain=plain, plain_printer=progress_printer) as progress:
