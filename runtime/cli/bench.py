@@ -48,6 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--micro", action="store_true", help="print the micro benchmarks instead of the table")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     parser.add_argument(
+        "--wide", action="store_true", help="every column of the table (by default it fits 100 columns)"
+    )
+    parser.add_argument(
         "--scaling",
         dest="scaling_only",
         action="store_true",
@@ -194,7 +197,7 @@ def _run_table(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     started = time.perf_counter()
     results = anyio.run(main)
     wall_s = time.perf_counter() - started
-    print(format_table(results, wall_s=wall_s), file=out)
+    print(format_table(results, wall_s=wall_s, wide=args.wide), file=out)
     if args.json:
         model = scenarios[0].provider.model if scenarios else MODEL
         document = bench_json(
