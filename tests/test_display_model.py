@@ -246,3 +246,27 @@ def test_the_dashed_line_is_drawn_where_each_request_says_the_fold_line_was_and_
     assert "in force at each request" in fold_path
     text = fold_text(node.requests[3].folds[0])
     assert text.startswith("tool_io at the fold line 700: 900 -> 800 tokens") and text.endswith(": " + stopped)
+
+
+def test_the_timeline_has_a_legend_draws_depends_on_and_leaves_the_start_up_out() -> None:
+    from runtime.display.timeline import timeline, timeline_legend
+
+    e = Events()
+    e.add("RunStarted", None, {"scenario": "t", "provider": "scripted", "nodes": ["a", "b"]})  # t=101
+    for _ in range(8):  # start-up: eight seconds of nothing the nodes did
+        e.add("RunStarted", None, {"scenario": "t", "provider": "scripted", "nodes": ["a", "b"]})
+    e.add("NodeStarted", "a", {"operation": "iterative", "parent": None})  # t=110
+    e.add("NodeFinished", "a", {"rounds": 1})  # t=111
+    e.add("NodeStarted", "b", {"operation": "bounded", "parent": None})  # t=112
+    e.add("NodeFinished", "b", {"rounds": 1})  # t=113
+    run = picture_events(
+        e.items, pricing=PricingTable.load_default(), default_model=None, depends_on={"b": ("a",), "a": ()}
+    )
+    assert run.nodes["b"].depends_on == ("a",)
+    drawn = timeline(run)
+    assert "<title>b depends on a</title>" in drawn and 'class="depends"' in drawn
+    assert "the run&#x27;s start-up, 9.00 s, left out" in drawn or "the run's start-up, 9.00 s, left out" in drawn
+    assert ">0.00s<" in drawn and ">3.00s<" in drawn  # the axis spans the nodes' 3 s, not the run's 12 s
+    legend = timeline_legend()
+    for text in ("node&#x27;s life", "fold summary request", "tool round", "spawn", "depends_on (waits for)", "▼ fold"):
+        assert text in legend

@@ -123,6 +123,8 @@ class NodePicture:
     fold_at: float | None = None
     can_fold: bool | None = None
     """Whether the node folds (its profile has context management with the fold strategy); None: not known."""
+    depends_on: tuple[str, ...] = ()
+    """The nodes this one waited for (from a store's scenario; empty when the source does not say)."""
 
     def dashed_line(self) -> tuple[str, float, str]:
         """The dashed line drawn under the ceiling: (name, fraction of the ceiling, how it is known)."""
@@ -302,9 +304,10 @@ def picture_events(
     pricing: PricingTable,
     default_model: str | None,
     fold_at: Mapping[str, float | None] | None = None,
+    depends_on: Mapping[str, tuple[str, ...]] | None = None,
 ) -> RunPicture:
     """The run the events tell of. ``fold_at`` gives each node's fold fraction when it is known (None: the node
-    does not fold)."""
+    does not fold); ``depends_on`` each node's dependencies (a store's scenario says)."""
     builder = _Builder(pricing, default_model)
     for event in events:
         builder.feed(event)
@@ -316,6 +319,9 @@ def picture_events(
         if node_id in builder.run.nodes:
             builder.run.nodes[node_id].fold_at = fraction
             builder.run.nodes[node_id].can_fold = fraction is not None
+    for node_id, needs in (depends_on or {}).items():
+        if node_id in builder.run.nodes:
+            builder.run.nodes[node_id].depends_on = tuple(needs)
     return builder.run
 
 

@@ -18,7 +18,7 @@ from runtime.display.model import NodePicture, RunPicture, picture_events
 from runtime.display.requests_chart import legend, node_chart, node_notes, request_table
 from runtime.display.sources import BranchFacts, RunSource
 from runtime.display.svg import el, esc
-from runtime.display.timeline import timeline
+from runtime.display.timeline import timeline, timeline_legend
 from runtime.report import format_report
 
 CSS = """
@@ -66,6 +66,12 @@ tr.entry.restored td:nth-child(3) { color: var(--read); }
 .tfold { fill: var(--fold); font-size: 10px; } .refusal, .end.failed { fill: var(--ceiling); font-weight: 700; }
 .end.ok { fill: var(--fold); font-weight: 700; } .end.skipped { fill: var(--quiet); }
 .spawn line { stroke: var(--rewrite); stroke-width: 1.3; } .spawn polygon { fill: var(--rewrite); }
+.depends line { stroke: var(--quiet); stroke-width: 1.2; stroke-dasharray: 4 3; } .depends polygon { fill: var(--quiet); }
+.key.life-key { --sw: #e8edf2; } .key.span-key { --sw: var(--read); } .key.side-key { --sw: var(--rewrite); }
+.key.toolround-key { --sw: var(--w5); } .key.toolround-key::before { height: 2px; }
+.key.spawn-key { --sw: var(--rewrite); } .key.spawn-key::before { height: 2px; }
+.key.depends-key::before { height: 0; border-top: 2px dashed var(--quiet); background: none; }
+.key.glyph::before { display: none; }
 .rowlabel { font-size: 12px; } svg .offscale { fill: var(--ceiling); font-size: 11px; }
 rect.record { fill: #cfd6de; } rect.part.visible, .key.part.visible { fill: var(--read); --sw: var(--read); }
 rect.part.note, .key.part.note { fill: var(--fold); --sw: var(--fold); }
@@ -188,7 +194,11 @@ def _branches(source: RunSource) -> str:
 
 def run_picture(source: RunSource) -> RunPicture:
     return picture_events(
-        source.events, pricing=source.pricing, default_model=source.default_model, fold_at=source.fold_at
+        source.events,
+        pricing=source.pricing,
+        default_model=source.default_model,
+        fold_at=source.fold_at,
+        depends_on=source.depends_on,
     )
 
 
@@ -215,7 +225,7 @@ def run_page(source: RunSource) -> str:
         intro
         + unavailable
         + _totals(report)
-        + el("section", {"class": "timeline"}, el("h2", text="timeline"), timeline(run))
+        + el("section", {"class": "timeline"}, el("h2", text="timeline"), timeline_legend(), timeline(run))
         + el("h2", text="requests per node")
         + legend()
         + "".join(nodes)

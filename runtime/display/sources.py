@@ -57,6 +57,8 @@ class RunSource:
     branches: tuple[BranchFacts, ...] | None
     """Every branch's picture (from a store), or None: a signals file holds no records or views."""
     pricing: PricingTable = attrs.field(factory=PricingTable.load_default)
+    depends_on: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)
+    """Each node's dependencies (from a store's scenario; empty otherwise)."""
     """The prices the run's report uses (a store's scenario's ``[pricing]`` merged in; the packaged table else)."""
 
 
@@ -178,7 +180,9 @@ def _load_store(label: str) -> RunSource:
                 folds = profile.context_management and profile.context_strategy == "fold"
                 fold_at[node.id] = profile.context_fold_at if folds else None
     pricing = scenario.prices() if scenario is not None else PricingTable.load_default()
-    return RunSource("store", label, events, _report(events, model, pricing), model, fold_at, branches, pricing)
+    depends_on = {node.id: tuple(node.depends_on) for node in scenario.nodes} if scenario is not None else {}
+    report = _report(events, model, pricing)
+    return RunSource("store", label, events, report, model, fold_at, branches, pricing, depends_on)
 
 
 def _stored_scenario(reader: Any) -> Any:
