@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from runtime.store.reader import StoreReader
 from signals.sinks import read_jsonl
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
+README = (SCENARIOS.parent / "README.md").read_text(encoding="utf-8")
 
 # What each scenario promises (exit code). A new scenario must say what it promises here.
 EXPECTED_EXIT = {"quickstart": 0, "ceiling": 1, "cache": 0, "fold": 0, "workspace": 0, "vision": 0}
@@ -43,6 +45,12 @@ def test_scenario_runs_with_its_promised_exit_code(path: Path, tmp_path: Path) -
     with StoreReader(store) as reader:
         unreachable = {f.picture.node_id: f.picture.outside["unreachable"] for f in branch_facts_of(reader)}
     assert unreachable and all(indices == () for indices in unreachable.values()), unreachable
+    # The README states the fold scenario's figures under its screenshot: they are a fresh run's.
+    stated = re.search(rf"The report of `scenarios/{path.stem}.toml`: (\d+) requests, (\d+) folds, (\d+) bytes", README)
+    if stated is not None:
+        assert tuple(map(int, stated.groups())) == (data["requests"], data["folds"], data["bytes_unrecoverable"])
+    else:
+        assert path.stem != "fold", "the README states the fold scenario's figures under its screenshot"
     assert data["rewrites"]["unexplained"] == 0
     for event in events:
         if event.type == "ContextDecision" and event.data["sent"] and event.data["ceiling"] is not None:

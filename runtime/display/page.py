@@ -149,6 +149,15 @@ def _plural(count: int, word: str) -> str:
     return f"{count:,} {word}" + ("" if count == 1 else "s")
 
 
+def _line_words(node: NodePicture) -> str:
+    """The dashed line in words: the lines in force at the requests when the events name them, else the fraction."""
+    lines = sorted({r.fold_line for r in node.requests if r.fold_line is not None})
+    if lines:
+        shown = f"{lines[0]:,}" if len(lines) == 1 else f"{lines[0]:,} to {lines[-1]:,}"
+        return f"; fold line in force {shown} (drawn at each request)"
+    return "; {} {:g} x ceiling ({})".format(*node.dashed_line())
+
+
 def _node_section(node: NodePicture, report_node: Mapping[str, Any]) -> str:
     cost = sum(r.cost_bit or 0.0 for r in node.requests)
     ceilings = sorted(set(node.ceilings()))
@@ -156,7 +165,7 @@ def _node_section(node: NodePicture, report_node: Mapping[str, Any]) -> str:
         f"{node.status}" + (f" ({node.reason})" if node.reason else "") + f"; {_plural(len(node.requests), 'request')}"
         f" ({sum(1 for r in node.requests if r.refused)} refused); ceiling "
         + (", ".join(f"{c:,}" for c in ceilings) or "none")
-        + "; {} {:g} x ceiling ({})".format(*node.dashed_line())
+        + _line_words(node)
         + f"; cached share {float(report_node.get('cached_share', 0.0)):.3f}; cost {cost:,.1f} BIT"
     )
     return el(

@@ -7,7 +7,7 @@ to the next request); a spawn is an arrow from the parent's row to the child's
 start, a ``depends_on`` edge a dashed arrow from the dependency's end to the
 dependent's start (when the source names the dependencies: a store does); the end
 is marked ✓ (finished), ✕ (failed) or ⊘ (skipped). The axis starts when the first
-node starts: the run's start-up before it (opening the provider) is left out and
+request is sent: the start-up before it (opening the provider) is left out and
 its length said. :func:`timeline_legend` says what each mark is.
 """
 
@@ -99,9 +99,9 @@ def _row(node: NodePicture, y: float, x_of: Callable[[float], float], run_end: f
                 "rect",
                 {
                     "class": f"life {node.status}",
-                    "x": x_of(node.started_at),
+                    "x": max(x_of(node.started_at), LEFT),
                     "y": y + 6,
-                    "width": max(x_of(end) - x_of(node.started_at), 1.0),
+                    "width": max(x_of(end) - max(x_of(node.started_at), LEFT), 1.0),
                     "height": ROW - 12,
                 },
                 title(f"{node.node_id}: {node.status}" + (f" ({node.reason})" if node.reason else "")),
@@ -156,8 +156,10 @@ def timeline(run: RunPicture) -> str:
     """The SVG of the whole flow on one time axis."""
     nodes = _ordered(run)
     run_start = run.started_at or 0.0
-    starts = [n.started_at for n in nodes if n.started_at is not None]
-    start = min(starts) if starts else run_start  # the start-up before the first node is left out
+    # The start-up before the first request (opening the provider, the first compile) is left out.
+    firsts = [r.sent_at or r.decided_at for n in nodes for r in n.requests[:1]]
+    starts = [t for t in firsts if t] or [n.started_at for n in nodes if n.started_at is not None]
+    start = min(starts) if starts else run_start
     end = max(run.ended_at or start, max((n.ended_at or start for n in nodes), default=start), start + 1e-6)
     span = end - start
     height = TOP + ROW * max(len(nodes), 1) + AXIS
@@ -181,8 +183,8 @@ def timeline(run: RunPicture) -> str:
         el(
             "text",
             {"class": "axis", "x": (LEFT + WIDTH) / 2, "y": height - 4, "text-anchor": "middle"},
-            text="seconds since the first node started"
-            + (f" (the run's start-up, {start - run_start:.2f} s, left out)" if start > run_start else ""),
+            text="seconds since the first request"
+            + (f" (the start-up before it, {start - run_start:.2f} s, left out)" if start > run_start else ""),
         )
     )
     rows = {node.node_id: TOP + i * ROW for i, node in enumerate(nodes)}
