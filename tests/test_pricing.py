@@ -6,6 +6,8 @@ import datetime
 import re
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from runtime.errors import ConfigError
 from runtime.pricing import ZERO_COST, Cost, PriceTier, PricingTable
@@ -332,3 +334,21 @@ def test_costs_add_and_unknown_dollars_stay_unknown() -> None:
 def test_cost_refuses_usage_that_is_not_a_usage() -> None:
     with pytest.raises(TypeError, match="expected a runtime.usage.Usage"):
         DEFAULT.cost({"input_tokens": 3}, "claude-sonnet-4-5")  # type: ignore[arg-type]
+
+
+@given(
+    usage=st.builds(
+        Usage,
+        input_tokens=st.integers(0, 300_000),
+        cache_read_input_tokens=st.integers(0, 300_000),
+        cache_write_5m_tokens=st.integers(0, 300_000),
+        cache_write_1h_tokens=st.integers(0, 300_000),
+        output_tokens=st.integers(0, 50_000),
+    ),
+    model=st.sampled_from(["partial-model", "claude-haiku-5-5", "nobodys-model"]),
+)
+def test_dollars_are_unknown_exactly_when_a_missing_price_is_named(usage: Usage, model: str) -> None:
+    table = DEFAULT.merged_with(PARTIAL)
+    missing = table.missing_prices(usage, model)
+    assert (table.cost_usd(usage, model) is None) == bool(missing)
+    assert all(name.startswith(model) for name in missing)
