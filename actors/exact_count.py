@@ -70,6 +70,10 @@ class Settled:
     provider_count: int | None = None
     note: str | None = None
 
+    def noted(self, reason: str) -> str:
+        """A decision's reason with how its figure was had, when it was not our plain estimate."""
+        return reason if self.note is None else f"{reason} ({self.note})"
+
 
 def branch_calibration(env: RunEnv, branch: Branch, model: str) -> ModelCalibration:
     """``branch``'s calibration of ``model``: what the run started from, with the branch's own evidence."""

@@ -36,6 +36,7 @@ import attrs
 from actors.branch import Turn
 from actors.cache_step import anchor_locations
 from actors.fold_recalls import recall_profile
+from actors.fold_words import InForce, folds_reason, stopped_short
 from actors.publisher import Publisher
 from actors.shape import RequestShape
 from runtime.cache import TailSkip
@@ -135,6 +136,8 @@ class FoldRun:
     ran: bool = False
     why: str = ""
     """The cost model's reason when it chose to fold (empty under the fixed fractions)."""
+    in_force: InForce | None = None
+    """The fold line and target in force before the send (None: the branch does not fold)."""
 
     @property
     def stages(self) -> list[str]:
@@ -145,19 +148,8 @@ class FoldRun:
         return [mid for plan in self.plans for mid in plan.folded_ids]
 
     def reason(self, ceiling_reason: str) -> str:
-        if not self.ran:
-            return ceiling_reason
-        if self.why:
-            ceiling_reason = f"{ceiling_reason}; cost model: {self.why}"
-        landed = [p for p in self.plans if p.landed]
-        if not landed:
-            return f"{ceiling_reason}; the fold found nothing it may take"
-        described = "; ".join(
-            f"fold {p.fold_id} landed {'+'.join(p.stages)}: {p.estimate_before} -> {p.estimate_after} tokens"
-            f" (target {'reached' if p.target_reached else 'missed'})"
-            for p in landed
-        )
-        return f"{ceiling_reason}; {described}"
+        """The decision's reason: the line and target in force, what the folds did and why they stopped, the send."""
+        return folds_reason(ceiling_reason, self.plans, self.in_force, self.why, self.ran)
 
 
 @attrs.frozen
@@ -215,6 +207,15 @@ class Folding:
         if self.cost is None or self.cost.line is None:
             return fold.fold_at
         return min(1.0, max(self.cost.line / fold.ceiling, fold.tail_margin + 1e-6))
+
+    def in_force(self) -> InForce:
+        """The fold line and target in force now, in tokens (the cost model's when it chose them)."""
+        by_cost = self.cost is not None and self.cost.line is not None
+        return InForce(
+            line=int(self._fold_at() * self.settings.ceiling),
+            target=int(self._plan_settings().target_tokens),
+            chosen_by="cost model" if by_cost else "fixed fractions",
+        )
 
     def _target(self) -> float:
         """The target in force: the cost model's choice, else the setting."""
@@ -310,6 +311,7 @@ class Folding:
         plans: list[FoldPlan] = []
         ran = False
         self._ask_cost(view, m, intent)
+        in_force = self.in_force()
         while (mode := self._mode(view, m)) is not None:
             ran = ran or mode == "full"
             plan = await self._plan(view, intent, mode=mode, refusal=m.estimate > fold.ceiling, summarizer=summarizer)
@@ -334,7 +336,7 @@ class Folding:
             )
         ran = ran or any(p.landed for p in plans)
         why = self.cost.reason if self.cost is not None and ran else ""
-        return Folded(view, request, m, FoldRun(tuple(plans), ran, why))
+        return Folded(view, request, m, FoldRun(tuple(plans), ran, why, in_force))
 
     async def _plan(
         self,
@@ -408,6 +410,8 @@ class Folding:
                 estimate_after=plan.estimate_after,
                 policy="cost" if self.cost is not None else "fixed",
                 target_tokens=int(self._plan_settings().target_tokens),
+                fold_line_tokens=self.in_force().line,
+                stopped=stopped_short(plan, int(self._plan_settings().target_tokens)) or None,
                 growth_tokens=figures.growth,
                 predicted_bit=figures.predicted_bit,
                 predicted_requests=figures.predicted_requests,

@@ -203,7 +203,7 @@ class SendPipeline:
         decision = as_sent(decide(m, self.ceiling, can_fold=False), view)
         if decision.action == "refuse":
             await self._refuse(
-                m, _noted(decision.reason, settled), request_id, before=before, folds=folds, settled=settled
+                m, settled.noted(decision.reason), request_id, before=before, folds=folds, settled=settled
             )
         plan: CachePlan | None = None
         if self.caching:
@@ -222,7 +222,7 @@ class SendPipeline:
             self.previous_placement = plan.placement
         await self._check_rewrite(request, request_id)
         action: Action = "fold" if folds.stages else decision.action
-        reason = _noted(folds.reason(decision.reason), settled)
+        reason = settled.noted(folds.reason(decision.reason))
         if self.progress.notice_note is not None:
             reason, self.progress.notice_note = f"{reason}; {self.progress.notice_note}", None
         first = Decided(m, action, reason, before, folds, settled.method, settled.provider_count)
@@ -235,7 +235,7 @@ class SendPipeline:
         m = settled.measurement
         ceiling = self.ceiling.ceiling
         if ceiling is not None and m.estimate > ceiling:
-            reason = _noted(f"{SIDE_REASON}: estimate {m.estimate} is over the ceiling {ceiling}", settled)
+            reason = settled.noted(f"{SIDE_REASON}: estimate {m.estimate} is over the ceiling {ceiling}")
             await self._decision(
                 Decided(m, "refuse", reason, method=settled.method, provider_count=settled.provider_count),
                 False,
@@ -454,6 +454,8 @@ class SendPipeline:
                 reason=decided.reason,
                 provider_count=decided.provider_count,
                 count_calls=self.counts.take_calls(),
+                fold_line=None if decided.folds.in_force is None else decided.folds.in_force.line,
+                fold_target=None if decided.folds.in_force is None else decided.folds.in_force.target,
             ),
             request_id,
         )
@@ -492,8 +494,3 @@ class SendPipeline:
         if isinstance(message, AssistantResponse):
             return f"#{index} assistant response"
         return f"#{index} {message.kind}"
-
-
-def _noted(reason: str, settled: Settled) -> str:
-    """A decision's reason with how its figure was had, when it was not our plain estimate."""
-    return reason if settled.note is None else f"{reason} ({settled.note})"

@@ -68,3 +68,13 @@ class InputCeilingExceeded(FoldlineError):
 
 def _rebuild_input_ceiling_exceeded(data: dict[str, object]) -> InputCeilingExceeded:
     return InputCeilingExceeded(**data)  # type: ignore[arg-type]
+
+
+def extra_hint(extra: str) -> str:
+    """How to add foldline's ``extra`` to the install that is running (foldline is installed from its clone)."""
+    import sys
+
+    return (
+        f"add the {extra} extra to this install: from your foldline clone, run "
+        f"{sys.executable} -m pip install -e '.[{extra}]'"
+    )

@@ -5,6 +5,15 @@ calls :func:`get_logger` and binds run / node / branch ids with
 :func:`bound_contextvars`; it never logs an API key or a full request body
 (requests are logged by digest and size).
 
+Used as a library, foldline is silent until the application configures
+logging, as Python's logging convention asks of libraries: while nobody has
+configured structlog (neither :func:`configure_logging` nor the application's
+own ``structlog.configure``), each line goes to the standard library logger of
+its name (``foldline.fold``, ``signals.bus``, ...), and the ``foldline`` and
+``signals`` loggers carry a ``NullHandler``, so nothing is printed unless the
+application sets up ``logging`` (``logging.basicConfig(level=logging.INFO)``
+shows foldline's lines like any library's).
+
 Importing structlog costs about a quarter of importing the runtime (it brings
 asyncio, and rich when that is installed), so nothing here imports it until it
 is needed: :func:`get_logger` gives a logger that resolves
@@ -35,19 +44,31 @@ class LazyLogger:
     when the call is made, as structlog's own lazy proxy does.
     """
 
-    __slots__ = ("_logger", "name")
+    __slots__ = ("_logger", "_stdlib", "name")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self._logger: Any = None
+        self._stdlib: Any = None
 
     def __getattr__(self, attribute: str) -> Any:
         if attribute.startswith("__"):
             raise AttributeError(attribute)
-        logger = self._logger
-        if logger is None:
-            logger = self._logger = _structlog().get_logger(self.name)
-        return getattr(logger, attribute)
+        structlog = _structlog()
+        if structlog.is_configured():
+            if self._logger is None:
+                self._logger = structlog.get_logger(self.name)
+            return getattr(self._logger, attribute)
+        if self._stdlib is None:  # nobody configured structlog: the standard library's logger of this name
+            self._stdlib = structlog.wrap_logger(
+                logging.getLogger(self.name),
+                processors=[
+                    structlog.contextvars.merge_contextvars,
+                    structlog.processors.KeyValueRenderer(key_order=["event"], drop_missing=True),
+                ],
+                wrapper_class=structlog.stdlib.BoundLogger,
+            )
+        return getattr(self._stdlib, attribute)
 
     def __repr__(self) -> str:
         return f"<LazyLogger {self.name!r}>"
@@ -81,6 +102,9 @@ def configure_logging(
     if "structlog" in sys.modules:
         _structlog()
 
+
+for _library in ("foldline", "signals"):
+    logging.getLogger(_library).addHandler(logging.NullHandler())
 
 _PENDING: list[tuple[int, str, TextIO]] = []
 """The configuration :func:`configure_logging` was given and structlog has not taken yet."""

@@ -11,7 +11,7 @@ keys are added, never renamed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -51,6 +51,8 @@ class ReportBuilder:
     bytes_unrecoverable: int = 0
     summary_requests: int = 0
     summary_cost_bit: float = 0.0
+    missing_prices: list[str] = attrs.field(factory=list)
+    """The prices the run's dollars needed that the pricing table lacks, each named (model, price, tier)."""
     _request_models: dict[str, str] = attrs.field(factory=dict)
     _request_intents: dict[str, str] = attrs.field(factory=dict)
     _node_usage: dict[str, Usage] = attrs.field(factory=dict)
@@ -123,6 +125,9 @@ class ReportBuilder:
         self.usage = self.usage + usage
         model = self._request_models.get(event.request_id or "", self.default_model)
         cost = self.pricing.cost(usage, model)
+        if cost.usd is None:
+            missing = self.pricing.missing_prices(usage, model)
+            self.missing_prices.extend(name for name in missing if name not in self.missing_prices)
         self.cost_bit += cost.bit
         if self._request_intents.get(event.request_id or "") == "side":
             self.summary_requests += 1
@@ -185,6 +190,7 @@ class ReportBuilder:
                 "bit": round(self.cost_bit, 3),
                 "usd": round(self.cost_usd, 6) if self.cost_usd is not None else None,
                 "output_priced": self.output_priced,
+                "missing_prices": sorted(self.missing_prices),
             },
             "peak_request_tokens": self.peak_request_tokens,
             "decisions": self.decisions,
@@ -211,11 +217,22 @@ class ReportBuilder:
         }
 
 
+def _unknown_dollars(missing: Sequence[str]) -> str:
+    """Why a run's dollars are unknown, and how to give the missing prices."""
+    if not missing:
+        return "dollars unknown (prices not in the table)"
+    shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+    return (
+        f'dollars unknown: no price for {shown}; give it in the scenario\'s [pricing.models."MODEL"] table '
+        "(the shape of runtime/data/pricing.toml; see the README's Prices section)"
+    )
+
+
 def format_report(report: Mapping[str, Any]) -> str:
     """The human-readable report printed at the end of ``foldline run``."""
     u = report["usage"]
     cost = report["cost"]
-    usd = f"${cost['usd']:.6f}" if cost["usd"] is not None else "unknown (prices not in the table)"
+    usd = f"${cost['usd']:.6f}" if cost["usd"] is not None else _unknown_dollars(cost.get("missing_prices") or [])
     lines = [
         f"run {report['run_id']}: {report['status']}",
         "nodes:",

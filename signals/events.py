@@ -221,6 +221,10 @@ class ContextDecision(_TypedEvent):
     """The provider's own count (count-tokens endpoint) the decision read; None: decided on our estimate."""
     count_calls: int = attrs.field(default=0, validator=check.count)
     """Count-tokens calls made for this request since the branch's previous decision."""
+    fold_line: int | None = attrs.field(default=None, validator=check.optional_count)
+    """The fold line in force at this request, in tokens (a folding branch's; the cost model's when it chose it)."""
+    fold_target: int | None = attrs.field(default=None, validator=check.optional_count)
+    """The target in force at this request, in tokens (a folding branch's)."""
 
     def __attrs_post_init__(self) -> None:
         if self.action == "refuse" and self.sent:
@@ -270,6 +274,10 @@ class FoldCommitted(_TypedEvent):
     predicted_requests: float | None = attrs.field(default=None, validator=_optional_amount)
     realised_bit: float | None = attrs.field(default=None, validator=_optional_amount)
     realised_requests: int | None = attrs.field(default=None, validator=check.optional_count)
+    fold_line_tokens: int | None = attrs.field(default=None, validator=check.optional_count)
+    """The fold line in force when the commit was chosen (the cost model's, else the profile's fraction)."""
+    stopped: str | None = attrs.field(default=None, validator=attrs.validators.optional(check.any_text))
+    """Why the fold stopped above its target, in words (None: it reached it)."""
 
 
 @attrs.frozen

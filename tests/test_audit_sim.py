@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-import httpx
+import httpx2
 import pytest
 
 from runtime.scripted.policies import PolicyRegistry
@@ -41,7 +41,7 @@ async def running() -> AsyncIterator[SimServer]:
 
 
 async def post(sim: SimServer, path: str, body: bytes) -> tuple[int, dict[str, Any]]:
-    async with httpx.AsyncClient(base_url=sim.base_url, timeout=30) as client:
+    async with httpx2.AsyncClient(base_url=sim.base_url, timeout=30) as client:
         response = await client.post(path, content=body, headers=HEADERS)
     return response.status_code, response.json()
 

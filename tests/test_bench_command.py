@@ -62,7 +62,8 @@ def test_the_workload_files_are_found_and_run_from_a_directory(tmp_path: Path) -
         "naive,cache-only",
     )
     assert code == 0 and "== reading-40k" in out
-    rows = [line.split()[0] for line in out.split("targets:")[0].splitlines() if line and not line.startswith("==")]
+    table = out.split("\nstrategy ", 1)[1].split("\n\n", 1)[0]  # the table's rows, up to the notes under it
+    rows = [line.split()[0] for line in table.splitlines()[1:] if not line.startswith(" ")]
     assert {"naive", "cache-only"} <= set(rows) and "foldline" not in rows
     assert "foldline on reading-40k did not run: not selected" in out
 

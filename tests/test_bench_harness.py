@@ -282,3 +282,18 @@ def test_the_table_and_the_json_carry_every_run_and_the_targets() -> None:
     assert document["pricing"] == "m: somewhere"
     assert workload["not_run"] == {"foldline": "strategy 'foldline' is not built yet"}
     assert document["schema"] == "foldline.bench/v1" and document["targets"]
+
+
+def test_the_default_table_fits_100_columns_and_wide_shows_every_column() -> None:
+    from runtime.bench.table import COLUMNS
+
+    runs = [metrics("staged-64", name, 1_234_567) for name in ("naive", "cache-only", "foldline", "foldline-cost")]
+    results = [result("staged-64", 9_876_543, runs, {}, peer_bit=2_500_000)]
+    narrow, wide = format_table(results, wall_s=1.5), format_table(results, wall_s=1.5, wide=True)
+    assert max(len(line) for line in narrow.splitlines()) <= 100, max(narrow.splitlines(), key=len)
+    header = next(line for line in narrow.splitlines() if line.startswith("strategy"))
+    assert "cached" not in header and "probes v/r/x/f" not in header and "--wide shows every column" in narrow
+    wide_header = next(line for line in wide.splitlines() if line.startswith("strategy"))
+    assert all(name in wide_header for name, _ in COLUMNS)
+    # which of the two foldline rows runs the runtime's defaults is said under the table
+    assert 'foldline runs the runtime\'s defaults (fold_policy = "cost"' in " ".join(narrow.split())

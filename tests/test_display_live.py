@@ -213,3 +213,55 @@ def test_the_styled_board_matches_its_plain_lines(tmp_path: Path) -> None:
     share = f"{100 * last['estimate_after'] / last['ceiling']:.0f}%"  # past 80%, by the provider's count
     assert last["estimate_after"] >= 0.8 * last["ceiling"]
     assert re.search(rf"ok\s+1 req .*{shown}\s+{share}\s+notice$", near), near
+
+
+def _drain(master: int) -> str:
+    """Everything the terminal has received so far."""
+    chunks = []
+    while select.select([master], [], [], 0.5)[0]:
+        chunks.append(os.read(master, 65536))
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_the_live_board_draws_at_once_at_its_own_terminals_width() -> None:
+    """A 160-column terminal gets 160 columns (not rich's 80 fallback), and a first frame before any event."""
+    pytest.importorskip("rich")
+    import fcntl
+    import struct
+    import termios
+
+    from runtime.display.live import live_board, terminal_width
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
+    stream = os.fdopen(slave, "w", encoding="utf-8")
+    try:
+        assert terminal_width(stream) == 160
+        long_reason = "over " + "x" * 120  # a 134-character line above the board
+        with live_board(stream) as show:
+            stream.flush()
+            first = _drain(master)
+            assert "starting the run: opening the provider" in first  # drawn before any event arrives
+            show(_event(1, "RunStarted", None, {"scenario": "s", "provider": "scripted", "nodes": ["a"]}))
+            show(_event(2, "NodeStarted", "a", {"operation": "iterative", "parent": None}))
+            decision = {
+                "action": "refuse",
+                "ceiling": 4000,
+                "ceiling_source": "profile",
+                "estimate_after": 5000,
+                "estimate_before": 5000,
+                "folded_ids": [],
+                "method": "m",
+                "reason": long_reason,
+                "sent": False,
+                "stages": [],
+                "tier": None,
+            }
+            show(_event(3, "ContextDecision", "a", decision, "br-1:1"))
+        stream.flush()
+        screen = STYLE.sub("", _drain(master))
+    finally:
+        stream.close()
+        os.close(master)
+    assert f"[a] refuse: {long_reason}" in screen  # one line: not wrapped at 80 columns
+    assert terminal_width(io.StringIO()) is None

@@ -214,7 +214,59 @@ def test_a_fold_mark_tells_its_target_prediction_and_the_previous_cycle_when_the
     run = picture_events(e.items, pricing=PricingTable.load_default(), default_model=None)
     with_cost, without = run.nodes["a"].requests[0].folds
     assert fold_text(with_cost).endswith(
-        "; target 2,000 (cost policy); predicted 12,346 BIT over 4.5 requests; "
+        "; target 2,000 (cost policy) reached; predicted 12,346 BIT over 4.5 requests; "
         "the previous cycle cost 11,000 BIT over 5 requests"
     )
     assert fold_text(without) == "tool_io: 900 -> 800 tokens, freed 100 (target reached)"
+
+
+def test_the_dashed_line_is_drawn_where_each_request_says_the_fold_line_was_and_a_missed_target_says_why() -> None:
+    from runtime.display.requests_chart import _lines, fold_text
+
+    e = Events()
+    e.add("RunStarted", None, {"scenario": "t", "provider": "scripted", "nodes": ["a"]})
+    e.add("NodeStarted", "a", {"operation": "iterative", "parent": None})
+    for i, line in enumerate((700, 650, None), start=1):
+        decision = {**_decision("pass", 400), "fold_line": line, "fold_target": 200 if line else None}
+        e.add("ContextDecision", "a", decision, f"br-1:{i}")
+    stopped = "stopped over the target 200: the rest is what a fold keeps (task, first round, tail, unanswered calls)"
+    e.add(
+        "FoldCommitted",
+        "a",
+        {**_fold(100), "target_reached": False, "target_tokens": 200, "fold_line_tokens": 700, "stopped": stopped},
+    )
+    e.add("ContextDecision", "a", _decision("fold", 800), "br-1:4")
+    run = picture_events(e.items, pricing=PricingTable.load_default(), default_model=None)
+    node = run.nodes["a"]
+    assert [r.fold_line for r in node.requests] == [700, 650, None, None]
+    paths = _lines(node, 10.0, lambda v: v / 10)  # y = value / 10, so the path's heights are the lines
+    fold_path = next(p for p in paths if "foldline" in p)
+    # 700 and 650 in force at the first two requests; the third names none: the fraction, 0.8 x 1000
+    assert 'd="M62 70H72M72 65H82M82 80H92' in fold_path
+    assert "in force at each request" in fold_path
+    text = fold_text(node.requests[3].folds[0])
+    assert text.startswith("tool_io at the fold line 700: 900 -> 800 tokens") and text.endswith(": " + stopped)
+
+
+def test_the_timeline_has_a_legend_draws_depends_on_and_leaves_the_start_up_out() -> None:
+    from runtime.display.timeline import timeline, timeline_legend
+
+    e = Events()
+    e.add("RunStarted", None, {"scenario": "t", "provider": "scripted", "nodes": ["a", "b"]})  # t=101
+    for _ in range(8):  # start-up: eight seconds of nothing the nodes did
+        e.add("RunStarted", None, {"scenario": "t", "provider": "scripted", "nodes": ["a", "b"]})
+    e.add("NodeStarted", "a", {"operation": "iterative", "parent": None})  # t=110
+    e.add("NodeFinished", "a", {"rounds": 1})  # t=111
+    e.add("NodeStarted", "b", {"operation": "bounded", "parent": None})  # t=112
+    e.add("NodeFinished", "b", {"rounds": 1})  # t=113
+    run = picture_events(
+        e.items, pricing=PricingTable.load_default(), default_model=None, depends_on={"b": ("a",), "a": ()}
+    )
+    assert run.nodes["b"].depends_on == ("a",)
+    drawn = timeline(run)
+    assert "<title>b depends on a</title>" in drawn and 'class="depends"' in drawn
+    assert "the start-up before it, 9.00 s, left out" in drawn
+    assert ">0.00s<" in drawn and ">3.00s<" in drawn  # the axis spans the nodes' 3 s, not the run's 12 s
+    legend = timeline_legend()
+    for text in ("node&#x27;s life", "fold summary request", "tool round", "spawn", "depends_on (waits for)", "▼ fold"):
+        assert text in legend

@@ -136,7 +136,7 @@ def test_an_export_whose_sdk_is_missing_names_the_extra(monkeypatch: pytest.Monk
 
     monkeypatch.setitem(sys.modules, "openai", None)  # what an environment without the SDK gives an import
     monkeypatch.delitem(sys.modules, "runtime.providers.openai", raising=False)
-    with pytest.raises(ModuleNotFoundError, match=re.escape("pip install 'foldline[openai]'")) as missing:
+    with pytest.raises(ModuleNotFoundError, match=re.escape("pip install -e '.[openai]'")) as missing:
         importlib.import_module("runtime.providers.openai")
     assert missing.value.name == "openai"
     with pytest.raises(
@@ -154,7 +154,9 @@ def test_every_exported_name_is_public_and_importable(name: str) -> None:
         try:
             value = getattr(package, public)  # raises if the name does not resolve
         except ModuleNotFoundError as missing:  # an export of an optional extra that is not installed
-            assert missing.name in OPTIONAL_SDKS and f"foldline[{OPTIONAL_SDKS[missing.name]}]" in str(missing)
+            assert missing.name in OPTIONAL_SDKS and f"pip install -e '.[{OPTIONAL_SDKS[missing.name]}]'" in str(
+                missing
+            )
             continue
         exec(f"from {name} import {public}", {})  # and the from-import form works too
         defined_in = getattr(value, "__module__", None)
@@ -181,7 +183,9 @@ def test_the_lazy_exports_point_at_the_defining_modules() -> None:
             try:
                 defining = importlib.import_module(module)
             except ModuleNotFoundError as missing:  # its optional extra is not installed (named in the error)
-                assert missing.name in OPTIONAL_SDKS and f"foldline[{OPTIONAL_SDKS[missing.name]}]" in str(missing)
+                assert missing.name in OPTIONAL_SDKS and f"pip install -e '.[{OPTIONAL_SDKS[missing.name]}]'" in str(
+                    missing
+                )
                 continue
             assert hasattr(defining, public), f"{module} has no {public}"
 

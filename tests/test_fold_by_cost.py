@@ -138,7 +138,11 @@ async def test_the_cost_policy_folds_to_its_chosen_target_and_records_prediction
     decisions = [d.data for d in of(events, "ContextDecision") if d.data["sent"]]
     assert all(d["estimate_after"] <= CEILING for d in decisions)
     folded = [d for d in decisions if d["stages"]]
-    assert folded and all("; cost model: " in d["reason"] for d in folded)
+    assert folded and all("(cost model): " in d["reason"] for d in folded)
+    # The line and target each decision names are the ones in force: every fold began at or past its line.
+    main = [d for d in decisions if not d["reason"].startswith("fold summary request")]
+    assert main and all(d["fold_line"] is not None and d["fold_target"] is not None for d in main)
+    assert all(d["estimate_before"] >= d["fold_line"] or d["estimate_before"] > CEILING for d in folded)
     commits = of(events, "FoldCommitted")
     assert len(commits) >= 3, "30 reads of 5,000 characters under 20,000 tokens must fold several times"
     targets = {round(t * CEILING) for t in COST_TARGETS}

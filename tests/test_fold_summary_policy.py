@@ -30,6 +30,14 @@ TRANSCRIPT = "\n".join(
         "too far to follow",
         "[earlier fold note]",
         "Folded calls: stat x",
+        "[earlier fold note]",
+        "[fold f-7c62abe76526 · reset · 3 messages from #4 · span sha256 2462]",
+        "Summary:",
+        "What the folded span did:",
+        "- an inner line",
+        "Folded calls (read any original with ...):",
+        '- #5 synthetic_read {"path":"a.py"} -> 4200 chars',
+        '- #13 context {"action":"fold"} -> 148 chars',
     ]
 )
 
@@ -41,7 +49,9 @@ def test_the_extractive_summary_keeps_each_call_and_the_first_line_of_each_messa
             "- user #1: Read the config.",
             '- #2 calls read_file {"path":"a.toml"}',
             "- result #3 of read_file: key = 1",
-            "- earlier fold note : Folded calls: stat x",  # a header without an index keeps its space
+            # An earlier note is said as a sentence: what it folded and its first listed call.
+            "- An earlier fold note folded no calls.",
+            '- An earlier fold note (reset, 3 messages from #4) lists 2 calls, the first #5 synthetic_read {"path":"a.py"}.',
         ]
     )
 

@@ -6,6 +6,7 @@ import io
 from pathlib import Path
 
 import anyio
+import attrs
 import pytest
 from test_replay import RECOVER
 
@@ -16,7 +17,7 @@ from runtime.config.loader import load_scenario
 from runtime.fold.formats import read_call
 from runtime.store.inspect import describe_branch, format_branch
 from runtime.store.run import run_scenario_stored
-from runtime.values.messages import AssistantResponse, Instruction, Note, ToolCall, ToolResult
+from runtime.values.messages import AssistantResponse, Instruction, Note, TextPart, ToolCall, ToolResult
 
 
 def inspect_cli(*args: str) -> tuple[int, str, str]:
@@ -47,7 +48,7 @@ def test_folds_and_clips_show_what_they_stand_for_and_how_to_read_it(store: Path
     assert "fold note (tool_io)" in out and "replaces 4 message(s) from #4" in out
     assert "- #7 synthetic_read result, 6,000 chars: " + read_call(7, 0, 6000) in out
     assert "clipped copy of #9: keeps" in out and "of 70,045 chars; omits" in out
-    assert "1 originals of clipped copies above: #9" in out
+    assert "1 originals of clipped copies above (or of copies a note replaced): #9" in out
     assert "NOT reachable" not in out
 
 
@@ -95,11 +96,63 @@ def test_every_record_message_outside_the_view_is_accounted_for() -> None:
         "replaced": (2, 3),
         "clipped": (),
         "system": (0,),
+        "side": (),
+        "retired": (),
         "inherited": (),
         "unreachable": (4, 5),
     }
     text = format_branch(picture)
     assert "2 NOT reachable from the view" in text and "branch " + branch.id + " (node n)" in text
+
+
+def _branch_with_a_reset_over_notes_and_a_summary_exchange() -> tuple[Branch, str]:
+    """A note over a clipped copy's round, a reset note over that note, and a fold summary's own prompt and reply."""
+    branch = Branch.create(system="s")
+    call = ToolCall.create("c1", "read_file", {"path": "a.md"})
+    prompt = Instruction("You summarize a span of an agent's conversation.")
+
+    async def build() -> None:
+        async with branch.turn() as turn:
+            turn.append(Instruction("task"))
+            turn.append(AssistantResponse((call,), "tool_use"))
+            original = ToolResult.for_call(call, "x" * 5000)
+            turn.append(original)
+            view = branch.view_ids()
+            copy = attrs.evolve(ToolResult.for_call(call, "x" * 100), clipped_from=original.id)
+            turn.add_to_record(copy)
+            turn.set_view((view[0], view[1], copy.id))
+            first = Note("folded calls", (view[1], copy.id), 1, "tool_io")
+            turn.add_to_record(first)
+            turn.set_view((view[0], first.id))
+            turn.add_to_record(prompt)
+            turn.add_to_record(AssistantResponse((TextPart("What the folded span did: ..."),), "end_turn"))
+            reset = Note("Summary: ...", (first.id,), 1, "reset")
+            turn.add_to_record(reset)
+            turn.set_view((view[0], reset.id))
+            turn.add_to_record(Note("a rolled-back pass's note", (reset.id,), 1, "all"))  # never in the view
+
+    anyio.run(build)
+    return branch, prompt.id
+
+
+def test_a_note_that_replaces_notes_reaches_their_originals_and_copies() -> None:
+    branch, prompt_id = _branch_with_a_reset_over_notes_and_a_summary_exchange()
+    picture = describe_branch(branch, count_tokens=len, side_prompts=frozenset({prompt_id, "not-in-this-record"}))
+    # #1 task, #2 call, #3 original, #4 copy, #5 first note, #6 summary prompt, #7 its reply, #8 reset note,
+    # #9 a note whose pass rolled back (it names the reset note, which is in the view)
+    assert [e.index for e in picture.entries] == [1, 8]
+    assert picture.outside == {
+        "replaced": (2, 4, 5),
+        "clipped": (3,),
+        "system": (0,),
+        "side": (6, 7),
+        "retired": (9,),
+        "inherited": (),
+        "unreachable": (),
+    }
+    assert "NOT reachable" not in format_branch(picture)
+    # Without the store's side requests, the summary's prompt and reply are what nothing stands for.
+    assert describe_branch(branch, count_tokens=len).outside["unreachable"] == (6, 7)
 
 
 def test_sizes_add_up() -> None:

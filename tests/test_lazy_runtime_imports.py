@@ -124,3 +124,28 @@ def test_configuring_logging_waits_for_the_first_log_line_and_then_applies() -> 
     assert [json.loads(line)["event"] for line in seen["lines"]] == ["first line"]
     with pytest.raises(ValueError, match="unknown log level 'loud'"):
         configure_logging(level="loud")
+
+
+SILENT_PROBE = """
+import logging, sys
+from runtime.logs import bound_contextvars, get_logger
+with bound_contextvars(run_id="run-1"):
+    for level in ("debug", "info", "warning", "error"):
+        getattr(get_logger("foldline.sim"), level)("a library line", level=level)
+    get_logger("signals.bus").warning("a bus line")
+if sys.argv[1] == "configured":
+    logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(name)s %(levelname)s %(message)s")
+    get_logger("foldline.fold").info("shown once the application configures logging", n=2)
+"""
+
+
+def test_a_library_user_sees_no_log_line_until_the_application_configures_logging() -> None:
+    silent = subprocess.run(
+        [sys.executable, "-c", SILENT_PROBE, "unconfigured"], capture_output=True, text=True, cwd=ROOT, check=False
+    )
+    assert silent.returncode == 0 and silent.stdout == "" and silent.stderr == "", silent.stdout + silent.stderr
+    shown = subprocess.run(
+        [sys.executable, "-c", SILENT_PROBE, "configured"], capture_output=True, text=True, cwd=ROOT, check=False
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines() == ["foldline.fold INFO event='shown once the application configures logging' n=2"]

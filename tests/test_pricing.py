@@ -6,6 +6,8 @@ import datetime
 import re
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from runtime.errors import ConfigError
 from runtime.models.pricing import ZERO_COST, Cost, PriceTier, PricingTable
@@ -39,9 +41,29 @@ def write(tmp_path, text: str, name: str = "prices.toml"):
 # --- packaged data -------------------------------------------------------------
 
 
-def test_packaged_table_has_the_four_models_each_with_source_and_date() -> None:
+# A user's table that knows only some prices (what the packaged table once held for claude-haiku-5-5).
+PARTIAL = PricingTable.from_toml(
+    """
+schema = "foldline.pricing/v1"
+[models.partial-model]
+source = "a test's own figures"
+read_on = 2026-12-04
+[[models.partial-model.tiers]]
+max_prompt_tokens = 100000
+input = 0.10
+cache_read = 0.01
+cache_write_5m = 0.125
+[[models.partial-model.tiers]]
+""",
+    "partial.toml",
+)
+
+
+def test_packaged_table_has_every_model_the_readme_and_scenarios_run_each_with_source_and_date() -> None:
     assert {entry.model for entry in DEFAULT.models} == {
         "claude-haiku-5-5",
+        "claude-haiku-4-5",
+        "claude-sonnet-4-6",
         "claude-sonnet-4",
         "claude-sonnet-4-5",
         "claude-opus-4-6",
@@ -53,14 +75,16 @@ def test_packaged_table_has_the_four_models_each_with_source_and_date() -> None:
         assert not re.match(r"^(/|~|[A-Za-z]:\\)", entry.source)
 
 
-def test_haiku_is_tier_priced_with_only_the_prices_that_are_known() -> None:
+def test_haiku_is_tier_priced_at_100k_with_every_price() -> None:
     entry = DEFAULT.entry("claude-haiku-5-5")
     assert entry is not None and entry.is_tier_priced and DEFAULT.is_tier_priced("claude-haiku-5-5")
     assert entry.tiers[0] == PriceTier(
-        max_prompt_tokens=100_000, input=0.10, output=None, cache_read=0.01, cache_write_5m=0.125, cache_write_1h=None
+        max_prompt_tokens=100_000, input=0.10, output=0.50, cache_read=0.01, cache_write_5m=0.125, cache_write_1h=0.20
     )
-    assert entry.tiers[1] == PriceTier(max_prompt_tokens=None)  # second-tier prices unknown
-    assert "0.0075" in entry.source and "0.0006" in entry.source  # the derivation is stated
+    assert entry.tiers[1] == PriceTier(
+        max_prompt_tokens=None, input=0.50, output=2.50, cache_read=0.05, cache_write_5m=0.625, cache_write_1h=1.00
+    )
+    assert entry.source.startswith("https://platform.claude.com/docs/en/models/haiku-5-5/overview")
     # D6: a 60,000-token five-minute suffix costs $0.0075 to write against $0.0006 to read
     assert 60_000 * entry.tiers[0].cache_write_5m / 1e6 == pytest.approx(0.0075)
     assert 60_000 * entry.tiers[0].cache_read / 1e6 == pytest.approx(0.0006)
@@ -79,7 +103,12 @@ def test_sonnet_4_is_tier_priced_at_200k_with_derived_cache_prices() -> None:
 
 @pytest.mark.parametrize(
     "model, prices",
-    [("claude-sonnet-4-5", (3.0, 15.0, 0.30, 3.75, 6.0)), ("claude-opus-4-6", (5.0, 25.0, 0.50, 6.25, 10.0))],
+    [
+        ("claude-sonnet-4-5", (3.0, 15.0, 0.30, 3.75, 6.0)),
+        ("claude-sonnet-4-6", (3.0, 15.0, 0.30, 3.75, 6.0)),
+        ("claude-haiku-4-5", (1.0, 5.0, 0.10, 1.25, 2.0)),
+        ("claude-opus-4-6", (5.0, 25.0, 0.50, 6.25, 10.0)),
+    ],
 )
 def test_flat_entries(model: str, prices: tuple) -> None:
     assert not DEFAULT.is_tier_priced(model)
@@ -247,17 +276,18 @@ def test_flat_model_cost_in_base_input_token_units_and_dollars() -> None:
 
 
 def test_unknown_output_price_excludes_output_from_bit_and_leaves_dollars_unknown() -> None:
-    cost = DEFAULT.cost(
-        Usage(input_tokens=1_000, cache_read_input_tokens=50_000, output_tokens=500), "claude-haiku-5-5"
-    )
+    usage = Usage(input_tokens=1_000, cache_read_input_tokens=50_000, output_tokens=500)
+    cost = PARTIAL.cost(usage, "partial-model")
     assert cost == Cost(bit=pytest.approx(6_000), usd=None, output_priced=False)
+    assert PARTIAL.missing_prices(usage, "partial-model") == ("partial-model output (prompts up to 100,000 tokens)",)
     # without output the first tier's known prices give dollars
-    no_output = DEFAULT.cost(
-        Usage(input_tokens=1_000, cache_read_input_tokens=50_000, cache_write_5m_tokens=40_000), "claude-haiku-5-5"
+    no_output = Usage(input_tokens=1_000, cache_read_input_tokens=50_000, cache_write_5m_tokens=40_000)
+    assert PARTIAL.cost(no_output, "partial-model").usd == pytest.approx(
+        (1_000 * 0.10 + 50_000 * 0.01 + 40_000 * 0.125) / 1e6
     )
-    assert no_output.usd == pytest.approx((1_000 * 0.10 + 50_000 * 0.01 + 40_000 * 0.125) / 1e6)
-    # a one-hour write has no known price on haiku
-    assert DEFAULT.cost_usd(Usage(input_tokens=10, cache_write_1h_tokens=5_000), "claude-haiku-5-5") is None
+    assert PARTIAL.missing_prices(no_output, "partial-model") == ()
+    # a one-hour write has no known price
+    assert PARTIAL.cost_usd(Usage(input_tokens=10, cache_write_1h_tokens=5_000), "partial-model") is None
 
 
 def test_tier_is_chosen_by_the_total_input_with_cache_reads_and_writes_counted() -> None:
@@ -271,11 +301,16 @@ def test_tier_is_chosen_by_the_total_input_with_cache_reads_and_writes_counted()
     assert DEFAULT.cost_bit(over, "claude-sonnet-4") == pytest.approx(10_001 + 19_000 + 375)
 
 
-def test_a_request_past_haikus_first_tier_has_no_known_dollar_price() -> None:
+def test_a_request_past_the_first_tier_is_billed_at_the_second() -> None:
     big = Usage(input_tokens=100_001)
     assert DEFAULT.cost_usd(Usage(input_tokens=100_000), "claude-haiku-5-5") == pytest.approx(0.01)
-    assert DEFAULT.cost_usd(big, "claude-haiku-5-5") is None
-    assert DEFAULT.cost_bit(big, "claude-haiku-5-5") == 100_001
+    assert DEFAULT.cost_usd(big, "claude-haiku-5-5") == pytest.approx(100_001 * 0.50 / 1e6)
+    # where the second tier's prices are unknown, the dollars are unknown and the missing price is named
+    assert PARTIAL.cost_usd(big, "partial-model") is None
+    assert PARTIAL.cost_bit(big, "partial-model") == 100_001
+    assert PARTIAL.missing_prices(big, "partial-model") == ("partial-model input (prompts over 100,000 tokens)",)
+    assert DEFAULT.missing_prices(big, "nobodys-model") == ("nobodys-model: no entry",)
+    assert DEFAULT.missing_prices(Usage(), "nobodys-model") == ()
 
 
 def test_unknown_model_has_bit_cost_without_output_and_no_dollars() -> None:
@@ -284,12 +319,12 @@ def test_unknown_model_has_bit_cost_without_output_and_no_dollars() -> None:
 
 
 def test_zero_usage_costs_nothing_even_where_prices_are_unknown() -> None:
-    assert DEFAULT.cost(Usage(), "claude-haiku-5-5") == Cost(bit=0.0, usd=0.0, output_priced=False)
+    assert PARTIAL.cost(Usage(), "partial-model") == Cost(bit=0.0, usd=0.0, output_priced=False)
 
 
 def test_costs_add_and_unknown_dollars_stay_unknown() -> None:
     known = DEFAULT.cost(USAGE, "claude-sonnet-4-5")
-    unknown = DEFAULT.cost(USAGE, "claude-haiku-5-5")
+    unknown = PARTIAL.cost(USAGE, "partial-model")
     assert (ZERO_COST + known) == known
     total = known + unknown
     assert total.bit == pytest.approx(known.bit + unknown.bit)
@@ -299,3 +334,21 @@ def test_costs_add_and_unknown_dollars_stay_unknown() -> None:
 def test_cost_refuses_usage_that_is_not_a_usage() -> None:
     with pytest.raises(TypeError, match="expected a runtime.values.usage.Usage"):
         DEFAULT.cost({"input_tokens": 3}, "claude-sonnet-4-5")  # type: ignore[arg-type]
+
+
+@given(
+    usage=st.builds(
+        Usage,
+        input_tokens=st.integers(0, 300_000),
+        cache_read_input_tokens=st.integers(0, 300_000),
+        cache_write_5m_tokens=st.integers(0, 300_000),
+        cache_write_1h_tokens=st.integers(0, 300_000),
+        output_tokens=st.integers(0, 50_000),
+    ),
+    model=st.sampled_from(["partial-model", "claude-haiku-5-5", "nobodys-model"]),
+)
+def test_dollars_are_unknown_exactly_when_a_missing_price_is_named(usage: Usage, model: str) -> None:
+    table = DEFAULT.merged_with(PARTIAL)
+    missing = table.missing_prices(usage, model)
+    assert (table.cost_usd(usage, model) is None) == bool(missing)
+    assert all(name.startswith(model) for name in missing)

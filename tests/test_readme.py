@@ -16,6 +16,7 @@ import ast
 import contextlib
 import io
 import re
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -122,13 +123,24 @@ def test_a_scripted_flow_program_prints_its_final_answer_and_usage(simulated_api
             assert "cache_read_input_tokens" in out.getvalue()
 
 
-def test_ci_runs_exactly_the_readme_test_command() -> None:
+def test_ci_runs_exactly_the_readme_two_commands() -> None:
     commands = code_blocks("sh")
-    test_command = commands[1].strip()
-    assert "pytest" in test_command
+    assert "pytest" in commands[1] and "scenarios/quickstart.toml" in commands[0]
     ci = (ROOT / ".ci" / "run").read_text()
-    assert test_command in ci.splitlines()
-    assert "scenarios/quickstart.toml" in commands[0]
+    # .ci/run reads both commands from the README with its own readme_block function: run that function here.
+    function = re.search(r"^readme_block\(\) \{.*?^\}$", ci, re.MULTILINE | re.DOTALL)
+    assert function is not None
+    for n in (1, 2):
+        read = subprocess.run(
+            ["bash", "-c", f"{function.group(0)}\nreadme_block {n}"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert read.stdout.strip() == commands[n - 1].strip()
+    assert 'bash -euo pipefail -c "$first_command"' in ci and 'bash -euo pipefail -c "$second_command"' in ci
+    assert ci.index("pytest --collect-only -q") < ci.index("pins.txt") < ci.index('-c "$second_command"')
 
 
 def test_the_sdk_a_program_creates_talks_to_the_simulator(simulated_api: SimServer) -> None:

@@ -309,15 +309,15 @@ def test_schema_is_required_and_exact() -> None:
     [
         (
             HEAD + 'nmae = "x"\n' + ONE_NODE,
-            'nmae: unknown key; expected one of description, mcp, name, nodes, profiles, provider, run, schema (did you mean "name"?)',
+            'nmae: unknown key; expected one of description, mcp, name, nodes, pricing, profiles, provider, run, schema (did you mean "name"?)',
         ),
         (
             HEAD + "[runs]\nconcurrency = 1\n" + ONE_NODE,
-            'runs: unknown key; expected one of description, mcp, name, nodes, profiles, provider, run, schema (did you mean "run"?)',
+            'runs: unknown key; expected one of description, mcp, name, nodes, pricing, profiles, provider, run, schema (did you mean "run"?)',
         ),
         (
             HEAD + "exec = 1\n" + ONE_NODE,
-            "exec: unknown key; expected one of description, mcp, name, nodes, profiles, provider, run, schema",
+            "exec: unknown key; expected one of description, mcp, name, nodes, pricing, profiles, provider, run, schema",
         ),
         (
             HEAD + "[run]\nconcurency = 1\n" + ONE_NODE,

@@ -132,6 +132,8 @@ EXAMPLES: list[tuple[Any, str, dict[str, Any]]] = [
             "reason": "estimate 104000 >= ceiling 100000",
             "provider_count": None,
             "count_calls": 0,
+            "fold_line": None,
+            "fold_target": None,
         },
     ),
     (
@@ -167,6 +169,8 @@ EXAMPLES: list[tuple[Any, str, dict[str, Any]]] = [
             "predicted_requests": 6.5,
             "realised_bit": 101_000.25,
             "realised_requests": 7,
+            "fold_line_tokens": None,
+            "stopped": None,
         },
     ),
     (

@@ -14,6 +14,7 @@ import h11
 import pytest
 
 from runtime.scripted.policies import PolicyRegistry, Reply, ScriptStep
+from runtime.sim import models as models_module
 from runtime.sim.clock import ManualClock
 from runtime.sim.default_model import DefaultModel, example_value
 from runtime.sim.generation import finish
@@ -79,6 +80,18 @@ def test_finish_drops_a_tool_call_that_does_not_fit_and_an_emptied_text_block() 
     whole = finish(reply, {"max_tokens": 1}, counter, whole=True)
     assert whole.content == reply.content and whole.stop_reason == "tool_use"
     assert finish(reply, {"max_tokens": 1, "stop_sequences": ["Read"]}, counter, whole=True).stop_sequence == "Read"
+
+
+@pytest.mark.parametrize("sdk_ids", [(), ("claude-sonnet-4-5", "claude-nonesuch-9")])
+def test_the_served_list_leads_with_the_simulators_own_whatever_the_sdk_names(
+    monkeypatch: pytest.MonkeyPatch, sdk_ids: tuple[str, ...]
+) -> None:
+    # An SDK release that drops ids (or names none) changes nothing the simulator states; one that adds ids adds them.
+    monkeypatch.setattr(models_module, "sdk_model_ids", lambda: sdk_ids)
+    ids = list(served_models.__wrapped__())
+    own = [*models_module.STATED, *models_module.DATED_IDS]
+    assert ids[: len(own)] == own
+    assert ids[len(own) :] == [model_id for model_id in sdk_ids if model_id not in own]
 
 
 @pytest.mark.filterwarnings("ignore:The model .* is deprecated:DeprecationWarning")

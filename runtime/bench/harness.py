@@ -350,7 +350,7 @@ async def run_workload_set(
     peer_variants: Sequence[PeerParams] = VARIANTS,
 ) -> WorkloadResult:
     """Run one workload under each strategy (the baseline always, for the bound)."""
-    pricing = pricing or PricingTable.load_default()
+    pricing = pricing or scenario.prices()
     spec = scenario.provider
     bound = LowerBound(SimTokenCounter(token_factor=spec.token_factor), lookback_collapse=spec.lookback_collapse)
     runs: dict[str, RunMetrics] = {}

@@ -11,7 +11,8 @@ a target whose runs are missing is reported as not measured, never as met.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import textwrap
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -358,61 +359,103 @@ def peer_lines(result: WorkloadResult) -> list[str]:
     return lines
 
 
-def format_table(results: Sequence[WorkloadResult], *, wall_s: float | None = None) -> str:
-    """The benchmark table: one block per workload, one row per strategy, then the targets."""
-    rows: list[list[str]] = [[name for name, _ in COLUMNS]]
+NARROW_COLUMNS = ("strategy", "cost BIT", "$", "x bound", "x peer", "reqs", "peak", "folds/commits", "unrec B")
+"""The columns the table shows by default (it fits 100 columns); ``--wide`` shows every column, the JSON has all."""
+TABLE_WIDTH = 100
+
+
+def format_table(results: Sequence[WorkloadResult], *, wall_s: float | None = None, wide: bool = False) -> str:
+    """The benchmark table: one block per workload, one row per strategy, then the targets.
+
+    By default only :data:`NARROW_COLUMNS` and prose wrapped at :data:`TABLE_WIDTH`; ``wide``: every column.
+    """
+    keep = [i for i, (name, _) in enumerate(COLUMNS) if wide or name in NARROW_COLUMNS]
+    columns = [COLUMNS[i] for i in keep]
+    rows: list[list[str]] = [[name for name, _ in columns]]
     blocks: list[tuple[WorkloadResult, list[list[str]]]] = []
     for result in results:
-        block = [_row(result, run) for run in result.runs.values()]
+        block = [[cells[i] for i in keep] for cells in (_row(result, run) for run in result.runs.values())]
         blocks.append((result, block))
         rows.extend(block)
-    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(columns))]
 
     def line(cells: Sequence[str]) -> str:
         return "  ".join(
             cell.ljust(w) if align == "<" else cell.rjust(w)
-            for cell, w, (_, align) in zip(cells, widths, COLUMNS, strict=True)
+            for cell, w, (_, align) in zip(cells, widths, columns, strict=True)
         ).rstrip()
 
+    out = _blocks(blocks, line, [name for name, _ in columns])
+    out.extend(_footnotes(results, blocks, wide=wide))
+    if wall_s is not None:
+        out.append("")
+        out.append(f"wall time: {wall_s:.1f} s")
+    return "\n".join(out)
+
+
+def _blocks(
+    blocks: Sequence[tuple[WorkloadResult, list[list[str]]]], line: Callable[[Sequence[str]], str], head: list[str]
+) -> list[str]:
+    """One block per workload: its bound, the header, a row per strategy, what did not run, peers and choices."""
+
     out: list[str] = []
-    unpriced = False
     for result, block in blocks:
         b = result.bound
         out.append(
             f"== {result.workload}: lower bound {b.bit:,.0f} BIT "
             f"({b.write_tokens:,} tokens written once, {b.read_tokens:,} read, {b.requests} requests)"
         )
-        out.append(line([name for name, _ in COLUMNS]))
+        out.append(line(head))
         out.extend(line(row) for row in block)
         for strategy, why in result.not_run.items():
-            out.append(f"  {strategy}: {why}")
+            out.extend(_wrapped(f"{strategy}: {why}"))
         out.extend(peer_lines(result))
         for choice in result.cost_choices:
-            out.append(
-                f"  foldline-cost, profile {choice.profile}: growth {choice.growth:,.0f} tokens a request, fold at "
-                f"{choice.fold_at:g}, target {choice.target:g} x ceiling {choice.ceiling:,} ({choice.reason})"
+            out.extend(
+                _wrapped(
+                    f"foldline-cost, profile {choice.profile}: growth {choice.growth:,.0f} tokens a request, fold at "
+                    f"{choice.fold_at:g}, target {choice.target:g} x ceiling {choice.ceiling:,} ({choice.reason})"
+                )
             )
-        unpriced = unpriced or not b.output_priced or any(not r.output_priced for r in result.runs.values())
         out.append("")
-    out.append(
-        "fresh in: input after the last cache mark (the API's input_tokens); new in: input not read from "
-        "the cache (fresh + cache writes); probes/keys v/r/x/f: answered from view / after read_result / "
-        "after a re-run tool call / failed; folds/commits: fold decisions / fold commits; over est/srv: "
-        "requests sent over their ceiling by our estimate / by the server's count"
+    return out
+
+
+def _wrapped(text: str) -> list[str]:
+    """A prose line under a workload's rows, indented and wrapped at the table's width."""
+    return textwrap.wrap(text, TABLE_WIDTH, initial_indent="  ", subsequent_indent="    ")
+
+
+def _footnotes(
+    results: Sequence[WorkloadResult], blocks: Sequence[tuple[WorkloadResult, list[list[str]]]], *, wide: bool
+) -> list[str]:
+    """What the columns and the strategies mean, wrapped at the table's width, then the targets."""
+    notes = [
+        'foldline runs the runtime\'s defaults (fold_policy = "cost": the cost model moves the fold line live); '
+        "foldline-cost applies the cost model once per profile, offline, as fixed settings.",
+        "folds/commits: fold decisions / fold commits; unrec B: bytes no longer recoverable.",
+    ]
+    if wide:
+        notes.append(
+            "fresh in: input after the last cache mark (the API's input_tokens); new in: input not read from "
+            "the cache (fresh + cache writes); probes/keys v/r/x/f: answered from view / after read_result / "
+            "after a re-run tool call / failed; over est/srv: requests sent over their ceiling by our estimate / "
+            "by the server's count; x compact: over the runtime's own compaction run."
+        )
+    else:
+        notes.append(
+            "--wide shows every column (cached share, fresh and new input, probes, keys, ...); --json has all."
+        )
+    if any(not r.bound.output_priced or any(not m.output_priced for m in r.runs.values()) for r, _ in blocks):
+        notes.append("cost excludes output tokens where the pricing table has no output price for the model")
+    notes.append(
+        f"x peer: over compaction as the peers run it, replayed over the naive requests (variant {HEADLINE}: the "
+        "summary request reads the cache, 4k-token summaries; see runtime/bench/peers.py for each parameter's source)"
     )
-    if unpriced:
-        out.append("cost excludes output tokens where the pricing table has no output price for the model")
-    out.append(
-        "x compact: over the runtime's own compaction run; x peer: over compaction as the peers run it, "
-        f"replayed over the naive requests (variant {HEADLINE}: the summary request reads the cache, 4k-token "
-        "summaries; see runtime/bench/peers.py for each parameter's source)"
-    )
-    out.append("")
-    out.append("targets:")
+    out = [wrapped for note in notes for wrapped in textwrap.wrap(note, TABLE_WIDTH, subsequent_indent="  ")]
+    out += ["", "targets:"]
     for target in evaluate_targets(results):
         state = "not measured" if target.met is None else ("met" if target.met else "MISSED")
-        out.append(f"  [{state}] {target.name}: {target.detail}")
-    if wall_s is not None:
-        out.append("")
-        out.append(f"wall time: {wall_s:.1f} s")
-    return "\n".join(out)
+        text = f"[{state}] {target.name}: {target.detail}"
+        out.extend(textwrap.wrap(text, TABLE_WIDTH, initial_indent="  ", subsequent_indent="    "))
+    return out

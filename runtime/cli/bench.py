@@ -48,6 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--micro", action="store_true", help="print the micro benchmarks instead of the table")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     parser.add_argument(
+        "--wide", action="store_true", help="every column of the table (by default it fits 100 columns)"
+    )
+    parser.add_argument(
         "--scaling",
         dest="scaling_only",
         action="store_true",
@@ -126,7 +129,6 @@ def _workload_file(given: str) -> Scenario:
 def _scenarios(args: argparse.Namespace) -> list[Scenario]:
     from runtime.bench import workloads
     from runtime.bench.harness import priced_model, with_model
-    from runtime.models.pricing import PricingTable
 
     files = list(getattr(args, "workload", None) or [])
     named = _names(args.workloads)
@@ -146,13 +148,12 @@ def _scenarios(args: argparse.Namespace) -> list[Scenario]:
     built_in = len(scenarios)
     scenarios.extend(_workload_file(given) for given in files)
     model = getattr(args, "model", None)
-    pricing = PricingTable.load_default()
     out = []
     for i, scenario in enumerate(scenarios):
         if model is not None:
             scenario = with_model(scenario, model)
         try:
-            priced_model(pricing, scenario.provider.model)
+            priced_model(scenario.prices(), scenario.provider.model)
         except ConfigError as exc:
             where = f"workload {scenario.name!r}" + ("" if i < built_in else " (from --workload)")
             raise ConfigError(f"{where}: {exc}") from None
@@ -162,12 +163,10 @@ def _scenarios(args: argparse.Namespace) -> list[Scenario]:
 
 def pricing_note(scenarios: Sequence[Scenario]) -> str:
     """Where the prices of the scenarios' models come from (the pricing table's source and read_on)."""
-    from runtime.models.pricing import PricingTable
-
-    pricing = PricingTable.load_default()
     notes = []
-    for model in dict.fromkeys(s.provider.model for s in scenarios):
-        entry = pricing.entry(model)
+    for scenario in {s.provider.model: s for s in scenarios}.values():
+        model = scenario.provider.model
+        entry = scenario.prices().entry(model)
         if entry is not None:
             notes.append(f"{model}: {entry.source} (read on {entry.read_on.isoformat()})")
     return "; ".join(notes)
@@ -198,7 +197,7 @@ def _run_table(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     started = time.perf_counter()
     results = anyio.run(main)
     wall_s = time.perf_counter() - started
-    print(format_table(results, wall_s=wall_s), file=out)
+    print(format_table(results, wall_s=wall_s, wide=args.wide), file=out)
     if args.json:
         model = scenarios[0].provider.model if scenarios else MODEL
         document = bench_json(

@@ -33,6 +33,16 @@ from runtime.logs import configure_logging
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 
+def _version() -> str:
+    """The installed foldline's version (its distribution metadata)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("foldline")
+    except PackageNotFoundError:
+        return "unknown (not installed as a distribution)"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="foldline", description="Run multi-agent flows under an input ceiling.")
     parser.add_argument(
@@ -43,6 +53,7 @@ def _parser() -> argparse.ArgumentParser:
         help="debug, info, warning (default) or error",
     )
     parser.add_argument("--log-format", default="console", choices=("console", "json"))
+    parser.add_argument("--version", action="version", version=f"foldline {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run a scenario file")
@@ -54,7 +65,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--report", metavar="FILE.json", help="write the report as JSON")
     run.add_argument("--quiet", action="store_true", help="no progress lines")
     run.add_argument("--plain", action="store_true", help="plain progress lines even on a terminal (no live view)")
-    run.add_argument("--store", metavar="PATH", help="store the run in SQLite at PATH as it goes (resumable)")
+    run.add_argument(
+        "--store",
+        metavar="PATH",
+        help="store the run in SQLite at PATH as it goes (resumable); a directory PATH holds it as "
+        "PATH/foldline-store.sqlite3",
+    )
     run.add_argument(
         "--tools", metavar="MODULE:NAME", help="add the tools of a registry in your code (package.module:registry)"
     )

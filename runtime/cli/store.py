@@ -27,6 +27,7 @@ import json
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
@@ -77,7 +78,12 @@ def _print_report(report: dict[str, Any], args: argparse.Namespace, out: TextIO)
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """``--store PATH`` for ``foldline run`` (a file, or a directory to put the store in)."""
-    parser.add_argument("--store", metavar="PATH", help="store the run in SQLite at PATH as it goes (resumable)")
+    parser.add_argument(
+        "--store",
+        metavar="PATH",
+        help="store the run in SQLite at PATH as it goes (resumable); a directory PATH holds it as "
+        "PATH/foldline-store.sqlite3",
+    )
 
 
 def run_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -100,7 +106,13 @@ def run_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return _fail(err, f"{label}{exc}", EXIT_BAD_INPUT)
     from runtime.cli.progress import progress_printer
     from runtime.display.live import progress_view
+    from runtime.store.schema import resolve_store_path
 
+    if resolve_store_path(args.store) != Path(args.store):  # a directory: say which file the run is stored in
+        print(
+            f"foldline: --store {args.store} is a directory: storing the run in {resolve_store_path(args.store)}",
+            file=err,
+        )
     quiet, plain = getattr(args, "quiet", False), getattr(args, "plain", False)
     try:
         with progress_view(err, quiet=quiet, plain=plain, plain_printer=progress_printer) as progress:
@@ -147,7 +159,7 @@ def run_resume(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except NothingToResume as exc:
         print(f"foldline: {exc}", file=err)
         with StoreReader(args.path) as reader:
-            model = _stored_model(reader)
+            scenario = _stored_scenario(reader)
             verification = _verify_store(reader)  # report only on what verifies (as replay --all)
         if not verification.ok:
             for failure in verification.failures:
@@ -156,7 +168,8 @@ def run_resume(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 err, f"{args.path}: {verification.summary()}; not reporting on an unverified store", EXIT_FAILED
             )
         print(f"foldline: {verification.summary()} (every stored request rebuilt to its digest)", file=err)
-        return _print_report(report_from_store(args.path, model), args, out)
+        report = report_from_store(args.path, scenario.provider.model_config.name, scenario.prices())
+        return _print_report(report, args, out)
     except (NotAStore, StoreInUse, ConfigError) as exc:
         return _fail(err, str(exc), EXIT_BAD_INPUT)
     except StoreError as exc:
@@ -174,7 +187,7 @@ def _verify_store(reader: Any) -> Any:
         return verify_stored_requests([exc])
 
 
-def _stored_model(reader: Any) -> str:
+def _stored_scenario(reader: Any) -> Any:
     from runtime.config.loader import loads_scenario
     from runtime.scenarios.tools import stored_tool_names
     from runtime.store.integrity import stored_scenario_label
@@ -183,7 +196,7 @@ def _stored_model(reader: Any) -> str:
     scenario = loads_scenario(
         meta["scenario_text"], path_label=stored_scenario_label(reader.label, meta), tool_names=stored_tool_names(meta)
     )
-    return scenario.provider.model_config.name
+    return scenario
 
 
 # -- replay ---------------------------------------------------------------------------------------------------
@@ -360,7 +373,7 @@ def _projection_of(branch: Any, bounds: dict[str, int | None]) -> Any:
 
 def run_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from runtime.measuring.tokenizer import count_tokens
-    from runtime.store.inspect import describe_branch, format_branch, format_branches
+    from runtime.store.inspect import describe_branch, format_branch, format_branches, side_prompt_ids
     from runtime.store.reader import StoreReader
 
     try:
@@ -371,7 +384,8 @@ def run_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         try:
             branches = reader.restore_branches()
             nodes = reader.node_of_branches()
-            bounds = {row.branch_id: row.result_bound for row in reader.requests() if row.intent != "side"}
+            requests = reader.requests()
+            bounds = {row.branch_id: row.result_bound for row in requests if row.intent != "side"}
         except StoreCorrupt as exc:
             return _fail(err, f"{args.path}: malformed store: {exc}", EXIT_FAILED)
     if args.branch is None:
@@ -399,7 +413,11 @@ def run_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             return _fail(err, f"{args.path}: {args.branch!r} names {what}; nodes: {known}", EXIT_BAD_INPUT)
         branch = branches[matching[0]]
     picture = describe_branch(
-        branch, count_tokens=count_tokens, node_id=nodes.get(branch.id), projection=_projection_of(branch, bounds)
+        branch,
+        count_tokens=count_tokens,
+        node_id=nodes.get(branch.id),
+        projection=_projection_of(branch, bounds),
+        side_prompts=side_prompt_ids(requests),
     )
     from runtime.display.terminal import shown
 

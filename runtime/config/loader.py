@@ -47,9 +47,10 @@ from runtime.config.values import (
 from runtime.errors import ConfigError
 from runtime.inputs.bounds import MAX_SCENARIO_BYTES
 from runtime.inputs.files import FileTooLarge, read_bounded
+from runtime.models.pricing import PRICING_SCHEMA, PricingTable
 
 SCHEMA = "foldline.scenario/v1"
-TOP_LEVEL_KEYS = ("schema", "name", "description", "run", "provider", "mcp", "profiles", "nodes")
+TOP_LEVEL_KEYS = ("schema", "name", "description", "run", "provider", "mcp", "profiles", "nodes", "pricing")
 
 _TOML_POSITION = re.compile(r"^(?P<problem>.*) \(at line (?P<line>\d+), column (?P<column>\d+)\)$", re.DOTALL)
 _TOML_AT_END = re.compile(r"^(?P<problem>.*) \(at end of document\)$", re.DOTALL)
@@ -190,6 +191,7 @@ def _scenario_from_document(
     mcp = mcp_servers_from_obj(document.get("mcp", {}), "mcp")
     profiles = _profiles(document.get("profiles", {}), tool_names)
     nodes = _nodes(document.get("nodes"))
+    pricing = _pricing(document["pricing"]) if "pricing" in document else PricingTable()
     return Scenario(
         path=path,
         name=name,
@@ -199,7 +201,14 @@ def _scenario_from_document(
         mcp=mcp,
         profiles=profiles,
         nodes=nodes,
+        pricing=pricing,
     )
+
+
+def _pricing(raw: Any) -> PricingTable:
+    """A scenario's ``[pricing]`` table: the shape of a pricing file (``[pricing.models.NAME]``), schema optional."""
+    table = require_table(raw, "pricing")
+    return PricingTable.from_mapping({"schema": PRICING_SCHEMA, **table}, "pricing")
 
 
 def _check_schema(document: Mapping[str, Any]) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import attrs
 
-from runtime.config.ceilings import check_call_ceiling, check_output_limit, check_window
+from runtime.config.ceilings import check_call_ceiling, check_output_limit, check_window, default_pricing
 from runtime.config.checks import (
     _NAME_EXPECTED,
     _defaults_of,
@@ -36,6 +36,7 @@ from runtime.config.profile import Profile
 from runtime.config.provider import ProviderSpec
 from runtime.errors import ConfigError, FoldlineError
 from runtime.inputs.bounds import MAX_CONCURRENCY, MAX_SPAWN_LIMIT
+from runtime.models.pricing import PricingTable
 
 SPAWN_TOOL = "spawn"
 """The built-in tool a model calls with ``{"node": "<id>"}`` to start a child template."""
@@ -130,6 +131,12 @@ class Scenario:
     """The MCP servers whose tools the run offers (``[mcp.NAME]``); :mod:`runtime.config.mcp`."""
     profiles: Mapping[str, Profile] = attrs.field(factory=dict, converter=_profiles_with_default, hash=False)
     nodes: tuple[NodeSpec, ...] = attrs.field(converter=_tuple_if_array)
+    pricing: PricingTable = attrs.field(factory=PricingTable, kw_only=True)
+    """The scenario's own ``[pricing]`` entries: they add to the packaged table or replace its entries by model."""
+
+    def prices(self) -> PricingTable:
+        """The packaged pricing table with this scenario's ``[pricing]`` entries merged in."""
+        return default_pricing().merged_with(self.pricing)
 
     def __attrs_post_init__(self) -> None:
         _check_scenario(self)

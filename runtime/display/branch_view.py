@@ -119,9 +119,11 @@ def _summary(facts: BranchFacts) -> str:
     items.append(THINKING_NOTE)
     outside = picture.outside
     for why, meaning in (
-        ("replaced", "replaced by a note"),
+        ("replaced", "replaced by a note (directly or through earlier notes)"),
         ("clipped", "originals of clipped copies"),
         ("system", "earlier system texts"),
+        ("side", "fold summaries' prompts and replies"),
+        ("retired", "notes not in force, their originals reachable"),
         ("inherited", "shared with the parent, not in this view"),
         ("unreachable", "NOT reachable from the view"),
     ):

@@ -173,11 +173,13 @@ def live_board(stream: TextIO) -> Iterator[Callable[[Event | Gap], None]]:
     from rich.live import Live
 
     board = Board()
-    console = Console(file=stream, highlight=False, soft_wrap=False)
+    # The board is drawn on ``stream``: its own terminal's width, not whatever the standard streams say.
+    console = Console(file=stream, highlight=False, soft_wrap=False, width=terminal_width(stream))
     last = [0.0]
     with Live(
-        console=console, auto_refresh=False, transient=False, redirect_stdout=False, redirect_stderr=False
+        _starting(), console=console, auto_refresh=False, transient=False, redirect_stdout=False, redirect_stderr=False
     ) as live:
+        live.refresh()  # the first frame at once: opening the provider takes a moment before the first event
 
         def show(event: Event | Gap) -> None:
             if isinstance(event, Gap):  # the CLI subscribes with "block": no gap reaches it, but say so if one does
@@ -196,6 +198,23 @@ def live_board(stream: TextIO) -> Iterator[Callable[[Event | Gap], None]]:
             yield show
         finally:
             live.update(_renderable(board), refresh=True)
+
+
+def terminal_width(stream: TextIO) -> int | None:
+    """The width of the terminal ``stream`` writes to (None: not known, rich decides)."""
+    import os
+
+    try:
+        columns = os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, ValueError, OSError):
+        return None
+    return columns if columns > 0 else None  # a terminal that reports no size: rich decides
+
+
+def _starting() -> Any:
+    from rich.text import Text
+
+    return Text("starting the run: opening the provider ...", style="dim")
 
 
 def rich_available() -> bool:

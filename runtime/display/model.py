@@ -45,6 +45,10 @@ class FoldMark:
     predicted_requests: float | None = None
     realised_bit: float | None = None
     realised_requests: int | None = None
+    fold_line_tokens: int | None = None
+    """The fold line in force when the commit was chosen (None: the event predates it)."""
+    stopped: str | None = None
+    """Why the fold stopped above its target, in words (None: it reached it, or the event predates it)."""
 
 
 @attrs.frozen
@@ -66,6 +70,9 @@ class RequestPoint:
     action: str = "pass"
     reasons: list[str] = attrs.field(factory=list)
     ceiling: int | None = None
+    fold_line: int | None = None
+    """The fold line in force at this request, in tokens (a folding node's; None: not known)."""
+    fold_target: int | None = None
     estimate_before: int = 0
     estimate_after: int = 0
     sent: bool = False
@@ -116,6 +123,8 @@ class NodePicture:
     fold_at: float | None = None
     can_fold: bool | None = None
     """Whether the node folds (its profile has context management with the fold strategy); None: not known."""
+    depends_on: tuple[str, ...] = ()
+    """The nodes this one waited for (from a store's scenario; empty when the source does not say)."""
 
     def dashed_line(self) -> tuple[str, float, str]:
         """The dashed line drawn under the ceiling: (name, fraction of the ceiling, how it is known)."""
@@ -230,6 +239,8 @@ class _Builder:
             point.action = action
         point.reasons.append(str(data.get("reason", "")))
         point.ceiling = data.get("ceiling")
+        point.fold_line = data.get("fold_line")
+        point.fold_target = data.get("fold_target")
         point.estimate_before = int(data.get("estimate_before") or 0)
         point.estimate_after = int(data.get("estimate_after") or 0)
         point.sent = point.sent or bool(data.get("sent"))
@@ -274,6 +285,8 @@ class _Builder:
             predicted_requests=data.get("predicted_requests"),
             realised_bit=data.get("realised_bit"),
             realised_requests=data.get("realised_requests"),
+            fold_line_tokens=data.get("fold_line_tokens"),
+            stopped=data.get("stopped"),
         )
         self._node(event)
         key = event.branch_id or f"node:{event.node_id}"
@@ -291,9 +304,10 @@ def picture_events(
     pricing: PricingTable,
     default_model: str | None,
     fold_at: Mapping[str, float | None] | None = None,
+    depends_on: Mapping[str, tuple[str, ...]] | None = None,
 ) -> RunPicture:
     """The run the events tell of. ``fold_at`` gives each node's fold fraction when it is known (None: the node
-    does not fold)."""
+    does not fold); ``depends_on`` each node's dependencies (a store's scenario says)."""
     builder = _Builder(pricing, default_model)
     for event in events:
         builder.feed(event)
@@ -305,6 +319,9 @@ def picture_events(
         if node_id in builder.run.nodes:
             builder.run.nodes[node_id].fold_at = fraction
             builder.run.nodes[node_id].can_fold = fraction is not None
+    for node_id, needs in (depends_on or {}).items():
+        if node_id in builder.run.nodes:
+            builder.run.nodes[node_id].depends_on = tuple(needs)
     return builder.run
 
 

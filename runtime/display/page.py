@@ -18,8 +18,7 @@ from runtime.display.model import NodePicture, RunPicture, picture_events
 from runtime.display.requests_chart import legend, node_chart, node_notes, request_table
 from runtime.display.sources import BranchFacts, RunSource
 from runtime.display.svg import el, esc
-from runtime.display.timeline import timeline
-from runtime.models.pricing import PricingTable
+from runtime.display.timeline import timeline, timeline_legend
 from runtime.report import format_report
 
 CSS = """
@@ -67,6 +66,12 @@ tr.entry.restored td:nth-child(3) { color: var(--read); }
 .tfold { fill: var(--fold); font-size: 10px; } .refusal, .end.failed { fill: var(--ceiling); font-weight: 700; }
 .end.ok { fill: var(--fold); font-weight: 700; } .end.skipped { fill: var(--quiet); }
 .spawn line { stroke: var(--rewrite); stroke-width: 1.3; } .spawn polygon { fill: var(--rewrite); }
+.depends line { stroke: var(--quiet); stroke-width: 1.2; stroke-dasharray: 4 3; } .depends polygon { fill: var(--quiet); }
+.key.life-key { --sw: #e8edf2; } .key.span-key { --sw: var(--read); } .key.side-key { --sw: var(--rewrite); }
+.key.toolround-key { --sw: var(--w5); } .key.toolround-key::before { height: 2px; }
+.key.spawn-key { --sw: var(--rewrite); } .key.spawn-key::before { height: 2px; }
+.key.depends-key::before { height: 0; border-top: 2px dashed var(--quiet); background: none; }
+.key.glyph::before { display: none; }
 .rowlabel { font-size: 12px; } svg .offscale { fill: var(--ceiling); font-size: 11px; }
 rect.record { fill: #cfd6de; } rect.part.visible, .key.part.visible { fill: var(--read); --sw: var(--read); }
 rect.part.note, .key.part.note { fill: var(--fold); --sw: var(--fold); }
@@ -144,6 +149,15 @@ def _plural(count: int, word: str) -> str:
     return f"{count:,} {word}" + ("" if count == 1 else "s")
 
 
+def _line_words(node: NodePicture) -> str:
+    """The dashed line in words: the lines in force at the requests when the events name them, else the fraction."""
+    lines = sorted({r.fold_line for r in node.requests if r.fold_line is not None})
+    if lines:
+        shown = f"{lines[0]:,}" if len(lines) == 1 else f"{lines[0]:,} to {lines[-1]:,}"
+        return f"; fold line in force {shown} (drawn at each request)"
+    return "; {} {:g} x ceiling ({})".format(*node.dashed_line())
+
+
 def _node_section(node: NodePicture, report_node: Mapping[str, Any]) -> str:
     cost = sum(r.cost_bit or 0.0 for r in node.requests)
     ceilings = sorted(set(node.ceilings()))
@@ -151,7 +165,7 @@ def _node_section(node: NodePicture, report_node: Mapping[str, Any]) -> str:
         f"{node.status}" + (f" ({node.reason})" if node.reason else "") + f"; {_plural(len(node.requests), 'request')}"
         f" ({sum(1 for r in node.requests if r.refused)} refused); ceiling "
         + (", ".join(f"{c:,}" for c in ceilings) or "none")
-        + "; {} {:g} x ceiling ({})".format(*node.dashed_line())
+        + _line_words(node)
         + f"; cached share {float(report_node.get('cached_share', 0.0)):.3f}; cost {cost:,.1f} BIT"
     )
     return el(
@@ -189,7 +203,11 @@ def _branches(source: RunSource) -> str:
 
 def run_picture(source: RunSource) -> RunPicture:
     return picture_events(
-        source.events, pricing=PricingTable.load_default(), default_model=source.default_model, fold_at=source.fold_at
+        source.events,
+        pricing=source.pricing,
+        default_model=source.default_model,
+        fold_at=source.fold_at,
+        depends_on=source.depends_on,
     )
 
 
@@ -216,7 +234,7 @@ def run_page(source: RunSource) -> str:
         intro
         + unavailable
         + _totals(report)
-        + el("section", {"class": "timeline"}, el("h2", text="timeline"), timeline(run))
+        + el("section", {"class": "timeline"}, el("h2", text="timeline"), timeline_legend(), timeline(run))
         + el("h2", text="requests per node")
         + legend()
         + "".join(nodes)

@@ -57,6 +57,9 @@ def request_tooltip(r: RequestPoint) -> str:
     else:
         lines.append("not sent: no usage")
     lines.append(f"estimate {r.estimate_after:,}" + (f" of ceiling {r.ceiling:,}" if r.ceiling else " (no ceiling)"))
+    if r.fold_line is not None:
+        target = f", target {r.fold_target:,}" if r.fold_target is not None else ""
+        lines.append(f"fold line in force {r.fold_line:,}{target}")
     if r.attempts > 1:
         lines.append(f"{r.attempts} attempts")
     lines.extend(f"fold: {fold_text(f)}" for f in r.folds)
@@ -69,11 +72,16 @@ def request_tooltip(r: RequestPoint) -> str:
 
 def fold_text(f: FoldMark) -> str:
     stages = "+".join(f.stages) or "marks"
-    text = f"{stages}: {f.estimate_before:,} -> {f.estimate_after:,} tokens, freed {f.tokens_freed:,}" + (
-        " (target reached)" if f.target_reached else " (target not reached)"
-    )
+    line = f" at the fold line {f.fold_line_tokens:,}" if f.fold_line_tokens is not None else ""
+    text = f"{stages}{line}: {f.estimate_before:,} -> {f.estimate_after:,} tokens, freed {f.tokens_freed:,}"
     if f.target_tokens is not None:
-        text += f"; target {f.target_tokens:,} ({f.policy or 'fixed'} policy)"
+        text += f"; target {f.target_tokens:,} ({f.policy or 'fixed'} policy) " + (
+            "reached" if f.target_reached else "not reached"
+        )
+    else:
+        text += " (target reached)" if f.target_reached else " (target not reached)"
+    if f.stopped:
+        text += f": {f.stopped}"
     if f.predicted_bit is not None and f.predicted_requests is not None:
         text += f"; predicted {f.predicted_bit:,.0f} BIT over {f.predicted_requests:g} requests"
     if f.realised_bit is not None and f.realised_requests is not None:
@@ -174,7 +182,8 @@ def _lines(node: NodePicture, band: float, y_of: Callable[[float], float]) -> li
         if r.ceiling is None:
             continue
         x0, x1 = LEFT + i * band, LEFT + (i + 1) * band
-        cy, fy = y_of(r.ceiling), y_of(r.ceiling * fold_at)
+        # The line in force at this request when the events say it (the cost model moves it), else the fraction.
+        cy, fy = y_of(r.ceiling), y_of(r.fold_line if r.fold_line is not None else r.ceiling * fold_at)
         ceiling_path.append(f"M{num(x0)} {num(cy)}H{num(x1)}")
         fold_path.append(f"M{num(x0)} {num(fy)}H{num(x1)}")
     parts = []
@@ -184,7 +193,11 @@ def _lines(node: NodePicture, band: float, y_of: Callable[[float], float]) -> li
             el(
                 "path",
                 {"class": "foldline", "d": "".join(fold_path)},
-                title(f"{name} ({fold_at:g} x ceiling: {known})"),
+                title(
+                    f"{name} in force at each request (the cost model's where it chose it)"
+                    if any(r.fold_line is not None for r in node.requests)
+                    else f"{name} ({fold_at:g} x ceiling: {known})"
+                ),
             )
         )
     return parts

@@ -56,6 +56,10 @@ class RunSource:
     """Each node's fold fraction, None for a node that does not fold (from a store's scenario; empty otherwise)."""
     branches: tuple[BranchFacts, ...] | None
     """Every branch's picture (from a store), or None: a signals file holds no records or views."""
+    pricing: PricingTable = attrs.field(factory=PricingTable.load_default)
+    depends_on: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)
+    """Each node's dependencies (from a store's scenario; empty otherwise)."""
+    """The prices the run's report uses (a store's scenario's ``[pricing]`` merged in; the packaged table else)."""
 
 
 @attrs.frozen
@@ -134,8 +138,8 @@ def _check_bench(label: str, document: Mapping[str, Any]) -> None:
                 raise ReportSourceError(f"{where}.runs.{name}: expected an object with cost and usage objects")
 
 
-def _report(events: Sequence[Event], model: str | None) -> dict[str, Any]:
-    return ReportBuilder(PricingTable.load_default(), model or "unknown").feed_all(events).to_json()
+def _report(events: Sequence[Event], model: str | None, pricing: PricingTable | None = None) -> dict[str, Any]:
+    return ReportBuilder(pricing or PricingTable.load_default(), model or "unknown").feed_all(events).to_json()
 
 
 def _load_signals(label: str) -> RunSource:
@@ -177,7 +181,10 @@ def _load_store(label: str) -> RunSource:
             if profile is not None:
                 folds = profile.context_management and profile.context_strategy == "fold"
                 fold_at[node.id] = profile.context_fold_at if folds else None
-    return RunSource("store", label, events, _report(events, model), model, fold_at, branches)
+    pricing = scenario.prices() if scenario is not None else PricingTable.load_default()
+    depends_on = {node.id: tuple(node.depends_on) for node in scenario.nodes} if scenario is not None else {}
+    report = _report(events, model, pricing)
+    return RunSource("store", label, events, report, model, fold_at, branches, pricing, depends_on)
 
 
 def _stored_scenario(reader: Any) -> Any:
@@ -198,17 +205,19 @@ def _stored_scenario(reader: Any) -> Any:
 def branch_facts_of(reader: Any) -> tuple[BranchFacts, ...]:
     """Every stored branch's view as its requests compile it (what ``foldline inspect`` shows)."""
     from runtime.measuring.tokenizer import count_tokens
-    from runtime.store.inspect import describe_branch
+    from runtime.store.inspect import describe_branch, side_prompt_ids
     from runtime.store.replay import result_projection
 
     branches = reader.restore_branches()
     nodes = reader.node_of_branches()
-    bounds = {row.branch_id: row.result_bound for row in reader.requests() if row.intent != "side"}
+    rows = reader.requests()
+    bounds = {row.branch_id: row.result_bound for row in rows if row.intent != "side"}
+    side = side_prompt_ids(rows)
     facts = []
     for branch in branches.values():
         projection = result_projection(bounds.get(branch.id), branch, branch.state.protected_round)
         picture = describe_branch(
-            branch, count_tokens=count_tokens, node_id=nodes.get(branch.id), projection=projection
+            branch, count_tokens=count_tokens, node_id=nodes.get(branch.id), projection=projection, side_prompts=side
         )
         facts.append(branch_facts(branch, picture))
     return tuple(facts)

@@ -4,7 +4,11 @@ One row per node (in the order they started). The pale bar is the node's life
 from ``NodeStarted`` to its end; darker blocks are requests (send to response),
 thin lines between them the tool rounds (a response that asked for tools, up
 to the next request); a spawn is an arrow from the parent's row to the child's
-start; the end is marked ✓ (finished), ✕ (failed) or ⊘ (skipped).
+start, a ``depends_on`` edge a dashed arrow from the dependency's end to the
+dependent's start (when the source names the dependencies: a store does); the end
+is marked ✓ (finished), ✕ (failed) or ⊘ (skipped). The axis starts when the first
+request is sent: the start-up before it (opening the provider) is left out and
+its length said. :func:`timeline_legend` says what each mark is.
 """
 
 from __future__ import annotations
@@ -95,9 +99,9 @@ def _row(node: NodePicture, y: float, x_of: Callable[[float], float], run_end: f
                 "rect",
                 {
                     "class": f"life {node.status}",
-                    "x": x_of(node.started_at),
+                    "x": max(x_of(node.started_at), LEFT),
                     "y": y + 6,
-                    "width": max(x_of(end) - x_of(node.started_at), 1.0),
+                    "width": max(x_of(end) - max(x_of(node.started_at), LEFT), 1.0),
                     "height": ROW - 12,
                 },
                 title(f"{node.node_id}: {node.status}" + (f" ({node.reason})" if node.reason else "")),
@@ -119,13 +123,29 @@ def _row(node: NodePicture, y: float, x_of: Callable[[float], float], run_end: f
     return [el("g", {"class": "trow", "data-node": node.node_id}, *parts)]
 
 
-def _arrow(x1: float, y1: float, x2: float, y2: float, text: str) -> str:
+def timeline_legend() -> str:
+    """What each mark of the timeline is."""
+    keys = [
+        ("key life-key", "node's life"),
+        ("key span-key", "request (send to response)"),
+        ("key side-key", "fold summary request"),
+        ("key toolround-key", "tool round"),
+        ("key spawn-key", "spawn"),
+        ("key depends-key", "depends_on (waits for)"),
+        ("key glyph", "▼ fold"),
+        ("key glyph", "✕ refusal / failed"),
+        ("key glyph", "✓ finished  ⊘ skipped"),
+    ]
+    return el("div", {"class": "legend"}, *(el("span", {"class": css}, text=text) for css, text in keys))
+
+
+def _arrow(x1: float, y1: float, x2: float, y2: float, text: str, css: str = "spawn") -> str:
     head = 5.0
     direction = 1.0 if y2 >= y1 else -1.0
     points = f"{num(x2)},{num(y2)} {num(x2 - head)},{num(y2 - direction * head * 1.6)} {num(x2 + head)},{num(y2 - direction * head * 1.6)}"
     return el(
         "g",
-        {"class": "spawn"},
+        {"class": css},
         title(text),
         void("line", {"x1": x1, "y1": y1, "x2": x2, "y2": y2 - direction * head * 1.6}),
         void("polygon", {"points": points}),
@@ -135,8 +155,12 @@ def _arrow(x1: float, y1: float, x2: float, y2: float, text: str) -> str:
 def timeline(run: RunPicture) -> str:
     """The SVG of the whole flow on one time axis."""
     nodes = _ordered(run)
-    start = run.started_at or 0.0
-    end = max(run.ended_at or start, start + 1e-6)
+    run_start = run.started_at or 0.0
+    # The start-up before the first request (opening the provider, the first compile) is left out.
+    firsts = [r.sent_at or r.decided_at for n in nodes for r in n.requests[:1]]
+    starts = [t for t in firsts if t] or [n.started_at for n in nodes if n.started_at is not None]
+    start = min(starts) if starts else run_start
+    end = max(run.ended_at or start, max((n.ended_at or start for n in nodes), default=start), start + 1e-6)
     span = end - start
     height = TOP + ROW * max(len(nodes), 1) + AXIS
 
@@ -159,7 +183,8 @@ def timeline(run: RunPicture) -> str:
         el(
             "text",
             {"class": "axis", "x": (LEFT + WIDTH) / 2, "y": height - 4, "text-anchor": "middle"},
-            text="seconds since the run started",
+            text="seconds since the first request"
+            + (f" (the start-up before it, {start - run_start:.2f} s, left out)" if start > run_start else ""),
         )
     )
     rows = {node.node_id: TOP + i * ROW for i, node in enumerate(nodes)}
@@ -178,4 +203,27 @@ def timeline(run: RunPicture) -> str:
                     f"{spawn.parent} spawned {spawn.child} (inherits {spawn.inherit}, {spawn.view_length} messages)",
                 )
             )
+    parts.extend(_depends_edges(run, rows, x_of))
     return svg(WIDTH, height, f"timeline of {len(nodes)} nodes over {span:.2f} s", parts)
+
+
+def _depends_edges(run: RunPicture, rows: dict[str, float], x_of: Callable[[float], float]) -> list[str]:
+    """A dashed arrow from each dependency's end to its dependent's start."""
+    parts = []
+    for node in run.nodes.values():
+        for need in node.depends_on:
+            before = run.nodes.get(need)
+            if before is None or need not in rows or node.node_id not in rows or before.ended_at is None:
+                continue
+            x2 = x_of(node.started_at if node.started_at is not None else before.ended_at)
+            parts.append(
+                _arrow(
+                    x_of(before.ended_at),
+                    rows[need] + ROW / 2,
+                    x2,
+                    rows[node.node_id] + ROW / 2,
+                    f"{node.node_id} depends on {need}",
+                    css="depends",
+                )
+            )
+    return parts

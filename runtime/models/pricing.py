@@ -332,11 +332,42 @@ class PricingTable:
         """Dollars of one call, or None when a price the usage needs is unknown."""
         return self.cost(usage, model).usd
 
+    def missing_prices(self, usage: Usage, model: str) -> tuple[str, ...]:
+        """The prices one call's dollars need that the table lacks, each named (empty when its dollars are known).
+
+        ``("claude-x: no entry",)`` for an unknown model; else ``"claude-x output (prompts over 100,000 tokens)"``
+        for each price key of the call's tier that its usage needs.
+        """
+        entry = self.entry(model)
+        if entry is None:
+            return (f"{model}: no entry",) if any(count for _, count in _usage_by_key(usage)) else ()
+        index = entry.tier_index_for(usage.total_input)
+        tier = entry.tiers[index]
+        where = ""
+        if entry.is_tier_priced:
+            low = entry.tiers[index - 1].max_prompt_tokens if index else None
+            bound = tier.max_prompt_tokens
+            where = f" (prompts over {low:,} tokens)" if bound is None else f" (prompts up to {bound:,} tokens)"
+        return tuple(
+            f"{model} {key}{where}" for key, count in _usage_by_key(usage) if count and getattr(tier, key) is None
+        )
+
     def _tier_for(self, usage: Usage, model: str) -> PriceTier | None:
         entry = self.entry(model)
         if entry is None:
             return None
         return entry.tiers[entry.tier_index_for(usage.total_input)]
+
+
+def _usage_by_key(usage: Usage) -> tuple[tuple[str, int], ...]:
+    """Each price key with the tokens of ``usage`` it prices."""
+    return (
+        ("input", usage.input_tokens),
+        ("cache_read", usage.cache_read_input_tokens),
+        ("cache_write_5m", usage.cache_write_5m_tokens),
+        ("cache_write_1h", usage.cache_write_1h_tokens),
+        ("output", usage.output_tokens),
+    )
 
 
 def _output_ratio(tier: PriceTier | None) -> float | None:
@@ -349,13 +380,8 @@ def _usd(tier: PriceTier | None, usage: Usage) -> float | None:
     if tier is None:
         return None
     total = 0.0
-    for tokens, price in (
-        (usage.input_tokens, tier.input),
-        (usage.cache_read_input_tokens, tier.cache_read),
-        (usage.cache_write_5m_tokens, tier.cache_write_5m),
-        (usage.cache_write_1h_tokens, tier.cache_write_1h),
-        (usage.output_tokens, tier.output),
-    ):
+    for key, tokens in _usage_by_key(usage):
+        price = getattr(tier, key)
         if tokens:
             if price is None:
                 return None

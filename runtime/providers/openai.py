@@ -38,12 +38,14 @@ from typing import Any
 
 import attrs
 
+from runtime.errors import extra_hint
+
 try:
     import httpx2
     import openai
 except ImportError as exc:  # the optional extra is missing: say which
     raise ModuleNotFoundError(
-        f"the openai provider needs the openai SDK ({exc}); install foldline's openai extra: pip install 'foldline[openai]'",
+        f"the openai provider needs the openai SDK ({exc}); {extra_hint('openai')}",
         name=exc.name,
     ) from exc
 

@@ -107,6 +107,7 @@ async def run_scenario(
             signals_path=signals_path,
             scenario=scenario.name,
             journal=journal,
+            pricing=scenario.prices(),
             **extra,
         ) as rt:
             for hook in attach:

@@ -15,7 +15,9 @@ never anything the file says.
   the user's tools on top; a profile naming a workspace tool without a
   workspace is refused with its key path.
 - :class:`RunTools` is all of it for one scenario file: the built-ins,
-  ``read_image`` beside the file, and the user's ``--tools`` registry. A run
+  ``read_image`` beside the file, the benchmark's own tools (``read_doc``,
+  ``stage``, ``answer``: foldline's deterministic code, so the shipped
+  ``scenarios/bench/*.toml`` run as they are), and the user's ``--tools`` registry. A run
   with a store keeps the ``--tools`` spec and the names it gave in the store's
   meta (:func:`tools_meta`), so ``foldline resume`` loads the same tools again
   (:func:`stored_run_tools`) and readers of a store load its scenario without
@@ -153,9 +155,10 @@ class RunTools:
 def run_tools(scenario_path: str | os.PathLike[str], tools_spec: str | None = None) -> RunTools:
     """The tools of a run of the scenario file at ``scenario_path``, ``--tools`` ``tools_spec`` included."""
     from actors.images import scenario_registry as image_tools  # read_image beside the file
+    from runtime.bench.tools import bench_registry  # read_doc, stage, answer: the bench workloads' tools
 
     user = load_user_tools(tools_spec) if tools_spec else None
-    return RunTools(image_tools(os.fspath(scenario_path)), user, tools_spec)
+    return RunTools(bench_registry(image_tools(os.fspath(scenario_path))), user, tools_spec)
 
 
 def tools_meta(tools: RunTools) -> dict[str, str]:
@@ -182,4 +185,6 @@ def stored_tool_names(meta: Mapping[str, str]) -> frozenset[str]:
         if not isinstance(user, list) or not all(isinstance(name, str) for name in user):
             raise ConfigError(f"store meta {TOOL_NAMES_KEY}: {stored[:120]!r} is not a JSON list of tool names")
         names |= frozenset(user)
-    return names | {"read_image"}
+    from runtime.bench.tools import bench_registry
+
+    return names | {"read_image"} | bench_registry(ToolRegistry({})).names()

@@ -1,8 +1,10 @@
 """The models the simulated server serves, with the facts it enforces, as data.
 
-Every model id the installed ``anthropic`` SDK names in its ``Model`` type
-(aliases and dated ids alike) is served, plus the ids in :data:`STATED`.
-Per model:
+The simulator's own list comes first and is the same whatever SDK release is
+installed: the ids in :data:`STATED` and the dated ids in :data:`DATED_IDS`.
+Every further model id the installed ``anthropic`` SDK names in its ``Model``
+type is served after them, so a model a newer SDK adds answers too; an id an
+SDK release drops stays served when the list above names it. Per model:
 
 - ``min_cacheable_tokens``: the shortest prefix a cache mark may write (a
   shorter one is processed without caching and without an error). Stated
@@ -59,7 +61,12 @@ STATED: Mapping[str, int] = MappingProxyType(
         "claude-haiku-4-5": 4_096,
     }
 )
-DATED_IDS = ("claude-sonnet-4-5-20250929", "claude-haiku-4-5-20251001")
+DATED_IDS: tuple[str, ...] = (
+    # Dated snapshots of the aliases above, as the SDK releases up to 2.14 named them (a dated id has its alias's facts).
+    "claude-sonnet-4-5-20250929",
+    "claude-haiku-4-5-20251001",
+    "claude-opus-4-5-20251101",
+)
 """Dated ids served whether or not the installed SDK still names them (older clients send them)."""
 
 RETIRES_AT: Mapping[str, str] = MappingProxyType(
@@ -126,8 +133,8 @@ def _facts(model_id: str) -> ModelFacts:
 
 @functools.cache
 def served_models() -> Mapping[str, ModelFacts]:
-    """Every model served: the SDK's ids, then the stated ones (built on first use: it imports the SDK)."""
-    ids = dict.fromkeys((*sdk_model_ids(), *STATED, *DATED_IDS))
+    """Every model served: the stated and dated ids, then the SDK's others (built on first use: it imports the SDK)."""
+    ids = dict.fromkeys((*STATED, *DATED_IDS, *sdk_model_ids()))
     return MappingProxyType({model_id: _facts(model_id) for model_id in ids})
 
 

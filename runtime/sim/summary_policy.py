@@ -37,6 +37,26 @@ def _prompt_text(payload: Mapping[str, Any]) -> str:
     return "\n".join(texts)
 
 
+_NOTE_HEADER = re.compile(r"^\[fold \S+ · (?P<stage>[\w-]+) · (?P<count>\d+) messages? from #(?P<first>\d+)")
+_LISTED_CALL = re.compile(r"^- #(?P<index>\d+) (?P<call>.+?)(?: -> .*)?$")
+
+
+def _note_sentence(body: list[str]) -> str:
+    """An earlier fold note's lines (up to the next transcript header) said as one sentence."""
+    header = _NOTE_HEADER.match(body[0].strip()) if body else None
+    what = (
+        f"An earlier fold note ({header['stage']}, {header['count']} messages from #{header['first']})"
+        if header
+        else "An earlier fold note"
+    )
+    calls = [match for line in body if (match := _LISTED_CALL.match(line.strip()))]
+    if not calls:
+        return f"- {what} folded no calls."
+    first = calls[0]
+    plural = "s" if len(calls) != 1 else ""
+    return f"- {what} lists {len(calls)} call{plural}, the first #{first['index']} {first['call']}."
+
+
 def extractive_summary(text: str) -> str:
     """A short summary of a transcript in :func:`runtime.fold.notes.transcript` form."""
     lines = text.splitlines()
@@ -46,6 +66,12 @@ def extractive_summary(text: str) -> str:
         if match is None:
             continue
         what, rest = match["what"], match["rest"].strip()
+        if what == "earlier fold note":
+            end = next((j for j in range(i + 1, len(lines)) if _HEADER.match(lines[j].strip())), len(lines))
+            out.append(_note_sentence(lines[i + 1 : end])[:LINE_CHARS])
+            if len(out) >= MAX_LINES:
+                break
+            continue
         following = next((nxt.strip() for nxt in lines[i + 1 : i + 4] if nxt.strip() and not nxt.startswith("[")), "")
         if what == "assistant" and " calls " in rest:
             out.append(f"- {rest}"[:LINE_CHARS])

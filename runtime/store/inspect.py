@@ -5,8 +5,10 @@ it and, for every fold note and clipped copy in it, says what it stands for:
 the originals a note replaced (full-record index, kind, size) and the exact
 ``read_result`` call that returns each, and for a copy the original's size,
 the characters it keeps and the call that returns the omitted part. Every
-record message outside the view is accounted for: replaced by a note, the
-original of a copy, a superseded system text, or (a bug if it happens) not
+record message outside the view is accounted for: replaced by a note (directly,
+or through the earlier notes and copies a note replaces, as a reset note
+replaces earlier notes), the original of a copy, a superseded system text, a fold summary's own prompt
+and reply, a note not in force whose originals are reachable anyway, or (a bug if it happens) not
 reachable from the view. :func:`format_branch` prints it; :func:`format_branches`
 lists a store's branches.
 
@@ -17,7 +19,8 @@ estimate, each image block on its own, as a request measures it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import attrs
 
@@ -73,7 +76,8 @@ class BranchPicture:
     record_length: int
     entries: tuple[ViewEntry, ...]
     outside: Mapping[str, tuple[int, ...]]
-    """Record indices outside the view, by why: ``replaced``, ``clipped``, ``system``, ``inherited``, ``unreachable``."""
+    """Record indices outside the view, by why: ``replaced``, ``clipped``, ``system``, ``side``, ``retired``, ``inherited``,
+    ``unreachable``."""
 
     @property
     def view_chars(self) -> int:
@@ -133,11 +137,15 @@ def describe_branch(
     count_tokens: Callable[[str], int],
     node_id: str | None = None,
     projection: ResultProjection | None = None,
+    side_prompts: frozenset[str] = frozenset(),
 ) -> BranchPicture:
     """The branch's view, entry by entry, and where every other record message went.
 
     ``projection`` is the result bound the branch's requests compile under
     (sizes are then what the model is sent, not what the record holds).
+    ``side_prompts`` are the ids of the prompts the store's side requests (fold
+    summaries) carried (:func:`side_prompt_ids`): each prompt and the reply
+    recorded right after it are the fold's own exchange, not the conversation.
     """
     entries = []
     in_view = set(branch.view_ids())
@@ -174,6 +182,9 @@ def describe_branch(
                 detail=detail,
             )
         )
+    _follow_what_they_stand_for(branch, accounted)
+    _mark_side_exchanges(branch, in_view, side_prompts, accounted)
+    _mark_retired_notes(branch, in_view, accounted)
     outside = _outside_the_view(branch, in_view, accounted)
     return BranchPicture(
         branch_id=branch.id,
@@ -265,9 +276,66 @@ def _inputs_stand_for(branch: Branch, message: Instruction, accounted: dict[int,
     return stands_for, "\n".join(lines)
 
 
+def side_prompt_ids(rows: Iterable[Any]) -> frozenset[str]:
+    """The prompt ids the side requests among stored request rows carried (rows with ``intent`` and ``view_ids``)."""
+    return frozenset(message_id for row in rows if row.intent == "side" for message_id in row.view_ids)
+
+
+def _mark_side_exchanges(branch: Branch, in_view: set[str], prompts: frozenset[str], accounted: dict[int, str]) -> None:
+    """A fold summary's prompt and its reply: the store keeps the reply right after the prompt, in the same batch."""
+    for message_id in prompts:
+        index = branch.index_of(message_id)
+        if index is None or message_id in in_view:
+            continue
+        accounted.setdefault(index, "side")
+        after = index + 1
+        if after < branch.record_length():
+            reply = branch.message_at(after)
+            if isinstance(reply, AssistantResponse) and reply.id not in in_view:
+                accounted.setdefault(after, "side")
+
+
+def _follow_what_they_stand_for(branch: Branch, accounted: dict[int, str]) -> None:
+    """Mark what the accounted messages stand for in turn: a note a later note replaced still names its
+    originals (a reset note replaces earlier notes), and a copy a note replaced still names its original."""
+    pending = list(accounted)
+    while pending:
+        message = branch.message_at(pending.pop())
+        if isinstance(message, Note):
+            targets, why = message.replaced, "replaced"
+        elif isinstance(message, ToolResult) and message.clipped_from is not None:
+            targets, why = (message.clipped_from,), "clipped"
+        else:
+            continue
+        for target_id in targets:
+            target = branch.index_of(target_id)
+            if target is not None and target not in accounted:
+                accounted[target] = why
+                pending.append(target)
+
+
+def _mark_retired_notes(branch: Branch, in_view: set[str], accounted: dict[int, str]) -> None:
+    """Notes outside the view that nothing names, whose every original is reachable anyway: a rolled-back pass's
+    note (kept in the record, never in the view) or a note whose originals a restore put back."""
+    reachable = in_view | {branch.message_at(index).id for index in accounted}
+    for index in range(branch.record_length()):
+        message = branch.message_at(index)
+        if isinstance(message, Note) and message.id not in reachable and index not in accounted:
+            if all(target in reachable for target in message.replaced):
+                accounted[index] = "retired"
+
+
 def _outside_the_view(branch: Branch, in_view: set[str], accounted: dict[int, str]) -> dict[str, list[int]]:
     """Every record index outside the view, by where it went."""
-    outside: dict[str, list[int]] = {"replaced": [], "clipped": [], "system": [], "inherited": [], "unreachable": []}
+    outside: dict[str, list[int]] = {
+        "replaced": [],
+        "clipped": [],
+        "system": [],
+        "side": [],
+        "retired": [],
+        "inherited": [],
+        "unreachable": [],
+    }
     for index in range(branch.record_length()):
         message = branch.message_at(index)
         if message.id in in_view:
@@ -307,9 +375,11 @@ def format_branch(picture: BranchPicture) -> str:
     total = sum(len(v) for v in out.values())
     lines.append(f"outside the view: {total} of {picture.record_length} record messages")
     for why, meaning in (
-        ("replaced", "replaced by a fold note above"),
-        ("clipped", "originals of clipped copies above"),
+        ("replaced", "replaced by a fold note above, directly or through the earlier notes it replaces"),
+        ("clipped", "originals of clipped copies above (or of copies a note replaced)"),
         ("system", "system texts (the current one is the stable segment)"),
+        ("side", "fold summaries' prompts and replies (the summary is in its note; never part of the conversation)"),
+        ("retired", "notes not in force (a rolled-back pass's, or restored), whose originals are reachable anyway"),
         ("inherited", "shared with the parent but never in this branch's view (e.g. the parent's round in flight)"),
         ("unreachable", "NOT reachable from the view (no note or copy stands for them)"),
     ):

@@ -81,12 +81,13 @@ def stored_calibration(path: str | os.PathLike[str]) -> CalibrationBook:
         return reader.calibration()
 
 
-def report_from_store(path: str | os.PathLike[str], model: str) -> dict:
-    """The run's report rebuilt from every event in the store; refused when the events miss stored requests."""
+def report_from_store(path: str | os.PathLike[str], model: str, pricing: PricingTable | None = None) -> dict:
+    """The run's report rebuilt from every event in the store (priced by ``pricing``, else the packaged table);
+    refused when the events miss stored requests."""
     with StoreReader(path) as reader:
         events = reader.events()
         check_events_cover_rows(reader.requests(), events, reader.label)
-    return ReportBuilder(PricingTable.load_default(), model).feed_all(events).to_json()
+    return ReportBuilder(pricing or PricingTable.load_default(), model).feed_all(events).to_json()
 
 
 async def run_scenario_stored(
@@ -234,6 +235,7 @@ async def resume_stored_run(
                 scenario=scenario.name,
                 journal=store,
                 first_seq=plan.first_seq,
+                pricing=scenario.prices(),
                 calibration=ModelScales(book=store.calibration, keeper=store, start=CalibrationBook()),
             ) as rt:
                 SqliteSink(store).attach(rt.signals)
@@ -243,5 +245,5 @@ async def resume_stored_run(
                     await rt.signals.publish(recovered.event, node_id=recovered.node_id, branch_id=recovered.branch_id)
                 result = await rt.run(flow, restored=plan.restored)
         await store.flush()
-    report = report_from_store(store_path, spec.model_config.name)
+    report = report_from_store(store_path, spec.model_config.name, scenario.prices())
     return ScenarioRun(report=report, result=result)

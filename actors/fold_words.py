@@ -1,0 +1,69 @@
+"""What a fold did and why it stopped, in words, with the line and target in force (pure).
+
+The decision event of every request of a folding branch names the fold line and
+target in force at that request: the cost model's when the ``cost`` policy chose
+them (:func:`runtime.fold.cost.decide_fold`), else the profile's fixed fractions.
+A fold that lands says what it took, from what size to what size, and, when it
+stops short of its target, why: each pass the planner rolled back (it would not
+have lowered the estimate), and that what stays in the view is what a fold never
+takes (the task, the protected first round, the kept tail, calls not yet answered).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+from runtime.fold.planner import FoldPlan
+
+
+@attrs.frozen
+class InForce:
+    """The fold line and target in force before one request, in tokens, and who chose them."""
+
+    line: int
+    target: int
+    chosen_by: str
+    """``cost model`` or ``fixed fractions``."""
+
+    def words(self) -> str:
+        return f"fold line {self.line:,} and target {self.target:,} in force ({self.chosen_by})"
+
+
+def stopped_short(plan: FoldPlan, target: int) -> str:
+    """Why a landed fold left the context above ``target`` (empty when it reached it)."""
+    if plan.target_reached or plan.estimate_after <= target:
+        return ""
+    rolled = [p for p in plan.passes if p.outcome == "rolled_back"]
+    tried = "; ".join(
+        f"{p.stage} would have left {p.estimate_after:,} (not under {p.estimate_before:,}), rolled back"
+        + (f" ({p.detail})" if p.detail else "")
+        for p in rolled
+    )
+    rest = "what stays is what a fold never takes (the task, the protected first round, the kept tail, calls not yet answered)"
+    return f"it stopped at {plan.estimate_after:,}, above the target {target:,}: " + (
+        f"{tried}; {rest}" if tried else rest
+    )
+
+
+def fold_sentence(plan: FoldPlan, target: int) -> str:
+    """One landed fold in words: what it took, the sizes, and whether and why it stopped short of the target."""
+    took = "+".join(plan.stages)
+    text = f"fold {plan.fold_id} took {took}: {plan.estimate_before:,} -> {plan.estimate_after:,} tokens"
+    short = stopped_short(plan, target)
+    return f"{text}, target {target:,} reached" if not short else f"{text}; {short}"
+
+
+def folds_reason(ceiling_reason: str, plans: Sequence[FoldPlan], in_force: InForce | None, why: str, ran: bool) -> str:
+    """The decision's reason for a folding branch: the line and target in force, what the folds did, then the send."""
+    if in_force is None:
+        return ceiling_reason
+    if not ran:
+        return f"under the {in_force.words()}; then the ceiling check: {ceiling_reason}"
+    head = f"the estimate reached the {in_force.words()}" + (f": {why}" if why else "")
+    landed = [p for p in plans if p.landed]
+    if not landed:
+        return f"{head}; the fold found nothing it may take; then the ceiling check: {ceiling_reason}"
+    described = "; ".join(fold_sentence(p, in_force.target) for p in landed)
+    return f"{head}; {described}; then the ceiling check: {ceiling_reason}"
