@@ -17,7 +17,7 @@ from runtime.scripted.policies import PolicyRegistry, Reply, ScriptStep
 from runtime.sim.clock import ManualClock
 from runtime.sim.default_model import DefaultModel, example_value
 from runtime.sim.generation import finish
-from runtime.sim.models import display_name, sdk_model_ids, served_models
+from runtime.sim.models import display_name, sdk_model_ids, served_models, table_model_ids
 from runtime.sim.server import SimConfig, SimServer, serve_simulator
 from runtime.sim.tokens import SimTokenCounter
 
@@ -85,7 +85,9 @@ def test_finish_drops_a_tool_call_that_does_not_fit_and_an_emptied_text_block() 
 async def test_every_model_id_the_sdk_names_is_served_and_listed() -> None:
     ids = sdk_model_ids()
     assert set(typing.get_args(typing.get_args(anthropic.types.Model)[0])) == set(ids)
-    assert "claude-sonnet-4-5-20250929" in ids
+    # The model table lists every id the installed SDK names (the simulator serves from it, never the SDK).
+    assert set(ids) <= set(table_model_ids())
+    assert "claude-sonnet-4-5-20250929" in served_models()
     async with running() as (_, client):
         for model_id in ids:
             message = await client.messages.create(**ask("hi", model=model_id))

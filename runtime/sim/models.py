@@ -1,7 +1,10 @@
 """The models the simulated server serves, with the facts it enforces, as data.
 
-Every model id the installed ``anthropic`` SDK names in its ``Model`` type
-(aliases and dated ids alike) is served, plus the ids in :data:`STATED`.
+Every Claude model the model table lists (``runtime/data/models.toml``: the
+ids the ``anthropic`` SDK's ``Model`` type names, aliases and dated ids alike;
+a test checks the installed SDK's list against it) is served, plus the ids in
+:data:`STATED`. Nothing here imports the SDK: the scripted provider, which is
+this simulator called in process, never pays for it.
 Per model:
 
 - ``min_cacheable_tokens``: the shortest prefix a cache mark may write (a
@@ -31,6 +34,7 @@ from typing import Any
 
 import attrs
 
+from runtime.models.limits import default_model_table
 from runtime.sim.errors import SimAPIError
 
 DEFAULT_MIN_CACHEABLE = 1_024
@@ -102,7 +106,10 @@ def display_name(model_id: str) -> str:
 
 
 def sdk_model_ids() -> tuple[str, ...]:
-    """The model ids the installed ``anthropic`` SDK's ``Model`` type names, in its order."""
+    """The model ids the installed ``anthropic`` SDK's ``Model`` type names, in its order.
+
+    For the check that the model table lists them all (it imports the SDK: never on a request's path).
+    """
     from anthropic.types import Model
 
     ids: list[str] = []
@@ -119,10 +126,16 @@ def _facts(model_id: str) -> ModelFacts:
     return ModelFacts(model_id, minimum, window or DEFAULT_CONTEXT_WINDOW, created, RETIRES_AT.get(alias))
 
 
+def table_model_ids() -> tuple[str, ...]:
+    """The Claude models of the packaged model table (names starting ``claude-``), in its order."""
+    return tuple(name for name in default_model_table().entries if name.startswith("claude-"))
+
+
 @functools.cache
 def served_models() -> Mapping[str, ModelFacts]:
-    """Every model served: the SDK's ids, then the stated ones (built on first use: it imports the SDK)."""
-    return MappingProxyType({model_id: _facts(model_id) for model_id in dict.fromkeys((*sdk_model_ids(), *STATED))})
+    """Every model served: the model table's Claude ids, then the stated ones (built on first use)."""
+    ids = dict.fromkeys((*table_model_ids(), *STATED))
+    return MappingProxyType({model_id: _facts(model_id) for model_id in ids})
 
 
 def model_facts(model: str) -> ModelFacts:
