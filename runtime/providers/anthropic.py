@@ -27,6 +27,7 @@ import anthropic
 import attrs
 import httpx2
 
+from runtime.contract.in_flight import DEFAULT_MAX_IN_FLIGHT, InFlight
 from runtime.contract.progress import current_progress
 from runtime.contract.provider import AttemptFailed, ProviderError, ProviderReply, count_body, count_payload
 from runtime.contract.retry import DEFAULT_MAX_RETRIES
@@ -67,6 +68,8 @@ class AnthropicProvider:
     """The Messages API's free ``messages/count_tokens`` endpoint (the simulator serves it too)."""
     image_rule: ImageRule = MESSAGES_IMAGES
     """Images cost what the Messages API says (pixels / 750 after its resize)."""
+    in_flight: InFlight = attrs.field(factory=lambda: InFlight(DEFAULT_MAX_IN_FLIGHT), kw_only=True)
+    """Requests out at once, shared by every sender through this provider (:mod:`runtime.contract.in_flight`)."""
 
     @classmethod
     def create(
@@ -77,11 +80,20 @@ class AnthropicProvider:
         name: str = "anthropic",
         max_retries: int = DEFAULT_MAX_RETRIES,
         timeout: float = 600.0,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     ) -> AnthropicProvider:
+        """A provider with at most ``max_in_flight`` requests out, over a connection pool of that size."""
         if not api_key:
             raise ProviderError("no API key: set ANTHROPIC_API_KEY (or the scenario's api_key_env)")
-        client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout)
-        return cls(client, api_key, name=name, max_retries=max_retries)
+        in_flight = InFlight(max_in_flight)
+        # The SDK's own pool holds up to 1,000 connections and scans them all at every request's
+        # start and end; sized to the requests that can be out, it never holds one it cannot use.
+        pool = httpx2.Limits(max_connections=max_in_flight, max_keepalive_connections=max_in_flight)
+        http = anthropic.DefaultAsyncHttpxClient(limits=pool, timeout=timeout)
+        client = anthropic.AsyncAnthropic(
+            api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout, http_client=http
+        )
+        return cls(client, api_key, name=name, max_retries=max_retries, in_flight=in_flight)
 
     def _scrub(self, text: str) -> str:
         return scrub_secret(text, self._secret)  # masked and partial forms too (runtime.values.scrub)
@@ -97,7 +109,8 @@ class AnthropicProvider:
     async def count_payload_tokens(self, payload: Mapping[str, Any]) -> int:
         """:meth:`count_tokens` of a create payload (a host that carries payloads: a Temporal worker)."""
         try:
-            counted = await self._client.messages.count_tokens(**count_body(payload))
+            async with self.in_flight:
+                counted = await self._client.messages.count_tokens(**count_body(payload))
             tokens = counted.input_tokens
         except anthropic.APIStatusError as exc:
             error_type = _error_type(exc.body)
@@ -118,6 +131,10 @@ class AnthropicProvider:
 
     async def send_payload(self, payload: dict[str, Any], *, node_id: str | None) -> ProviderReply:
         """Send one attempt of a compiled request's payload (a host that carries payloads, not requests)."""
+        async with self.in_flight:  # the slot is held until the stream is read to its end
+            return await self._stream(payload, node_id)
+
+    async def _stream(self, payload: dict[str, Any], node_id: str | None) -> ProviderReply:
         headers = {NODE_HEADER: node_id} if node_id else {}
         started, events, stopped = False, 0, False
         text_progress, pieces = self.progress, current_progress()

@@ -23,6 +23,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from runtime.config import ProviderSpec
+from runtime.contract.in_flight import in_flight_limit
 from runtime.contract.provider import Provider
 from runtime.errors import ConfigError
 from runtime.providers.key_destination import check_key_destination
@@ -88,7 +89,11 @@ async def open_provider(
         key = "sim-" + secrets.token_hex(16)
         async with serve_simulator(sim_config_for(spec, api_key=key, run_id=run_id), policies, clock) as sim:
             provider = _anthropic_provider().create(
-                api_key=key, base_url=sim.base_url, name="simulated", max_retries=spec.max_retries
+                api_key=key,
+                base_url=sim.base_url,
+                name="simulated",
+                max_retries=spec.max_retries,
+                max_in_flight=in_flight_limit(spec.max_in_flight),
             )
             try:
                 yield provider
@@ -103,7 +108,11 @@ async def open_provider(
                 "(the anthropic provider needs an API key)"
             )
         provider = _anthropic_provider().create(
-            api_key=key, base_url=spec.base_url, name="anthropic", max_retries=spec.max_retries
+            api_key=key,
+            base_url=spec.base_url,
+            name="anthropic",
+            max_retries=spec.max_retries,
+            max_in_flight=in_flight_limit(spec.max_in_flight),
         )
         try:
             yield provider
