@@ -92,7 +92,7 @@ async def _one(provider_kind: str, nodes: int, concurrency: int, in_flight: int 
     spec = ProviderSpec(kind=provider_kind, model="claude-haiku-5-5", **limits)
     timer = _GcTimer()
     async with open_provider(spec, policies, clock=time.time) as provider:
-        async with Runtime(provider=provider, model=spec.model) as rt:
+        async with Runtime(provider=provider, model=spec.model, gc_freeze=freeze) as rt:
             gc.callbacks.append(timer)
             cpu0, wall0 = time.process_time(), time.perf_counter()
             result = await rt.run(flow)

@@ -26,6 +26,7 @@ from runtime.config import ProviderSpec
 from runtime.contract.in_flight import in_flight_limit
 from runtime.contract.provider import Provider
 from runtime.errors import ConfigError
+from runtime.measuring.tokenizer import load_in_background
 from runtime.providers.key_destination import check_key_destination
 from runtime.providers.scripted import ScriptedProvider
 from runtime.scripted.policies import PolicyRegistry
@@ -75,6 +76,7 @@ async def open_provider(
     """
     if spec.kind in ("anthropic", "openai"):
         check_key_destination(spec.kind, spec.base_url, spec.key_env, os.environ)
+    load_in_background()  # the tokenizer builds while the provider opens (the first send counts)
     if spec.kind == "scripted":
         yield ScriptedProvider(
             policies,
