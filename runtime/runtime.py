@@ -74,26 +74,36 @@ def audit_recoverability(branches: list[Branch]) -> int:
 
 DEFAULT_MODEL = "claude-haiku-5-5"
 
-_frozen = False
+GC_YOUNG_THRESHOLD = 10_000
+"""Allocations between two young collections during a run (Python's default is 700): a run makes
+many small long-lived values (messages, pieces, events) and each young collection walks the survivors;
+at 10,000 the scale run's collector share halved (``scripts/scale.py``). Garbage cycles wait at most
+that many allocations longer."""
+
+_tuned = False
 
 
-def freeze_start_up() -> bool:
-    """Take what start-up built out of the cyclic collector's scans, once a process; True if it did now.
+def tune_collector() -> bool:
+    """Set the cyclic collector up for a run, once a process; True if it did now.
 
     Modules, classes, the pricing and model tables, the tool registry, a
     scenario and its scripts live as long as the process: every full
     collection would walk them again. A collection first (start-up's own
     garbage cycles would otherwise be kept for good), then ``gc.freeze()``:
     the objects stay, reference counting still frees them, the collector
-    no longer scans them. Once: a later run's objects are that run's, not
-    start-up's.
+    no longer scans them. Then young collections come every
+    :data:`GC_YOUNG_THRESHOLD` allocations (a host's higher setting is kept).
+    Once: a later run's objects are that run's, not start-up's.
     """
-    global _frozen
-    if _frozen:
+    global _tuned
+    if _tuned:
         return False
-    _frozen = True
+    _tuned = True
     gc.collect()
     gc.freeze()
+    young, *older = gc.get_threshold()
+    if young < GC_YOUNG_THRESHOLD:
+        gc.set_threshold(GC_YOUNG_THRESHOLD, *older)
     return True
 
 
@@ -128,8 +138,8 @@ class Runtime:
     """The run's calibration book (one per run; a stored run's comes from its store)."""
     count_timeout_s: float = attrs.field(default=DEFAULT_COUNT_TIMEOUT_S, kw_only=True)
     """How long a send waits for the provider's count-tokens answer before deciding on the fallback."""
-    gc_freeze: bool = attrs.field(default=True, kw_only=True)
-    """Before the process's first flow runs, take what start-up built out of the collector's way (:func:`freeze_start_up`)."""
+    tune_gc: bool = attrs.field(default=True, kw_only=True)
+    """Before the process's first flow runs, freeze start-up's objects and space young collections (:func:`tune_collector`)."""
     _stack: AsyncExitStack | None = attrs.field(default=None, init=False)
     _bus: SignalBus | None = attrs.field(default=None, init=False)
     _report: ReportBuilder | None = attrs.field(default=None, init=False)
@@ -221,8 +231,8 @@ class Runtime:
         await bus.publish(
             RunStarted(scenario=self.scenario, provider=self.provider.name, nodes=[n.id for n in flow.nodes])
         )
-        if self.gc_freeze:
-            freeze_start_up()
+        if self.tune_gc:
+            tune_collector()
         result = await run_flow(flow, self.env(), self.new_branch, restored)
         lost = audit_recoverability(list(result.branches.values()))
         await bus.publish(

@@ -26,7 +26,7 @@ Usage::
 
 Options: ``--concurrency`` (nodes at once, default 1,024), ``--max-in-flight``
 (requests out at once per provider; default the provider's),
-``--no-gc-freeze`` (leave start-up objects to the collector), ``--json``.
+``--no-gc-tuning`` (leave the collector as Python sets it: no freeze, default thresholds), ``--json``.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ async def _one(provider_kind: str, nodes: int, concurrency: int, in_flight: int 
     spec = ProviderSpec(kind=provider_kind, model="claude-haiku-5-5", **limits)
     timer = _GcTimer()
     async with open_provider(spec, policies, clock=time.time) as provider:
-        async with Runtime(provider=provider, model=spec.model, gc_freeze=freeze) as rt:
+        async with Runtime(provider=provider, model=spec.model, **({} if freeze else {"tune_gc": False})) as rt:
             gc.callbacks.append(timer)
             cpu0, wall0 = time.process_time(), time.perf_counter()
             result = await rt.run(flow)
@@ -121,8 +121,8 @@ def _child(args: argparse.Namespace, provider: str, nodes: int) -> dict[str, Any
     command += ["--concurrency", str(args.concurrency)]
     if args.max_in_flight is not None:
         command += ["--max-in-flight", str(args.max_in_flight)]
-    if args.no_gc_freeze:
-        command.append("--no-gc-freeze")
+    if args.no_gc_tuning:
+        command.append("--no-gc-tuning")
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{provider} x {nodes} failed (exit {done.returncode}): {done.stderr.strip()[-1500:]}")
@@ -146,7 +146,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--runs", type=int, default=3, help="runs per pair (the medians are reported)")
     parser.add_argument("--concurrency", type=int, default=1_024, help="the flow's nodes at once")
     parser.add_argument("--max-in-flight", type=int, default=None, help="the provider's requests out at once")
-    parser.add_argument("--no-gc-freeze", action="store_true", help="leave start-up objects to the collector")
+    parser.add_argument("--no-gc-tuning", action="store_true", help="no gc.freeze, Python's default thresholds")
     parser.add_argument("--json", action="store_true", help="print every run as JSON lines")
     parser.add_argument("--one", nargs=2, metavar=("PROVIDER", "NODES"), help=argparse.SUPPRESS)
     return parser
@@ -171,8 +171,12 @@ def main() -> None:
     if args.one is not None:
         import anyio
 
+        from runtime.logs import configure_logging
+
+        configure_logging(level="warning", stream=sys.stderr)  # as `foldline run` and `foldline bench` log
+
         provider, nodes = args.one[0], _sizes(args.one[1], "nodes")[0]
-        run = anyio.run(_one, provider, nodes, args.concurrency, args.max_in_flight, not args.no_gc_freeze)
+        run = anyio.run(_one, provider, nodes, args.concurrency, args.max_in_flight, not args.no_gc_tuning)
         print(json.dumps(run))
         return
     providers = [p for p in args.providers.split(",") if p]
