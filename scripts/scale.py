@@ -25,7 +25,7 @@ Usage::
     python scripts/scale.py --providers simulated --nodes 2000 --max-in-flight 1024 --concurrency 1024
 
 Options: ``--concurrency`` (nodes at once, default 1,024), ``--max-in-flight``
-(requests out at once per provider; default the provider's),
+(requests out at once over HTTP; default the provider's),
 ``--no-gc-tuning`` (leave the collector as Python sets it: no freeze, default thresholds), ``--json``.
 """
 
@@ -88,7 +88,8 @@ async def _one(provider_kind: str, nodes: int, concurrency: int, in_flight: int 
         [Node(nid, Operation("iterative", (f"Read your {ROUNDS} files.",)), profile=profile) for nid in ids],
         concurrency=concurrency,
     )
-    limits = {} if in_flight is None else {"max_in_flight": in_flight}
+    # The bound is an HTTP provider's: the scripted one has no connections (and refuses the key).
+    limits = {} if in_flight is None or provider_kind == "scripted" else {"max_in_flight": in_flight}
     spec = ProviderSpec(kind=provider_kind, model="claude-haiku-5-5", **limits)
     timer = _GcTimer()
     async with open_provider(spec, policies, clock=time.time) as provider:
