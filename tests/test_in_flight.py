@@ -74,6 +74,22 @@ async def test_sends_beyond_the_bound_wait_and_the_server_never_sees_more_connec
     assert 1 <= peak["connections"] <= 2  # the pool is sized to the bound: no idle third connection
 
 
+async def test_a_count_never_waits_behind_the_messages_out() -> None:
+    key = "sim-" + secrets.token_hex(8)
+    async with serve_simulator(SimConfig(api_keys=frozenset({key})), _policies(), ManualClock(1_000.0)) as sim:
+        provider = AnthropicProvider.create(api_key=key, base_url=sim.base_url, max_in_flight=1)
+        try:
+            async with provider.in_flight:  # the one message slot is taken (a long generation, say)
+                with anyio.fail_after(20):
+                    counted = await provider.count_tokens(_request(0))
+                with anyio.move_on_after(0.2) as waited:
+                    await provider.send(_request(1), node_id="n1")
+            assert waited.cancelled_caught  # a message does wait for its slot
+            assert counted > 0 and provider.counting.out == 0
+        finally:
+            await provider.aclose()
+
+
 async def test_open_provider_takes_the_setting_and_its_default() -> None:
     for setting, expected in ((3, 3), (None, DEFAULT_MAX_IN_FLIGHT)):
         spec = ProviderSpec(kind="simulated", max_in_flight=setting)

@@ -4,11 +4,13 @@ A flow may run a thousand nodes at once (``run.concurrency``, the scheduler's
 bound on nodes), but a provider that speaks HTTP pays for every request it has
 out: the SDK's connection pool scans its connections at every request's start
 and end, and each open connection holds buffers on both sides. So an
-HTTP provider holds one :class:`InFlight` and every request it sends (a turn's
-attempt, a fold summary's side request, a count-tokens call, from any node of
-any flow or from a Temporal activity) takes a slot of it for as long as the
-request is out; the SDK's pool is sized to the same number, so a request never
-waits for a connection it could not have.
+HTTP provider holds one :class:`InFlight` and every message it sends (a
+turn's attempt, a fold summary's side request, from any node of any flow or
+from a Temporal activity) takes a slot of it for as long as the request is
+out. Count-tokens calls take slots of a small bound of their own
+(:data:`COUNTS_IN_FLIGHT`): a send waits for its count (with a timeout), so a
+count must never queue behind long generations. The SDK's pool is sized to
+both together, so a request never waits for a connection it could not have.
 
 The bound is the provider's ``max_in_flight`` setting (``[provider]
 max_in_flight``), :data:`DEFAULT_MAX_IN_FLIGHT` when unset; nodes at once
@@ -28,6 +30,10 @@ from runtime.inputs.bounds import MAX_IN_FLIGHT
 DEFAULT_MAX_IN_FLIGHT = 64
 """Requests out at once per provider when the scenario does not say (at 64 instead of 1,024 the
 scale run's CPU per request over HTTP fell by a quarter: ``scripts/scale.py``)."""
+
+
+COUNTS_IN_FLIGHT = 8
+"""Count-tokens calls out at once per provider (their own slots and connections, beside the messages')."""
 
 
 def in_flight_limit(setting: int | None) -> int:

@@ -27,7 +27,7 @@ import anthropic
 import attrs
 import httpx2
 
-from runtime.contract.in_flight import DEFAULT_MAX_IN_FLIGHT, InFlight
+from runtime.contract.in_flight import COUNTS_IN_FLIGHT, DEFAULT_MAX_IN_FLIGHT, InFlight
 from runtime.contract.progress import current_progress
 from runtime.contract.provider import AttemptFailed, ProviderError, ProviderReply, count_body, count_payload
 from runtime.contract.retry import DEFAULT_MAX_RETRIES
@@ -69,7 +69,9 @@ class AnthropicProvider:
     image_rule: ImageRule = MESSAGES_IMAGES
     """Images cost what the Messages API says (pixels / 750 after its resize)."""
     in_flight: InFlight = attrs.field(factory=lambda: InFlight(DEFAULT_MAX_IN_FLIGHT), kw_only=True)
-    """Requests out at once, shared by every sender through this provider (:mod:`runtime.contract.in_flight`)."""
+    """Messages out at once, shared by every sender through this provider (:mod:`runtime.contract.in_flight`)."""
+    counting: InFlight = attrs.field(factory=lambda: InFlight(COUNTS_IN_FLIGHT), kw_only=True)
+    """Count-tokens calls out at once: slots of their own, never behind a long generation."""
 
     @classmethod
     def create(
@@ -82,13 +84,14 @@ class AnthropicProvider:
         timeout: float = 600.0,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     ) -> AnthropicProvider:
-        """A provider with at most ``max_in_flight`` requests out, over a connection pool of that size."""
+        """A provider with at most ``max_in_flight`` messages out (and a few counts), over a pool of that size."""
         if not api_key:
             raise ProviderError("no API key: set ANTHROPIC_API_KEY (or the scenario's api_key_env)")
         in_flight = InFlight(max_in_flight)
         # The SDK's own pool holds up to 1,000 connections and scans them all at every request's
         # start and end; sized to the requests that can be out, it never holds one it cannot use.
-        pool = httpx2.Limits(max_connections=max_in_flight, max_keepalive_connections=max_in_flight)
+        connections = max_in_flight + COUNTS_IN_FLIGHT
+        pool = httpx2.Limits(max_connections=connections, max_keepalive_connections=connections)
         http = anthropic.DefaultAsyncHttpxClient(limits=pool, timeout=timeout)
         client = anthropic.AsyncAnthropic(
             api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout, http_client=http
@@ -109,7 +112,7 @@ class AnthropicProvider:
     async def count_payload_tokens(self, payload: Mapping[str, Any]) -> int:
         """:meth:`count_tokens` of a create payload (a host that carries payloads: a Temporal worker)."""
         try:
-            async with self.in_flight:
+            async with self.counting:
                 counted = await self._client.messages.count_tokens(**count_body(payload))
             tokens = counted.input_tokens
         except anthropic.APIStatusError as exc:
