@@ -24,6 +24,10 @@ Usage::
     nice python scripts/scale.py --providers simulated --nodes 10000 --runs 1
     python scripts/scale.py --providers simulated --nodes 2000 --max-in-flight 1024 --concurrency 1024
 
+``--first-request`` instead measures, in a fresh interpreter with the
+tokenizer loaded, the CPU of the scripted provider's first request and
+whether it imported the ``anthropic`` SDK (it must not).
+
 Options: ``--concurrency`` (nodes at once, default 1,024), ``--max-in-flight``
 (requests out at once over HTTP; default the provider's),
 ``--no-gc-tuning`` (leave the collector as Python sets it: no freeze, default thresholds), ``--json``.
@@ -117,6 +121,40 @@ async def _one(provider_kind: str, nodes: int, concurrency: int, in_flight: int 
     }
 
 
+_FIRST_REQUEST = """
+import sys, time, anyio
+from runtime import PolicyRegistry, ScriptedProvider, ScriptPolicy, ScriptStep
+from runtime.logs import configure_logging
+from runtime.measuring.tokenizer import encoding
+from runtime.request.compiler import RequestSettings, compile_request
+from runtime.values.messages import Instruction
+
+configure_logging(level="warning")
+encoding()
+policies = PolicyRegistry({"n": ScriptPolicy("n", [ScriptStep.from_obj({"text": "hi"}, "n")])})
+provider = ScriptedProvider(policies, clock=lambda: 0.0)
+request = compile_request(
+    system="s", tools=(), view=[Instruction("hi")], settings=RequestSettings(model="claude-haiku-5-5")
+)
+
+async def first():
+    started = time.process_time()
+    await provider.send(request, node_id="n")
+    return (time.process_time() - started) * 1000
+
+cpu = anyio.run(first)
+print(f"scripted provider's first request: {cpu:.0f} ms CPU; anthropic imported: {'anthropic' in sys.modules}")
+"""
+
+
+def _first_request(runs: int) -> None:
+    for _ in range(runs):
+        done = subprocess.run([sys.executable, "-c", _FIRST_REQUEST], capture_output=True, text=True, cwd=ROOT)
+        if done.returncode != 0:
+            raise SystemExit(f"the first-request probe failed: {done.stderr.strip()[-1500:]}")
+        print(done.stdout.strip().splitlines()[-1])
+
+
 def _child(args: argparse.Namespace, provider: str, nodes: int) -> dict[str, Any]:
     command = [sys.executable, str(Path(__file__).resolve()), "--one", provider, str(nodes)]
     command += ["--concurrency", str(args.concurrency)]
@@ -149,6 +187,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-in-flight", type=int, default=None, help="the provider's requests out at once")
     parser.add_argument("--no-gc-tuning", action="store_true", help="no gc.freeze, Python's default thresholds")
     parser.add_argument("--json", action="store_true", help="print every run as JSON lines")
+    parser.add_argument("--first-request", action="store_true", help="the scripted provider's first request alone")
     parser.add_argument("--one", nargs=2, metavar=("PROVIDER", "NODES"), help=argparse.SUPPRESS)
     return parser
 
@@ -179,6 +218,9 @@ def main() -> None:
         provider, nodes = args.one[0], _sizes(args.one[1], "nodes")[0]
         run = anyio.run(_one, provider, nodes, args.concurrency, args.max_in_flight, not args.no_gc_tuning)
         print(json.dumps(run))
+        return
+    if args.first_request:
+        _first_request(args.runs)
         return
     providers = [p for p in args.providers.split(",") if p]
     unknown = [p for p in providers if p not in ("scripted", "simulated")]

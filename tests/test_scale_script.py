@@ -40,3 +40,10 @@ def test_the_scale_script_reports_every_figure_per_provider() -> None:
 def test_the_scale_script_refuses_bad_arguments(args: list[str], message: str) -> None:
     done = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, cwd=ROOT, check=False)
     assert done.returncode != 0 and message in done.stderr
+
+
+def test_the_first_request_probe_reports_no_sdk_import() -> None:
+    args = ["--first-request", "--runs", "1"]
+    done = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().endswith("anthropic imported: False")
