@@ -80,7 +80,9 @@ class _GcTimer:
             self.collections += 1
 
 
-async def _one(provider_kind: str, nodes: int, concurrency: int, in_flight: int | None, freeze: bool) -> dict[str, Any]:
+async def _one(
+    provider_kind: str, nodes: int, concurrency: int, in_flight: int | None, tune_gc: bool
+) -> dict[str, Any]:
     from runtime import Flow, Node, Operation, PolicyRegistry, Profile, Runtime, ScriptPolicy
     from runtime.config import ProviderSpec
     from runtime.providers.factory import open_provider
@@ -97,7 +99,7 @@ async def _one(provider_kind: str, nodes: int, concurrency: int, in_flight: int 
     spec = ProviderSpec(kind=provider_kind, model="claude-haiku-5-5", **limits)
     timer = _GcTimer()
     async with open_provider(spec, policies, clock=time.time) as provider:
-        async with Runtime(provider=provider, model=spec.model, **({} if freeze else {"tune_gc": False})) as rt:
+        async with Runtime(provider=provider, model=spec.model, **({} if tune_gc else {"tune_gc": False})) as rt:
             gc.callbacks.append(timer)
             cpu0, wall0 = time.process_time(), time.perf_counter()
             result = await rt.run(flow)
