@@ -98,6 +98,7 @@ async def _one(
     limits = {} if in_flight is None or provider_kind == "scripted" else {"max_in_flight": in_flight}
     spec = ProviderSpec(kind=provider_kind, model="claude-haiku-5-5", **limits)
     timer = _GcTimer()
+    # Keys passed only when set: the script also runs against an older checkout (PYTHONPATH) for a before figure.
     async with open_provider(spec, policies, clock=time.time) as provider:
         async with Runtime(provider=provider, model=spec.model, **({} if tune_gc else {"tune_gc": False})) as rt:
             gc.callbacks.append(timer)
