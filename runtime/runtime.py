@@ -17,6 +17,7 @@ recoverable byte for byte, and keeps a report rebuilt from the events.
 
 from __future__ import annotations
 
+import gc
 import random
 import time
 from collections.abc import Callable, Mapping
@@ -73,6 +74,38 @@ def audit_recoverability(branches: list[Branch]) -> int:
 
 DEFAULT_MODEL = "claude-haiku-5-5"
 
+GC_YOUNG_THRESHOLD = 10_000
+"""Allocations between two young collections during a run (Python's default is 700): a run makes
+many small long-lived values (messages, pieces, events) and each young collection walks the survivors;
+at 10,000 the scale run's collector share halved (``scripts/scale.py``). Garbage cycles wait at most
+that many allocations longer."""
+
+_tuned = False
+
+
+def tune_collector() -> bool:
+    """Set the cyclic collector up for a run, once a process; True if it did now.
+
+    Modules, classes, the pricing and model tables, the tool registry, a
+    scenario and its scripts live as long as the process: every full
+    collection would walk them again. A collection first (start-up's own
+    garbage cycles would otherwise be kept for good), then ``gc.freeze()``:
+    the objects stay, reference counting still frees them, the collector
+    no longer scans them. Then young collections come every
+    :data:`GC_YOUNG_THRESHOLD` allocations (a host's higher setting is kept).
+    Once: a later run's objects are that run's, not start-up's.
+    """
+    global _tuned
+    if _tuned:
+        return False
+    _tuned = True
+    gc.collect()
+    gc.freeze()
+    young, *older = gc.get_threshold()
+    if young < GC_YOUNG_THRESHOLD:
+        gc.set_threshold(GC_YOUNG_THRESHOLD, *older)
+    return True
+
 
 def _model_config(model: str | ModelConfig) -> ModelConfig:
     """A model name or configuration as a configuration."""
@@ -100,11 +133,13 @@ class Runtime:
     first_seq: int = 1
     """Event numbering for this run (a resumed run continues its predecessor's)."""
     jitter: Callable[[], float] = attrs.field(default=random.random, kw_only=True)
+    """A uniform number in [0, 1) for each retry's wait (a deterministic host, e.g. a workflow, passes its own)."""
     calibration: ModelScales = attrs.field(factory=ModelScales, kw_only=True)
     """The run's calibration book (one per run; a stored run's comes from its store)."""
     count_timeout_s: float = attrs.field(default=DEFAULT_COUNT_TIMEOUT_S, kw_only=True)
     """How long a send waits for the provider's count-tokens answer before deciding on the fallback."""
-    """A uniform number in [0, 1) for each retry's wait (a deterministic host, e.g. a workflow, passes its own)."""
+    tune_gc: bool = attrs.field(default=True, kw_only=True)
+    """Before the process's first flow runs, freeze start-up's objects and space young collections (:func:`tune_collector`)."""
     _stack: AsyncExitStack | None = attrs.field(default=None, init=False)
     _bus: SignalBus | None = attrs.field(default=None, init=False)
     _report: ReportBuilder | None = attrs.field(default=None, init=False)
@@ -196,6 +231,8 @@ class Runtime:
         await bus.publish(
             RunStarted(scenario=self.scenario, provider=self.provider.name, nodes=[n.id for n in flow.nodes])
         )
+        if self.tune_gc:
+            tune_collector()
         result = await run_flow(flow, self.env(), self.new_branch, restored)
         lost = audit_recoverability(list(result.branches.values()))
         await bus.publish(

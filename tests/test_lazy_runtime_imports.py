@@ -149,3 +149,46 @@ def test_a_library_user_sees_no_log_line_until_the_application_configures_loggin
     )
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.splitlines() == ["foldline.fold INFO event='shown once the application configures logging' n=2"]
+
+
+SCRIPTED_PROBE = """
+import json, sys
+import anyio
+from runtime import Flow, Node, Operation, PolicyRegistry, Profile, Runtime, ScriptedProvider, ScriptPolicy, ScriptStep
+
+reader = Profile(system="You read files.", tools=("synthetic_read",), max_input_tokens=20_000)
+script = [
+    ScriptStep.from_obj({"tool_calls": [{"name": "synthetic_read", "arguments": {"path": "a.md", "size": 600}}]}, "n"),
+    ScriptStep.from_obj({"text": "Read."}, "n"),
+]
+provider = ScriptedProvider(PolicyRegistry({"n": ScriptPolicy("n", script)}), clock=lambda: 0.0)
+seen = {}
+
+async def main():
+    from runtime.request.compiler import RequestSettings, compile_request
+    from runtime.values.messages import Instruction
+    request = compile_request(
+        system="s", tools=(), view=[Instruction("hi")], settings=RequestSettings(model="claude-sonnet-4-5-20250929")
+    )
+    seen["counted"] = await provider.count_tokens(request)
+    async with Runtime(provider=provider, model="claude-haiku-5-5") as rt:
+        result = await rt.run(Flow([Node("n", Operation("iterative", ("Read a.md.",)), profile=reader)]))
+    seen["status"] = result["n"].status
+    seen["requests"] = len(provider.app.requests)
+
+anyio.run(main, backend=sys.argv[1])
+seen["anthropic"] = "anthropic" in sys.modules
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_scripted_run_never_imports_the_anthropic_sdk(backend: str) -> None:
+    """The scripted provider is the simulator in process; its model list comes from the model table, not the SDK."""
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPTED_PROBE, backend], capture_output=True, text=True, cwd=ROOT, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["status"] == "ok" and seen["requests"] == 2 and seen["counted"] > 0
+    assert seen["anthropic"] is False

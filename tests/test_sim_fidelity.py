@@ -18,7 +18,7 @@ from runtime.sim import models as models_module
 from runtime.sim.clock import ManualClock
 from runtime.sim.default_model import DefaultModel, example_value
 from runtime.sim.generation import finish
-from runtime.sim.models import display_name, sdk_model_ids, served_models
+from runtime.sim.models import display_name, sdk_model_ids, served_models, table_model_ids
 from runtime.sim.server import SimConfig, SimServer, serve_simulator
 from runtime.sim.tokens import SimTokenCounter
 
@@ -82,22 +82,23 @@ def test_finish_drops_a_tool_call_that_does_not_fit_and_an_emptied_text_block() 
     assert finish(reply, {"max_tokens": 1, "stop_sequences": ["Read"]}, counter, whole=True).stop_sequence == "Read"
 
 
-@pytest.mark.parametrize("sdk_ids", [(), ("claude-sonnet-4-5", "claude-nonesuch-9")])
-def test_the_served_list_leads_with_the_simulators_own_whatever_the_sdk_names(
-    monkeypatch: pytest.MonkeyPatch, sdk_ids: tuple[str, ...]
-) -> None:
-    # An SDK release that drops ids (or names none) changes nothing the simulator states; one that adds ids adds them.
-    monkeypatch.setattr(models_module, "sdk_model_ids", lambda: sdk_ids)
+def test_the_served_list_is_the_simulators_own_and_never_asks_the_sdk(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Whatever SDK release is installed (or none), the simulator serves the model table's ids and its own.
+    def no_sdk() -> tuple[str, ...]:
+        raise AssertionError("the served list must not ask the SDK")
+
+    monkeypatch.setattr(models_module, "sdk_model_ids", no_sdk)
     ids = list(served_models.__wrapped__())
-    own = [*models_module.STATED, *models_module.DATED_IDS]
-    assert ids[: len(own)] == own
-    assert ids[len(own) :] == [model_id for model_id in sdk_ids if model_id not in own]
+    assert {*models_module.STATED, *models_module.DATED_IDS} <= set(ids)
+    assert set(models_module.table_model_ids()) <= set(ids)
 
 
 @pytest.mark.filterwarnings("ignore:The model .* is deprecated:DeprecationWarning")
 async def test_every_model_id_the_sdk_names_is_served_and_listed() -> None:
     ids = sdk_model_ids()
     assert set(typing.get_args(typing.get_args(anthropic.types.Model)[0])) == set(ids)
+    # The model table lists every id the installed SDK names (the simulator serves from it, never the SDK).
+    assert set(ids) <= set(table_model_ids())
     assert "claude-sonnet-4-5-20250929" in served_models()  # served even when the installed SDK no longer names it
     async with running() as (_, client):
         for model_id in ids:

@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anthropic
-import httpx
+import httpx2
 import pytest
 from anthropic import beta_async_tool
 
@@ -138,7 +138,7 @@ async def test_history_with_server_tool_blocks_is_accepted() -> None:
 
 async def test_a_request_without_the_anthropic_version_header_is_refused() -> None:
     async with running() as (sim, _):
-        async with httpx.AsyncClient(base_url=sim.base_url) as raw:
+        async with httpx2.AsyncClient(base_url=sim.base_url) as raw:
             response = await raw.post("/v1/messages", json=ask(), headers={"x-api-key": "k"})
     assert response.status_code == 400
     assert response.json()["error"] == {
@@ -227,3 +227,13 @@ async def test_a_script_calling_a_server_tool_is_told_it_is_not_simulated() -> N
             offered = await client.messages.create(**ask(tools=[web]))  # offered, not called: answered
     assert "the server tool 'web_search' (web_search_20250305) is not simulated" in raised.value.message
     assert offered.stop_reason == "end_turn"
+
+
+def test_the_core_the_simulator_knows_without_the_sdk_is_what_the_sdk_names() -> None:
+    # The fast path (no SDK import for what foldline itself compiles) never accepts what the SDK does not name.
+    from runtime.sim import sdk_fields
+
+    assert sdk_fields.CORE_CREATE_KEYS <= sdk_fields.create_keys()
+    assert sdk_fields.CORE_COUNT_KEYS <= sdk_fields.count_keys()
+    assert all(sdk_fields.CORE_MESSAGE_KEYS <= sdk_fields.message_keys()[role] for role in ("user", "assistant"))
+    assert sdk_fields.CORE_BLOCK_TYPES <= sdk_fields.block_types()

@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 import anthropic
 import anyio
 import anyio.abc
-import httpx
+import httpx2
 import pytest
 
 from runtime.scripted.policies import PolicyRegistry
@@ -66,7 +66,7 @@ async def test_slow_heads_on_every_slot_do_not_keep_a_normal_request_out() -> No
 
 async def test_a_head_request_is_answered_with_status_and_headers() -> None:
     async with running(SimConfig()) as sim:
-        async with httpx.AsyncClient(base_url=sim.base_url) as client:
+        async with httpx2.AsyncClient(base_url=sim.base_url) as client:
             root = await client.head("/")
             models = await client.head("/v1/models", headers={"x-api-key": "k"})
             after = await client.get("/v1/models", headers={"x-api-key": "k"})

@@ -2,7 +2,11 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import json
+import subprocess
+import sys
 from importlib import resources
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -99,3 +103,38 @@ def test_without_a_usable_buffer_encoder_the_list_is_counted(built: object) -> N
     count = tokenizer._counter(built)  # type: ignore[arg-type]
     assert count.__name__ == "by_list"
     assert count("hello world") == 2
+
+
+BACKGROUND_PROBE = """
+import json, sys
+from runtime.measuring import tokenizer
+if sys.argv[1] == "broken":
+    def broken():
+        raise tokenizer.TokenizerDataError("o200k_base data: broken for the test")
+    tokenizer._ranks = broken
+first = tokenizer.load_in_background()
+same = tokenizer.load_in_background() is first
+first.join(timeout=120)
+seen = {"same": same, "alive": first.is_alive(), "built": tokenizer._encoding is not None}
+try:
+    seen["count"] = tokenizer.count_tokens("Hello, world")
+except tokenizer.TokenizerDataError as exc:
+    seen["error"] = str(exc)
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.parametrize("mode", ["whole", "broken"])
+def test_the_background_load_builds_once_and_a_failed_one_is_raised_by_the_first_count(mode: str) -> None:
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, "-c", BACKGROUND_PROBE, mode], capture_output=True, text=True, cwd=root, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stderr == ""  # the thread reports nothing of its own
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["same"] is True and seen["alive"] is False
+    if mode == "whole":
+        assert seen["built"] is True and seen["count"] == tokenizer.count_tokens("Hello, world")
+    else:
+        assert seen["built"] is False and seen["error"] == "o200k_base data: broken for the test"

@@ -35,7 +35,7 @@ from runtime.config.checks import (
 )
 from runtime.config.tables import fault_rule_from_obj
 from runtime.errors import ConfigError
-from runtime.inputs.bounds import MAX_LATENCY_S, MAX_RETRIES, MAX_TOKEN_FACTOR, TOKEN_FACTOR_REASON
+from runtime.inputs.bounds import MAX_IN_FLIGHT, MAX_LATENCY_S, MAX_RETRIES, MAX_TOKEN_FACTOR, TOKEN_FACTOR_REASON
 from runtime.scripted.faults import FaultRule
 
 
@@ -82,6 +82,11 @@ class ProviderSpec:
       tool_use (or tool_result) blocks as one lookback position.
     - ``faults``: fault rules of the simulated server (simulated only).
     - ``max_retries``: retries of a failed call (0: none).
+    - ``max_in_flight``: requests the provider has out at once, 1 to 1,024
+      (kinds ``"simulated"`` and ``"anthropic"``; the scripted provider has no connections)
+      (None: :data:`runtime.contract.in_flight.DEFAULT_MAX_IN_FLIGHT`); its
+      HTTP client's connection pool is sized to it. Nodes at once are the
+      flow's ``run.concurrency``, a separate setting.
 
     Kind ``"openai"`` (any chat-completions server through the ``openai``
     SDK; without ``base_url``, the simulator's chat-completions face) reads
@@ -104,6 +109,7 @@ class ProviderSpec:
     lookback_collapse: bool = True
     faults: tuple[FaultRule, ...] = attrs.field(default=(), converter=_tuple_if_array)
     max_retries: int = 2
+    max_in_flight: int | None = None
     reasoning: str = "none"
     cache_key: str = "session"
     cache_control: str | None = None
@@ -151,17 +157,22 @@ class ProviderSpec:
         refused: ``faults`` unless the new kind is ``"simulated"``,
         ``base_url`` unless the kind stays ``"anthropic"`` or ``"openai"``
         (one's address is no server of the other), the openai dialect unless
-        it is ``"openai"``.
+        it is ``"openai"``, ``max_in_flight`` unless it is ``"simulated"`` or ``"anthropic"``.
         """
         check_choice(kind, "provider kind", PROVIDER_KINDS)
         changes: dict[str, Any] = {
             "kind": kind,
             "faults": self.faults if kind == "simulated" else (),
             "base_url": self.base_url if kind == self.kind and kind in ("anthropic", "openai") else None,
+            "max_in_flight": self.max_in_flight if kind in IN_FLIGHT_KINDS else None,
         }
         if kind != "openai":
             changes.update(_OPENAI_DEFAULTS)
         return _evolve(self, changes)
+
+
+IN_FLIGHT_KINDS = ("simulated", "anthropic")
+"""The provider kinds ``max_in_flight`` applies to."""
 
 
 def _check_provider(v: Mapping[str, Any], where: str) -> None:
@@ -204,6 +215,15 @@ def _check_provider(v: Mapping[str, Any], where: str) -> None:
             if not isinstance(rule, FaultRule):
                 raise wrong_type(join_index(at("faults"), i), rule, "a FaultRule")
     check_int(v["max_retries"], at("max_retries"), minimum=0, maximum=MAX_RETRIES, expected="an integer >= 0")
+    if v["max_in_flight"] is not None:
+        if kind not in IN_FLIGHT_KINDS:
+            raise ConfigError(
+                f'{at("max_in_flight")}: set for provider kind "{kind}"; max_in_flight applies only to kinds '
+                '"simulated" and "anthropic" (the providers that send over the anthropic SDK)'
+            )
+        check_int(
+            v["max_in_flight"], at("max_in_flight"), minimum=1, maximum=MAX_IN_FLIGHT, expected="a positive integer"
+        )
 
 
 def _check_dialect(v: Mapping[str, Any], kind: str, at: Callable[[str], str]) -> None:

@@ -2,7 +2,8 @@
 
 A :class:`Flow` is a set of :class:`Node` values with dependencies. The
 scheduler starts each top-level node as soon as its dependencies finish, up to
-``concurrency`` nodes at once. A running node may spawn children (nodes
+``concurrency`` nodes at once (requests out at once are the provider's own
+bound, shared by all the nodes: :mod:`runtime.contract.in_flight`). A running node may spawn children (nodes
 declared with ``spawned_by``) up to ``spawn_limit`` per run; a dependent child
 (``inherit="view"``) starts from a clone of its emitter's *view* as the model
 last saw it (an incomplete round, whose calls have no results yet, is left

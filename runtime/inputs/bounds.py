@@ -13,6 +13,9 @@ from __future__ import annotations
 MAX_CONCURRENCY = 1_024
 """``run.concurrency``: nodes running at once."""
 
+MAX_IN_FLIGHT = 1_024
+"""``provider.max_in_flight``: requests one provider has out at once (the simulator's connection cap)."""
+
 MAX_SPAWN_LIMIT = 100_000
 """``run.spawn_limit``: children per run."""
 

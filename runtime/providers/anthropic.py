@@ -27,6 +27,7 @@ import anthropic
 import attrs
 import httpx2
 
+from runtime.contract.in_flight import COUNTS_IN_FLIGHT, DEFAULT_MAX_IN_FLIGHT, InFlight
 from runtime.contract.progress import current_progress
 from runtime.contract.provider import AttemptFailed, ProviderError, ProviderReply, count_body, count_payload
 from runtime.contract.retry import DEFAULT_MAX_RETRIES
@@ -71,6 +72,10 @@ class AnthropicProvider:
     node_header: bool = attrs.field(default=False, kw_only=True)
     """Send the node id as the ``x-foldline-node`` header: only to the simulator (it picks the node's
     script by it); a real API, or any other server, never learns the flow's node names."""
+    in_flight: InFlight = attrs.field(factory=lambda: InFlight(DEFAULT_MAX_IN_FLIGHT), kw_only=True)
+    """Messages out at once, shared by every sender through this provider (:mod:`runtime.contract.in_flight`)."""
+    counting: InFlight = attrs.field(factory=lambda: InFlight(COUNTS_IN_FLIGHT), kw_only=True)
+    """Count-tokens calls out at once: slots of their own, never behind a long generation."""
 
     @classmethod
     def create(
@@ -82,14 +87,24 @@ class AnthropicProvider:
         max_retries: int = DEFAULT_MAX_RETRIES,
         timeout: float = 600.0,
         node_header: bool | None = None,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     ) -> AnthropicProvider:
-        """A provider for ``base_url``; ``node_header`` None: only to a loopback ``base_url`` (a simulator,
+        """A provider for ``base_url`` with at most ``max_in_flight`` messages out (and a few counts), over a pool
+        of that size; ``node_header`` None: only to a loopback ``base_url`` (a simulator,
         :func:`~runtime.providers.key_destination.node_header_for`), never to the API."""
         if not api_key:
             raise ProviderError("no API key: set ANTHROPIC_API_KEY (or the scenario's api_key_env)")
         header = node_header_for(base_url) if node_header is None else node_header
-        client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout)
-        return cls(client, api_key, name=name, max_retries=max_retries, node_header=header)
+        in_flight = InFlight(max_in_flight)
+        # The SDK's own pool holds up to 1,000 connections and scans them all at every request's
+        # start and end; sized to the requests that can be out, it never holds one it cannot use.
+        connections = max_in_flight + COUNTS_IN_FLIGHT
+        pool = httpx2.Limits(max_connections=connections, max_keepalive_connections=connections)
+        http = anthropic.DefaultAsyncHttpxClient(limits=pool, timeout=timeout)
+        client = anthropic.AsyncAnthropic(
+            api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout, http_client=http
+        )
+        return cls(client, api_key, name=name, max_retries=max_retries, node_header=header, in_flight=in_flight)
 
     def scrub(self, text: str) -> str:
         """``text`` without this provider's key, masked and partial forms too (:mod:`runtime.values.scrub`)."""
@@ -109,7 +124,8 @@ class AnthropicProvider:
     async def count_payload_tokens(self, payload: Mapping[str, Any]) -> int:
         """:meth:`count_tokens` of a create payload (a host that carries payloads: a Temporal worker)."""
         try:
-            counted = await self._client.messages.count_tokens(**count_body(payload))
+            async with self.counting:
+                counted = await self._client.messages.count_tokens(**count_body(payload))
             tokens = counted.input_tokens
         except anthropic.APIStatusError as exc:
             error_type = _error_type(exc.body)
@@ -130,6 +146,10 @@ class AnthropicProvider:
 
     async def send_payload(self, payload: dict[str, Any], *, node_id: str | None) -> ProviderReply:
         """Send one attempt of a compiled request's payload (a host that carries payloads, not requests)."""
+        async with self.in_flight:  # the slot is held until the stream is read to its end
+            return await self._stream(payload, node_id)
+
+    async def _stream(self, payload: dict[str, Any], node_id: str | None) -> ProviderReply:
         headers = {NODE_HEADER: node_id} if node_id and self.node_header else {}
         started, events, stopped = False, 0, False
         text_progress, pieces = self.progress, current_progress()

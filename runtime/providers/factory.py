@@ -23,8 +23,10 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from runtime.config import ProviderSpec
+from runtime.contract.in_flight import in_flight_limit
 from runtime.contract.provider import Provider
 from runtime.errors import ConfigError
+from runtime.measuring.tokenizer import load_in_background
 from runtime.providers.key_destination import check_key_destination, check_key_variable
 from runtime.providers.scripted import ScriptedProvider
 from runtime.scripted.policies import PolicyRegistry
@@ -75,6 +77,7 @@ async def open_provider(
     if spec.kind == "anthropic" or (spec.kind == "openai" and spec.base_url is not None):  # a key is read
         check_key_destination(spec.kind, spec.base_url, spec.key_env, os.environ)
         check_key_variable(spec.api_key_env, spec.evolve(api_key_env=None).key_env, os.environ)
+    load_in_background()  # the tokenizer builds while the provider opens (the first send counts)
     if spec.kind == "scripted":
         yield ScriptedProvider(
             policies,
@@ -89,7 +92,12 @@ async def open_provider(
         key = "sim-" + secrets.token_hex(16)
         async with serve_simulator(sim_config_for(spec, api_key=key, run_id=run_id), policies, clock) as sim:
             provider = _anthropic_provider().create(
-                api_key=key, base_url=sim.base_url, name="simulated", max_retries=spec.max_retries, node_header=True
+                api_key=key,
+                base_url=sim.base_url,
+                name="simulated",
+                max_retries=spec.max_retries,
+                node_header=True,
+                max_in_flight=in_flight_limit(spec.max_in_flight),
             )
             try:
                 yield provider
@@ -104,7 +112,11 @@ async def open_provider(
                 "(the anthropic provider needs an API key)"
             )
         provider = _anthropic_provider().create(
-            api_key=key, base_url=spec.base_url, name="anthropic", max_retries=spec.max_retries
+            api_key=key,
+            base_url=spec.base_url,
+            name="anthropic",
+            max_retries=spec.max_retries,
+            max_in_flight=in_flight_limit(spec.max_in_flight),
         )
         try:
             yield provider

@@ -1,10 +1,12 @@
 """The models the simulated server serves, with the facts it enforces, as data.
 
-The simulator's own list comes first and is the same whatever SDK release is
-installed: the ids in :data:`STATED` and the dated ids in :data:`DATED_IDS`.
-Every further model id the installed ``anthropic`` SDK names in its ``Model``
-type is served after them, so a model a newer SDK adds answers too; an id an
-SDK release drops stays served when the list above names it. Per model:
+Every Claude model the model table lists (``runtime/data/models.toml``: the
+ids the ``anthropic`` SDK's ``Model`` type names, aliases and dated ids alike;
+a test checks the installed SDK's list against it) is served, plus the ids in
+:data:`STATED` and the dated ids in :data:`DATED_IDS` (an id an SDK release
+drops stays served). Nothing here imports the SDK: the scripted provider,
+which is this simulator called in process, never pays for it.
+Per model:
 
 - ``min_cacheable_tokens``: the shortest prefix a cache mark may write (a
   shorter one is processed without caching and without an error). Stated
@@ -113,7 +115,10 @@ def display_name(model_id: str) -> str:
 
 
 def sdk_model_ids() -> tuple[str, ...]:
-    """The model ids the installed ``anthropic`` SDK's ``Model`` type names, in its order."""
+    """The model ids the installed ``anthropic`` SDK's ``Model`` type names, in its order.
+
+    For the check that the model table lists them all (it imports the SDK: never on a request's path).
+    """
     from anthropic.types import Model
 
     ids: list[str] = []
@@ -131,10 +136,15 @@ def _facts(model_id: str) -> ModelFacts:
     return ModelFacts(model_id, minimum, window, created, RETIRES_AT.get(alias))
 
 
+def table_model_ids() -> tuple[str, ...]:
+    """The Claude models of the packaged model table (names starting ``claude-``), in its order."""
+    return tuple(name for name in default_model_table().entries if name.startswith("claude-"))
+
+
 @functools.cache
 def served_models() -> Mapping[str, ModelFacts]:
-    """Every model served: the stated and dated ids, then the SDK's others (built on first use: it imports the SDK)."""
-    ids = dict.fromkeys((*STATED, *DATED_IDS, *sdk_model_ids()))
+    """Every model served: the model table's Claude ids, then the stated and dated ones (built on first use)."""
+    ids = dict.fromkeys((*table_model_ids(), *STATED, *DATED_IDS))
     return MappingProxyType({model_id: _facts(model_id) for model_id in ids})
 
 

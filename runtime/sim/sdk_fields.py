@@ -10,7 +10,11 @@
   union names (server tool blocks, compaction blocks, ... included).
 
 Each is computed once per process from the SDK's ``TypedDict`` s and
-pydantic models.
+pydantic models, and only when a request carries something outside the
+common core (:data:`CORE_CREATE_KEYS` and the rest, which a test holds to
+be a subset of what the installed SDK names): a request foldline itself
+compiles never makes the simulator import the SDK, so the scripted provider
+(the simulator in process) never pays for it.
 """
 
 from __future__ import annotations
@@ -22,6 +26,28 @@ from typing import Any
 
 HEADER_ONLY = frozenset({"betas"})
 """Params the SDK sends as headers, never in the body."""
+
+CORE_COUNT_KEYS = frozenset({"model", "messages", "system", "tools", "tool_choice", "thinking"})
+CORE_CREATE_KEYS = CORE_COUNT_KEYS | frozenset({"max_tokens", "stream", "metadata", "stop_sequences", "output_config"})
+CORE_MESSAGE_KEYS = frozenset({"role", "content"})
+CORE_BLOCK_TYPES = frozenset({"text", "image", "tool_use", "tool_result", "thinking", "redacted_thinking"})
+"""The common core of each set below, known without importing the SDK (a subset of the SDK's, tested)."""
+
+
+def create_key_allowed(key: str) -> bool:
+    return key in CORE_CREATE_KEYS or key in create_keys()
+
+
+def count_key_allowed(key: str) -> bool:
+    return key in CORE_COUNT_KEYS or key in count_keys()
+
+
+def message_key_allowed(role: str, key: str) -> bool:
+    return (key in CORE_MESSAGE_KEYS and role in ("user", "assistant")) or key in message_keys()[role]
+
+
+def block_type_allowed(kind: str) -> bool:
+    return kind in CORE_BLOCK_TYPES or kind in block_types()
 
 
 def _keys(params: Any) -> frozenset[str]:

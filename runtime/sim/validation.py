@@ -23,7 +23,13 @@ from runtime.sim.request_rules import (
     check_thinking_budget,
     check_unsimulated,
 )
-from runtime.sim.sdk_fields import block_types, count_keys, create_keys, message_keys
+from runtime.sim.sdk_fields import (
+    block_type_allowed,
+    block_types,
+    count_key_allowed,
+    create_key_allowed,
+    message_key_allowed,
+)
 from runtime.sim.structured import check_output_config
 
 ASSISTANT_ONLY_TYPES = frozenset({"thinking", "redacted_thinking", "tool_use", "server_tool_use", "mcp_tool_use"})
@@ -36,9 +42,9 @@ def validate_request(body: Any, *, count_only: bool = False) -> dict[str, Any]:
     """Validate a ``/v1/messages`` body (or a ``count_tokens`` body) and return it normalized."""
     if not isinstance(body, dict):
         raise invalid_request(f"request body: expected a JSON object, got {type(body).__name__}")
-    allowed = count_keys() if count_only else create_keys() | SAMPLING_KEYS
+    allowed = count_key_allowed if count_only else create_key_allowed
     for key in body:
-        if key not in allowed:
+        if not (allowed(key) or (not count_only and key in SAMPLING_KEYS)):
             raise invalid_request(f"{key}: Extra inputs are not permitted")
     model = body.get("model")
     if not isinstance(model, str) or not model:
@@ -124,7 +130,7 @@ def _normalize_messages(messages: Any, model: str) -> list[dict[str, Any]]:
         if role not in ("user", "assistant", "system"):
             raise invalid_request(f"messages.{i}.role: Input should be 'user', 'assistant' or 'system', got {role!r}")
         for key in message:
-            if key not in message_keys()[role]:
+            if not message_key_allowed(role, key):
                 raise invalid_request(f"messages.{i}.{key}: Extra inputs are not permitted")
         if role == "system":
             normalized.append(_check_system_message(messages, i, model))
@@ -200,7 +206,7 @@ def _normalize_content(content: Any, i: int, role: str) -> list[dict[str, Any]]:
         if not isinstance(block, dict) or not isinstance(block.get("type"), str):
             raise invalid_request(f"{where}: expected a content block with a 'type', got {block!r}")
         kind = block["type"]
-        if kind not in block_types() or kind in refused:
+        if not block_type_allowed(kind) or kind in refused:
             allowed = sorted(block_types() - refused)
             raise invalid_request(
                 f"{where}.type: {kind!r} is not a block type allowed in a {role} message "
