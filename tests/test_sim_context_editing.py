@@ -29,18 +29,13 @@ and ``original_input_tokens``. The real SDK over real HTTP; asyncio and trio.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import anthropic
 import pytest
+from sdk_sim import default_model_client
 
-from runtime.scripted.policies import PolicyRegistry
-from runtime.sim.clock import ManualClock
 from runtime.sim.context_edits import CLEARED_RESULT
-from runtime.sim.default_model import DefaultModel
-from runtime.sim.server import SimConfig, SimServer, serve_simulator
 
 pytestmark = pytest.mark.anyio
 
@@ -59,15 +54,7 @@ TOTALS = [3_103, 4_314, 5_525, 6_736, 7_947, 9_158]
 """Request n's input tokens unedited (the simulator's count at its default factor 1.15): 1,211 more per round."""
 
 
-@asynccontextmanager
-async def running() -> AsyncIterator[tuple[SimServer, anthropic.AsyncAnthropic]]:
-    clock = ManualClock()
-    async with serve_simulator(SimConfig(), PolicyRegistry(default=DefaultModel()), clock, sleep=clock.sleep) as sim:
-        client = anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="sk-sim", max_retries=0)
-        try:
-            yield sim, client
-        finally:
-            await client.close()
+running = default_model_client
 
 
 def conversation(rounds: int, cleared: int = 0) -> list[dict[str, Any]]:

@@ -7,17 +7,11 @@ SDK over real HTTP; asyncio and trio.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import anthropic
 import pytest
-
-from runtime.scripted.policies import PolicyRegistry
-from runtime.sim.clock import ManualClock
-from runtime.sim.default_model import DefaultModel
-from runtime.sim.server import SimConfig, SimServer, serve_simulator
+from sdk_sim import default_model_client
 
 pytestmark = pytest.mark.anyio
 
@@ -26,15 +20,7 @@ TOOLS = [{"name": "read", "input_schema": {"type": "object"}}]
 FIRST = [{"role": "user", "content": "one"}, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "two"}]
 
 
-@asynccontextmanager
-async def running() -> AsyncIterator[tuple[SimServer, anthropic.AsyncAnthropic]]:
-    clock = ManualClock()
-    async with serve_simulator(SimConfig(), PolicyRegistry(default=DefaultModel()), clock, sleep=clock.sleep) as sim:
-        client = anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="sk-sim", max_retries=0)
-        try:
-            yield sim, client
-        finally:
-            await client.close()
+running = default_model_client
 
 
 def body(**change: Any) -> dict[str, Any]:

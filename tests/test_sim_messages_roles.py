@@ -10,18 +10,13 @@ The real ``anthropic`` SDK over real HTTP; asyncio and trio.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import anthropic
 import pytest
+from sdk_sim import default_model_client
 
-from runtime.scripted.policies import PolicyRegistry
-from runtime.sim.clock import ManualClock
-from runtime.sim.default_model import DefaultModel
 from runtime.sim.models import supports_system_messages
-from runtime.sim.server import SimConfig, SimServer, serve_simulator
 
 pytestmark = pytest.mark.anyio
 
@@ -29,15 +24,7 @@ MODEL = "claude-opus-4-8"
 LONG = "Background for the whole session. " * 300
 
 
-@asynccontextmanager
-async def running() -> AsyncIterator[tuple[SimServer, anthropic.AsyncAnthropic]]:
-    clock = ManualClock()
-    async with serve_simulator(SimConfig(), PolicyRegistry(default=DefaultModel()), clock, sleep=clock.sleep) as sim:
-        client = anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="sk-sim", max_retries=0)
-        try:
-            yield sim, client
-        finally:
-            await client.close()
+running = default_model_client
 
 
 def body(messages: list[dict[str, Any]], model: str = MODEL, **extra: Any) -> dict[str, Any]:

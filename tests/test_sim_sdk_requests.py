@@ -9,20 +9,19 @@ The real SDK over real HTTP; asyncio and trio.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import anthropic
 import httpx2
 import pytest
 from anthropic import beta_async_tool
+from sdk_sim import default_model_client
 
 from runtime.scripted.policies import PolicyRegistry
 from runtime.sim.clock import ManualClock
 from runtime.sim.default_model import DefaultModel
 from runtime.sim.sdk_fields import block_types, create_keys
-from runtime.sim.server import SimConfig, SimServer, serve_simulator
+from runtime.sim.server import SimConfig, serve_simulator
 
 pytestmark = pytest.mark.anyio
 
@@ -41,15 +40,7 @@ async def get_weather(city: str) -> str:
     return f"sunny, 21 C in {city}"
 
 
-@asynccontextmanager
-async def running() -> AsyncIterator[tuple[SimServer, anthropic.AsyncAnthropic]]:
-    clock = ManualClock()
-    async with serve_simulator(SimConfig(), PolicyRegistry(default=DefaultModel()), clock, sleep=clock.sleep) as sim:
-        client = anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="sk-sim", max_retries=0)
-        try:
-            yield sim, client
-        finally:
-            await client.close()
+running = default_model_client
 
 
 def ask(**extra: Any) -> dict[str, Any]:

@@ -17,7 +17,6 @@ from typing import Any, Literal
 
 import anthropic
 import hypothesis.strategies as st
-import openai
 import pydantic
 import pytest
 from hypothesis import given, settings
@@ -188,6 +187,7 @@ async def test_changing_the_format_invalidates_the_cached_prefix() -> None:
 
 
 async def test_the_openai_sdk_parse_on_the_chat_face() -> None:
+    openai = pytest.importorskip("openai", reason="the openai extra (the chat face's own SDK)")
     clock = ManualClock()
     async with serve_simulator(SimConfig(), PolicyRegistry(default=DefaultModel()), clock, sleep=clock.sleep) as sim:
         client = openai.AsyncOpenAI(base_url=sim.base_url + "/v1", api_key="sk-sim", max_retries=0)
