@@ -19,20 +19,23 @@ from runtime.scripted.policies import Policy, PolicyRegistry, ScriptPolicy, Scri
 from runtime.sim.clock import ManualClock
 from runtime.sim.config import SimConfig
 from runtime.sim.server import SimServer, serve_simulator
+from runtime.sim.summary_policy import FoldSummaryPolicy
 
 
 @attrs.define(eq=False)
 class ChatCapture(ProviderWrapper):
-    """Wraps the provider: keeps the body and headers each attempt sends."""
+    """Wraps the provider: keeps the body, headers and intent of each attempt it sends."""
 
     inner: OpenAIProvider
     bodies: list[dict[str, Any]] = attrs.field(factory=list)
     headers: list[dict[str, str]] = attrs.field(factory=list)
+    intents: list[str] = attrs.field(factory=list)
 
     async def send(self, request, *, node_id):
         body, headers = self.inner.wire(request)
         self.bodies.append(body)
         self.headers.append(headers)
+        self.intents.append(request.settings.intent)
         return await self.inner.send(request, node_id=node_id)
 
 
@@ -49,7 +52,9 @@ async def chat_simulated(
     clock = ManualClock(1_000.0)
     key = key or "sk-sim-" + secrets.token_hex(8)
     dialect = dialect or ChatDialect()
-    policies = PolicyRegistry({n: ScriptPolicy(n, steps) for n, steps in scripts.items()}, fallback=fallback)
+    # A fold's summary request names no node: it is answered by the summary policy, as a scenario run's is.
+    scripted = {n: ScriptPolicy(n, steps) for n, steps in scripts.items()}
+    policies = PolicyRegistry(scripted, default=FoldSummaryPolicy(), fallback=fallback)
     async with serve_simulator(SimConfig(faults=tuple(faults), api_keys=frozenset({key})), policies, clock) as sim:
         sim.app.chat.dialect = dialect.reasoning
         provider = OpenAIProvider.create(api_key=key, base_url=sim.base_url + "/v1", dialect=dialect, max_retries=2)

@@ -74,7 +74,7 @@ def test_an_append_only_chain_writes_its_last_request_once_and_reads_every_earli
 
 
 def test_a_payload_the_server_would_refuse_is_refused_here_too() -> None:
-    with pytest.raises(SimAPIError, match="roles must alternate"):
+    with pytest.raises(SimAPIError, match="the first message must use the 'user' role"):
         LowerBound(SimTokenCounter()).add(request("a", "b") | {"messages": [{"role": "assistant", "content": "x"}]})
     with pytest.raises(ValueError, match="output_tokens: -1 is not a non-negative integer"):
         LowerBound(SimTokenCounter()).figures(output_tokens=-1, output_ratio=None)

@@ -135,13 +135,15 @@ async def test_a_fold_drops_the_reasoning_of_replies_made_before_it(field: str) 
     def given_back(body: dict[str, Any]) -> list[bool]:
         return [bool(m.get(field)) for m in body["messages"] if m["role"] == "assistant"]
 
-    folded = [k for k, b in enumerate(capture.bodies) if re.search(r"\[fold f-", json.dumps(b["messages"]))]
+    # The node's own requests (a fold's summary request, intent "side", shares nothing with the conversation).
+    main = [b for b, intent in zip(capture.bodies, capture.intents, strict=True) if intent != "side"]
+    folded = [k for k, b in enumerate(main) if re.search(r"\[fold f-", json.dumps(b["messages"]))]
     assert folded, "the loop never folded"
-    assert len({b["prompt_cache_key"] for b in capture.bodies}) == 1  # a fold keeps the session
+    assert len({b["prompt_cache_key"] for b in main}) == 1  # a fold keeps the session
     first = folded[0]
-    assert any(given_back(capture.bodies[first - 1]))
-    assert given_back(capture.bodies[first]) and not any(given_back(capture.bodies[first]))
-    later = capture.bodies[first + 1] if first + 1 < len(capture.bodies) else None
+    assert any(given_back(main[first - 1]))
+    assert given_back(main[first]) and not any(given_back(main[first]))
+    later = main[first + 1] if first + 1 < len(main) else None
     if later is not None and first + 1 not in folded[1:2]:
         assert given_back(later)[-1]  # a reply made after the fold keeps its reasoning
 

@@ -111,6 +111,7 @@ PLAUSIBLE = {
     "latency_s": st.floats(min_value=-0.5, max_value=3.0),
     "lookback_collapse": st.booleans(),
     "max_retries": st.integers(min_value=-1, max_value=5),
+    "max_in_flight": st.integers(min_value=-1, max_value=1_100),
     "reasoning": st.sampled_from(["none", "reasoning_content", "reasoning_details", "thinking"]),
     "cache_key": st.sampled_from(["session", "header", "off", "on"]),
     "cache_control": st.sampled_from(["ephemeral", "1h", "5m"]),
