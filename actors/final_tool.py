@@ -17,14 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from runtime.config.output_schema import OutputSchema
+from runtime.config.output_schema import FINAL_TOOL_NAME, OutputSchema, final_tool_offered
 from runtime.errors import ConfigError
-from runtime.models.limits import default_model_table
 from runtime.request.compiler import ToolSpec
 from runtime.values.messages import AssistantResponse, ToolCall
 
-FINAL_TOOL_NAME = "final_answer"
-"""The final-answer tool's name (a branch tool of the same name is refused)."""
+__all__ = ["ACCEPTED_TEXT", "FINAL_TOOL_NAME", "FINAL_TOOL_TEXT", "final_call", "final_tool"]
 
 FINAL_TOOL_TEXT = (
     "Give your final answer by calling this tool once, as your last step: its input is the answer, "
@@ -39,7 +37,7 @@ def final_tool(output: OutputSchema | None, model: str, tools: Sequence[ToolSpec
     Refuses, naming what is wrong, an output schema that is not an object (a tool's input is one) and a
     branch tool already called :data:`FINAL_TOOL_NAME`.
     """
-    if output is None or default_model_table().structured_outputs(model):
+    if output is None or not final_tool_offered(output, model):
         return None
     kind = output.schema.get("type")
     if kind != "object":

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import io
 import json
+from pathlib import Path
 from typing import Any
 
 import anthropic
+import anyio
 import pydantic
 import pytest
 from sdk_sim import Capture, run_node, simulated
 from support import bounded, calls, flow, iterative, node, runtime_for, scripted, text
 
 from actors.final_tool import FINAL_TOOL_NAME
+from actors.tools import BUILTIN_TOOLS
+from runtime.cli.store import main as store_main
 from runtime.config import Profile
+from runtime.config.loader import load_scenario, loads_scenario
 from runtime.config.operation import Operation
 from runtime.config.output_schema import OutputInvalid
 from runtime.errors import ConfigError
@@ -23,6 +29,7 @@ from runtime.sim.clock import ManualClock
 from runtime.sim.config import SimConfig
 from runtime.sim.default_model import DefaultModel
 from runtime.sim.server import serve_simulator
+from runtime.store.run import run_scenario_stored
 from runtime.values.messages import Instruction, ToolResult
 
 OLD = "claude-3-haiku-20240307"
@@ -167,3 +174,41 @@ async def test_a_non_object_schema_on_such_a_model_fails_that_node_saying_why() 
     assert result["n"].status == "failed"
     assert "type 'array'" in result["n"].reason and "structured_outputs = false" in result["n"].reason
     assert not [m for m in result.branches["n"].view() if not isinstance(m, Instruction)]
+
+
+SCENARIO = """
+schema = "foldline.scenario/v1"
+[provider]
+kind = "simulated"
+model = "claude-3-haiku-20240307"
+[[nodes]]
+id = "n"
+operation = "bounded"
+instruction = "Report."
+output = { schema = { type = "object", properties = { score = { type = "integer" } }, required = ["score"] } }
+script = [
+  { tool_calls = [{ name = "final_answer", arguments = { score = "high" } }] },
+  { tool_calls = [{ name = "final_answer", arguments = { score = 7 } }] },
+]
+"""
+
+
+def test_a_stored_run_through_the_final_tool_replays_every_request_to_its_digest(tmp_path: Path) -> None:
+    path = tmp_path / "final.toml"
+    path.write_text(SCENARIO, encoding="utf-8")
+    scenario = load_scenario(path, tool_names=BUILTIN_TOOLS.names())
+    run = anyio.run(lambda: run_scenario_stored(scenario, store_path=tmp_path / "f.db"))
+    assert run.result["n"].status == "ok", run.result["n"].reason
+    assert run.result["n"].result.value == {"score": 7} and run.result["n"].result.requests == 2
+    out = io.StringIO()
+    assert store_main(["replay", str(tmp_path / "f.db"), "--all"], out=out, err=io.StringIO()) == 0
+    assert "2 of 2 requests verified" in out.getvalue()
+
+
+def test_a_script_may_call_the_final_tool_only_on_a_model_without_structured_outputs() -> None:
+    modern = SCENARIO.replace("claude-3-haiku-20240307", "claude-haiku-5-5")
+    with pytest.raises(
+        ConfigError, match=r'nodes\[0\]\.script\[0\]\.tool_calls\[0\]\.name: "final_answer" is not a tool'
+    ):
+        loads_scenario(modern, path_label="final.toml", tool_names=BUILTIN_TOOLS.names())
+    assert loads_scenario(SCENARIO, path_label="final.toml", tool_names=BUILTIN_TOOLS.names()).nodes[0].output
