@@ -25,7 +25,7 @@ from actors.send import TurnDriver
 from runtime.config.operation import OperationResult
 from runtime.config.output_schema import OutputInvalid, OutputSchema
 from runtime.request.compiler import Intent
-from runtime.values.messages import AssistantResponse, ToolCall, ToolResult
+from runtime.values.messages import AssistantResponse, Instruction, ToolCall, ToolResult
 
 CORRECTION_TEXT = (
     "Your reply is not a valid value of the required output schema: {error}. "
@@ -52,7 +52,7 @@ async def typed_result(driver: TurnDriver, result: OperationResult, send: Send) 
     try:
         value, value_json = output.validate(result.answer)
     except OutputInvalid as first:
-        await driver.append_instruction(CORRECTION_TEXT.format(error=first), "final")
+        await _ask_again(driver, CORRECTION_TEXT.format(error=first))
         reply = await send(driver, "final")
         if reply.tool_calls:
             for call in reply.tool_calls:
@@ -72,6 +72,14 @@ async def typed_result(driver: TurnDriver, result: OperationResult, send: Send) 
             usage=driver.progress.usage,
         )
     return attrs.evolve(result, value=value, value_json=value_json)
+
+
+async def _ask_again(driver: TurnDriver, text: str) -> None:
+    """Append the correction, unless a resumed turn already holds it (an instruction after the last reply)."""
+    view = driver.branch.view()
+    last = max((i for i, m in enumerate(view) if isinstance(m, AssistantResponse)), default=-1)
+    if not any(isinstance(m, Instruction) for m in view[last + 1 :]):
+        await driver.append_instruction(text, "final")
 
 
 def _last_reply(driver: TurnDriver) -> AssistantResponse | None:
@@ -104,7 +112,7 @@ async def _through_tool(
     try:
         value, value_json = _checked_call(driver, output, _last_reply(driver))
     except OutputInvalid as first:
-        await driver.append_instruction(TOOL_CORRECTION_TEXT.format(error=first), "final")
+        await _ask_again(driver, TOOL_CORRECTION_TEXT.format(error=first))
         reply = await send(driver, "final")
         call = final_call(reply)
         for other in reply.tool_calls:

@@ -212,3 +212,33 @@ def test_a_script_may_call_the_final_tool_only_on_a_model_without_structured_out
     ):
         loads_scenario(modern, path_label="final.toml", tool_names=BUILTIN_TOOLS.names())
     assert loads_scenario(SCENARIO, path_label="final.toml", tool_names=BUILTIN_TOOLS.names()).nodes[0].output
+
+
+STRUCTURED = SCENARIO.replace("claude-3-haiku-20240307", "claude-haiku-5-5").replace(
+    """  { tool_calls = [{ name = "final_answer", arguments = { score = "high" } }] },
+  { tool_calls = [{ name = "final_answer", arguments = { score = 7 } }] },""",
+    """  { text = '{"score": "high"}' },
+  { text = '{"score": 7}' },""",
+)
+
+
+@pytest.mark.parametrize("cut_at", [1, 2])
+@pytest.mark.parametrize("reply", ["lost", "after_sink_stopped"])
+@pytest.mark.parametrize("text", [SCENARIO, STRUCTURED], ids=["final_tool", "structured"])
+def test_a_typed_run_stopped_around_its_correction_resumes_to_the_uninterrupted_result(
+    tmp_path: Path, cut_at: int, reply: str, text: str
+) -> None:
+    """Resumed after the correction was appended, the correction is not appended twice (either way of asking)."""
+    from test_resume import cut_stored_run, outcome_of
+
+    from runtime.store.run import resume_stored_run
+
+    path = tmp_path / "final.toml"
+    path.write_text(text, encoding="utf-8")
+    assert text.count("claude-3-haiku") == (1 if text is SCENARIO else 0)
+    scenario = load_scenario(path, tool_names=BUILTIN_TOOLS.names())
+    anyio.run(lambda: run_scenario_stored(scenario, store_path=tmp_path / "full.db"))
+    anyio.run(lambda: cut_stored_run(path, tmp_path / "cut.db", cut_at=cut_at, reply=reply))  # type: ignore[arg-type]
+    resumed = anyio.run(lambda: resume_stored_run(tmp_path / "cut.db"))
+    assert resumed.report["nodes"]["n"]["status"] == "ok"
+    assert outcome_of(tmp_path / "cut.db") == outcome_of(tmp_path / "full.db")
