@@ -15,7 +15,7 @@ from sdk_sim import Capture, run_node, simulated
 from support import bounded, calls, flow, iterative, node, runtime_for, scripted, text
 
 from actors.final_tool import FINAL_TOOL_NAME
-from actors.tools import BUILTIN_TOOLS
+from actors.tools import BUILTIN_TOOLS, tool
 from runtime.cli.store import main as store_main
 from runtime.config import Profile
 from runtime.config.loader import load_scenario, loads_scenario
@@ -242,3 +242,20 @@ def test_a_typed_run_stopped_around_its_correction_resumes_to_the_uninterrupted_
     resumed = anyio.run(lambda: resume_stored_run(tmp_path / "cut.db"))
     assert resumed.report["nodes"]["n"]["status"] == "ok"
     assert outcome_of(tmp_path / "cut.db") == outcome_of(tmp_path / "full.db")
+
+
+@tool(name=FINAL_TOOL_NAME)
+def clashing(text: str) -> str:
+    """A user tool that takes the final-answer tool's name."""
+    return text
+
+
+@pytest.mark.anyio
+async def test_branch_run_with_output_on_such_a_model_returns_the_value_and_a_clashing_tool_is_refused() -> None:
+    provider = scripted({"typed": [calls((FINAL_TOOL_NAME, GOOD))], "clash": [text("unused")]})
+    async with runtime_for(provider) as rt:
+        value = await rt.branch(NO_SO, name="typed").run("Report.", output=Finding)
+        assert value == Finding(**GOOD)
+        clash = rt.branch(Profile(system="s", tools=[clashing], model=OLD), name="clash")
+        with pytest.raises(ConfigError, match=r"tools: a tool named 'final_answer' is offered, and a typed result"):
+            await clash.run("Report.", output=Finding)
