@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 from actors.branch import Branch
 from actors.env import RunEnv
+from actors.final_tool import final_call
 from actors.pipeline import TurnProgress
 from actors.send import Spawn, TurnDriver
 from actors.typed import typed_result
@@ -127,6 +128,8 @@ async def _run_bounded(driver: TurnDriver, appended: int, completed: int) -> Ope
         if i >= appended:
             await driver.append_instruction(text, intent)
         reply_message = await _send(driver, intent)
+        if i == len(steps) - 1 and await _final_given(driver, reply_message):
+            break
         if reply_message.tool_calls:
             calls = reply_message.tool_calls
             await _answer_unrun(driver, calls, "tools are not run in a bounded operation")
@@ -150,13 +153,25 @@ async def _answer_unrun(driver: TurnDriver, calls: Sequence[ToolCall], why: str,
         driver.turn.append(ToolResult.for_call(call, f"{prefix}{why}", is_error=True))
 
 
+async def _final_given(driver: TurnDriver, reply: AssistantResponse) -> bool:
+    """Whether ``reply`` calls the final-answer tool (:mod:`actors.final_tool`); its other calls are answered
+    as not run (the call itself is answered when its input is validated, :mod:`actors.typed`)."""
+    call = None if driver.final is None else final_call(reply)
+    if call is None:
+        return False
+    answered = {m.call_id for m in driver.branch.view() if isinstance(m, ToolResult)}
+    others = [c for c in reply.tool_calls if c is not call and c.call_id not in answered]
+    await _answer_unrun(driver, others, "the final answer was given in the same reply")
+    return True
+
+
 async def _run_iterative(driver: TurnDriver, appended: int, completed: int) -> OperationResult:
     if appended == 0:
         await driver.append_instruction(driver.operation.instructions[0], "continuing")
     elif completed:
         # Resumed after at least one response: finish its round before sending again.
         last = _last_answer(driver)
-        if not last.tool_calls:
+        if not last.tool_calls or await _final_given(driver, last):
             return OperationResult(last.text, completed, driver.progress.requests, driver.progress.usage)
         answered = {m.call_id for m in driver.branch.view() if isinstance(m, ToolResult)}
         await driver.run_tools([c for c in last.tool_calls if c.call_id not in answered])
@@ -173,7 +188,7 @@ async def _run_iterative(driver: TurnDriver, appended: int, completed: int) -> O
             await _answer_unrun(driver, message.tool_calls, CUT_CALL_TEXT, prefix="")
             await driver.append_instruction(CONTINUE_TEXT, "continuing")
             continue
-        if not message.tool_calls:
+        if not message.tool_calls or await _final_given(driver, message):
             text = "".join(cut) + message.text
             return OperationResult(text, round_no, driver.progress.requests, driver.progress.usage)
         cut.clear()

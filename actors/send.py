@@ -31,6 +31,7 @@ import attrs
 from actors.branch import Branch, Turn
 from actors.env import RunEnv
 from actors.exact_count import uncalibrated_prior
+from actors.final_tool import final_tool
 from actors.folding import Folding, context_call
 from actors.pipeline import SendPipeline, TurnProgress
 from actors.publisher import Publisher
@@ -44,7 +45,7 @@ from runtime.decision.ceiling import ResolvedCeiling
 from runtime.fold.context_tool import CONTEXT_TOOL_NAME
 from runtime.fold.cost import CostPrices, prices_or_default
 from runtime.fold.settings import FoldSettings, fold_settings
-from runtime.request.compiler import Intent
+from runtime.request.compiler import Intent, ToolSpec
 from runtime.values.messages import AssistantResponse, Instruction, ToolCall
 
 Spawn = Callable[[str], Awaitable[str]]
@@ -88,6 +89,8 @@ class TurnDriver:
     ceiling: ResolvedCeiling
     progress: TurnProgress = attrs.field(factory=TurnProgress)
     fold: FoldSettings | None = attrs.field(init=False)
+    final: ToolSpec | None = attrs.field(init=False)
+    """The final-answer tool of a typed operation on a model without structured outputs (:mod:`actors.final_tool`)."""
     shape: RequestShape = attrs.field(init=False)
     pipeline: SendPipeline = attrs.field(init=False)
 
@@ -96,15 +99,17 @@ class TurnDriver:
         caching = bool(env.provider.caches_by_prefix and profile.prompt_caching)
         prices = prices_or_default(env.pricing.first_tier(env.model_name(profile)))
         self.fold = installed_fold(profile, self.ceiling, self.operation, caching=caching, prices=prices)
+        tools, output = offered_tools(branch, profile), self.operation.output
+        self.final = final_tool(output, env.model_name(profile), tools)
         self.shape = RequestShape(
             branch=branch,
-            tools=offered_tools(branch, profile),
+            tools=tools if self.final is None else (*tools, self.final),
             model=env.model_name(profile),
             max_tokens=profile.max_tokens,
             result_bound=profile.tool_result_max_chars,
             counter=env.counter,
             thinking_json=profile.thinking,
-            output_config_json=None if self.operation.output is None else self.operation.output.output_config_json(),
+            output_config_json=None if output is None or self.final else output.output_config_json(),
             images=image_rule_of(env.provider),
             prior=lambda: uncalibrated_prior(env, branch, env.model_name(profile)),
         )

@@ -11,6 +11,10 @@ through pydantic, with a plain schema through ``jsonschema`` (Draft 2020-12).
 A reply that does not validate raises :class:`OutputInvalid` whose message
 names each error by its JSON path: that text goes back to the model once for
 a corrected reply (:mod:`actors.typed`).
+
+On a model the model table marks ``structured_outputs = false`` the shape is
+asked through a final-answer tool instead (:func:`final_tool_offered`,
+:mod:`actors.final_tool`).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import attrs
 
 from runtime.config.checks import _NAME_EXPECTED, check_name
 from runtime.errors import ConfigError, FoldlineError
+from runtime.models.limits import default_model_table
 from runtime.values.canonical import canonical_json
 
 if TYPE_CHECKING:
@@ -33,6 +38,15 @@ MAX_SCHEMA_CHARS = 64_000
 
 MAX_ERRORS_SHOWN = 8
 """How many validation errors a refusal names (the rest are counted)."""
+
+
+FINAL_TOOL_NAME = "final_answer"
+"""The tool a typed result is asked through on a model without structured outputs (:mod:`actors.final_tool`)."""
+
+
+def final_tool_offered(output: OutputSchema | None, model: str) -> bool:
+    """Whether a typed operation on ``model`` is offered the final-answer tool (the model lacks structured outputs)."""
+    return output is not None and not default_model_table().structured_outputs(model)
 
 
 class OutputInvalid(FoldlineError):

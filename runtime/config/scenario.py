@@ -32,6 +32,7 @@ from runtime.config.checks import (
 from runtime.config.graph import GraphNode, check_graph
 from runtime.config.mcp import McpServerSpec
 from runtime.config.nodes import NodeSpec
+from runtime.config.output_schema import FINAL_TOOL_NAME, final_tool_offered
 from runtime.config.profile import Profile
 from runtime.config.provider import ProviderSpec
 from runtime.errors import ConfigError, FoldlineError
@@ -225,7 +226,7 @@ def _check_graph(s: Scenario) -> None:
             call_value=node.max_input_tokens,
         )
         _check_scripted_spawns(s, node, where)
-        _check_scripted_tools(node, profile, where)
+        _check_scripted_tools(node, profile, profile.model or s.provider.model, where)
 
 
 def _check_model_bounds(s: Scenario) -> None:
@@ -247,9 +248,12 @@ def offered_tools(profile: Profile) -> tuple[str, ...]:
     return profile.tools + tuple(t for t in extra if t not in profile.tools)
 
 
-def _check_scripted_tools(node: NodeSpec, profile: Profile, where: str) -> None:
-    """A script may call only the tools its profile offers (as a scripted spawn must name a child)."""
+def _check_scripted_tools(node: NodeSpec, profile: Profile, model: str, where: str) -> None:
+    """A script may call only the tools its profile offers (as a scripted spawn must name a child),
+    and a typed node on a model without structured outputs its final-answer tool."""
     offered = offered_tools(profile)
+    if final_tool_offered(node.output, model):
+        offered += (FINAL_TOOL_NAME,)
     for i, step in enumerate(node.script):
         for j, call in enumerate(step.tool_calls):
             if call.name not in offered:

@@ -14,6 +14,13 @@ File shape::
     read_on = 2026-11-30
     context_window = 1000000      # the most input tokens one request may carry
     max_output_tokens = 128000    # the most max_tokens a request may ask for
+    structured_outputs = false    # optional: the model lacks structured outputs (default true)
+
+``structured_outputs`` says whether the model takes a typed result's
+``output_config.format``. Absent means true (the default: every current model
+does, and a model that does not refuses the request loudly rather than
+answering wrongly). A model marked ``false`` is asked for a typed result
+through a final-answer tool instead (:mod:`actors.final_tool`).
 
 The context window is a hard ceiling whatever the configuration says: a
 request over it is refused before it is sent (or folded), whatever its
@@ -57,7 +64,7 @@ from runtime.errors import ConfigError
 
 MODELS_SCHEMA = "foldline.models/v1"
 DEFAULT_MODELS_WHERE = "runtime/data/models.toml (packaged)"
-_ENTRY_KEYS = frozenset(("source", "read_on", "context_window", "max_output_tokens"))
+_ENTRY_KEYS = frozenset(("source", "read_on", "context_window", "max_output_tokens", "structured_outputs"))
 _FAMILY_KEYS = frozenset(("source", "read_on", "token_prior", "tokenizer"))
 MIN_TOKEN_PRIOR = 1.0
 MAX_TOKEN_PRIOR = 2.0
@@ -68,13 +75,15 @@ _LIMIT_MAX = 2**63 - 1
 
 @attrs.frozen
 class ModelLimits:
-    """What one model accepts: ``context_window`` and ``max_output_tokens`` (None: not known)."""
+    """What one model accepts: ``context_window`` and ``max_output_tokens`` (None: not known),
+    and whether it takes structured outputs (None: not stated, taken as true)."""
 
     model: str
     source: str
     read_on: datetime.date
     context_window: int | None = None
     max_output_tokens: int | None = None
+    structured_outputs: bool | None = None
 
 
 def _limit(value: Any, where: str) -> int | None:
@@ -96,7 +105,14 @@ def _entry(model: str, raw: Any, where: str) -> ModelLimits:
         read_on=read_on,
         context_window=_limit(raw.get("context_window"), f"{at}.context_window"),
         max_output_tokens=_limit(raw.get("max_output_tokens"), f"{at}.max_output_tokens"),
+        structured_outputs=_flag(raw.get("structured_outputs"), f"{at}.structured_outputs"),
     )
+
+
+def _flag(value: Any, where: str) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    raise ConfigError(f"{where}: {value!r} is not true or false")
 
 
 @attrs.frozen
@@ -208,6 +224,11 @@ class ModelTable:
         """The model's context window in tokens, or None when the table does not know it."""
         entry = self.entries.get(model)
         return None if entry is None else entry.context_window
+
+    def structured_outputs(self, model: str) -> bool:
+        """Whether ``model`` takes ``output_config.format``: its entry's fact, true when the table does not say."""
+        entry = self.entries.get(model)
+        return entry is None or entry.structured_outputs is not False
 
     def max_output_tokens(self, model: str) -> int | None:
         """The model's output limit, or None when the table does not know it."""

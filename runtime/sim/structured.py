@@ -14,6 +14,10 @@ the API's constrained decoding guarantees:
   script gives the value, ``text`` gives any text: a script is its author's
   exact transcript, so a test can give a value the schema refuses).
 
+A model the model table marks ``structured_outputs = false`` refuses
+``output_config.format`` with a 400 naming the model (the wording is the
+simulator's own); foldline asks such a model through a final-answer tool.
+
 A schema the default model cannot satisfy (a ``pattern`` its strings do not
 match) is a 500 saying so and naming the fix (a script's ``output``).
 """
@@ -23,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from runtime.models.limits import default_model_table
 from runtime.scripted.policies import Reply
 from runtime.sim.errors import SimAPIError, invalid_request
 from runtime.sim.json_schema import SchemaError, check_schema, example_value
@@ -32,8 +37,8 @@ OUTPUT_CONFIG_KEYS = ("effort", "format")
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
 
 
-def check_output_config(value: Any) -> None:
-    """Refuse an ``output_config`` the API refuses, naming the field."""
+def check_output_config(value: Any, model: str) -> None:
+    """Refuse an ``output_config`` the API refuses (for ``model``), naming the field."""
     if value is None:
         return
     if not isinstance(value, dict):
@@ -56,6 +61,8 @@ def check_output_config(value: Any) -> None:
             raise invalid_request(f"output_config.format.{key}: Extra inputs are not permitted")
     if "schema" not in form:
         raise invalid_request("output_config.format.schema: Field required")
+    if not default_model_table().structured_outputs(model):
+        raise invalid_request(f"output_config.format: structured outputs are not supported by the model {model!r}")
     try:
         check_schema(form["schema"], "output_config.format.schema")
     except SchemaError as exc:

@@ -68,7 +68,7 @@ def validate_request(body: Any, *, count_only: bool = False) -> dict[str, Any]:
     _check_thinking(body.get("thinking"))
     if not count_only:
         check_thinking_budget(body)
-    check_output_config(body.get("output_config"))
+    check_output_config(body.get("output_config"), str(body.get("model")))
     if not count_only and body["max_tokens"] == 0:
         _check_prewarm(body)
     return normalized
