@@ -122,3 +122,15 @@ def copy_store(store: Path, tmp_path: Path) -> Path:
     source.close()
     dest.close()
     return target
+
+
+SCENARIO_NEEDS = {"mcp_time": "mcp_server_time"}
+"""Shipped scenarios that need an optional extra, by file stem: the module whose absence skips them."""
+
+
+def skip_unless_extra_for(scenario: Path) -> None:
+    """Skip, saying which extra, when a shipped scenario needs one that is not installed."""
+    import pytest
+
+    if scenario.stem in SCENARIO_NEEDS:
+        pytest.importorskip(SCENARIO_NEEDS[scenario.stem], reason=f"{scenario.name} needs the mcp extra")

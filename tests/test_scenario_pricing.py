@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from support import skip_unless_extra_for
 
 from actors.tools import BUILTIN_TOOLS
 from runtime.cli import main
@@ -42,12 +43,13 @@ def run(tmp_path: Path, text: str) -> tuple[int, dict, str, str]:
 
 
 @pytest.mark.slow
-def test_every_shipped_scenario_reports_dollars(tmp_path: Path) -> None:
-    for path in sorted(SCENARIOS.glob("*.toml")):
-        report = tmp_path / f"{path.stem}.json"
-        main(["run", str(path), "--report", str(report), "--quiet"], out=io.StringIO(), err=io.StringIO())
-        cost = json.loads(report.read_text())["cost"]
-        assert cost["usd"] is not None and cost["usd"] > 0 and cost["missing_prices"] == [], (path.name, cost)
+@pytest.mark.parametrize("path", sorted(SCENARIOS.glob("*.toml")), ids=lambda p: p.stem)
+def test_every_shipped_scenario_reports_dollars(path: Path, tmp_path: Path) -> None:
+    skip_unless_extra_for(path)
+    report = tmp_path / f"{path.stem}.json"
+    main(["run", str(path), "--report", str(report), "--quiet"], out=io.StringIO(), err=io.StringIO())
+    cost = json.loads(report.read_text())["cost"]
+    assert cost["usd"] is not None and cost["usd"] > 0 and cost["missing_prices"] == [], (path.name, cost)
 
 
 @pytest.mark.slow

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from support import SCENARIO_NEEDS, skip_unless_extra_for
 
 from runtime.cli import main
 from runtime.display.sources import branch_facts_of
@@ -20,7 +21,7 @@ README = (SCENARIOS.parent / "README.md").read_text(encoding="utf-8")
 # What each scenario promises (exit code). A new scenario must say what it promises here.
 EXPECTED_EXIT = {"quickstart": 0, "ceiling": 1, "cache": 0, "fold": 0, "workspace": 0, "vision": 0, "mcp_time": 0}
 # Scenarios that start an MCP server need the mcp extra (the SDK and mcp-server-time).
-NEEDS = {"mcp_time": "mcp_server_time"}
+NEEDS = SCENARIO_NEEDS
 
 
 def scenario_files() -> list[Path]:
@@ -35,8 +36,7 @@ def test_every_scenario_states_what_it_promises() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("path", scenario_files(), ids=lambda p: p.stem)
 def test_scenario_runs_with_its_promised_exit_code(path: Path, tmp_path: Path) -> None:
-    if path.stem in NEEDS:
-        pytest.importorskip(NEEDS[path.stem], reason=f"{path.name} needs the mcp extra")
+    skip_unless_extra_for(path)
     signals, report, store = tmp_path / "s.jsonl", tmp_path / "r.json", tmp_path / "run.sqlite3"
     out, err = io.StringIO(), io.StringIO()
     # A run with MCP servers cannot be stored yet (it says so and exits 2); it is checked without the store.
