@@ -138,8 +138,10 @@ class Runtime:
     """The run's calibration book (one per run; a stored run's comes from its store)."""
     count_timeout_s: float = attrs.field(default=DEFAULT_COUNT_TIMEOUT_S, kw_only=True)
     """How long a send waits for the provider's count-tokens answer before deciding on the fallback."""
-    tune_gc: bool = attrs.field(default=True, kw_only=True)
-    """Before the process's first flow runs, freeze start-up's objects and space young collections (:func:`tune_collector`)."""
+    tune_gc: bool = attrs.field(default=False, kw_only=True)
+    """Before the process's first flow runs, freeze start-up's objects and space young collections
+    (:func:`tune_collector`). Off by default: a library leaves its host's collector alone (a frozen object
+    is never scanned again, a cost only the process's owner should choose); the command line turns it on."""
     _stack: AsyncExitStack | None = attrs.field(default=None, init=False)
     _bus: SignalBus | None = attrs.field(default=None, init=False)
     _report: ReportBuilder | None = attrs.field(default=None, init=False)

@@ -83,6 +83,8 @@ class _GcTimer:
 async def _one(
     provider_kind: str, nodes: int, concurrency: int, in_flight: int | None, tune_gc: bool
 ) -> dict[str, Any]:
+    import attrs
+
     from runtime import Flow, Node, Operation, PolicyRegistry, Profile, Runtime, ScriptPolicy
     from runtime.config import ProviderSpec
     from runtime.providers.factory import open_provider
@@ -100,7 +102,8 @@ async def _one(
     timer = _GcTimer()
     # Keys passed only when set: the script also runs against an older checkout (PYTHONPATH) for a before figure.
     async with open_provider(spec, policies, clock=time.time) as provider:
-        async with Runtime(provider=provider, model=spec.model, **({} if tune_gc else {"tune_gc": False})) as rt:
+        tuning = {"tune_gc": tune_gc} if "tune_gc" in attrs.fields_dict(Runtime) else {}
+        async with Runtime(provider=provider, model=spec.model, **tuning) as rt:
             gc.callbacks.append(timer)
             cpu0, wall0 = time.process_time(), time.perf_counter()
             result = await rt.run(flow)

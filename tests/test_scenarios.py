@@ -5,10 +5,11 @@ from __future__ import annotations
 import io
 import json
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
-from support import SCENARIO_NEEDS, skip_unless_extra_for
+from support import skip_unless_extra_for
 
 from runtime.cli import main
 from runtime.display.sources import branch_facts_of
@@ -21,7 +22,6 @@ README = (SCENARIOS.parent / "README.md").read_text(encoding="utf-8")
 # What each scenario promises (exit code). A new scenario must say what it promises here.
 EXPECTED_EXIT = {"quickstart": 0, "ceiling": 1, "cache": 0, "fold": 0, "workspace": 0, "vision": 0, "mcp_time": 0}
 # Scenarios that start an MCP server need the mcp extra (the SDK and mcp-server-time).
-NEEDS = SCENARIO_NEEDS
 
 
 def scenario_files() -> list[Path]:
@@ -40,7 +40,7 @@ def test_scenario_runs_with_its_promised_exit_code(path: Path, tmp_path: Path) -
     signals, report, store = tmp_path / "s.jsonl", tmp_path / "r.json", tmp_path / "run.sqlite3"
     out, err = io.StringIO(), io.StringIO()
     # A run with MCP servers cannot be stored yet (it says so and exits 2); it is checked without the store.
-    stored = path.stem not in NEEDS
+    stored = "mcp" not in tomllib.loads(path.read_text(encoding="utf-8"))
     keep = ["--store", str(store)] if stored else []
     args = ["run", str(path), "--signals", str(signals), "--report", str(report), *keep, "--quiet"]
     code = main(args, out=out, err=err)
@@ -59,6 +59,16 @@ def test_scenario_runs_with_its_promised_exit_code(path: Path, tmp_path: Path) -
         assert tuple(map(int, stated.groups())) == (data["requests"], data["folds"], data["bytes_unrecoverable"])
     else:
         assert path.stem != "fold", "the README states the fold scenario's figures under its screenshot"
+    if path.stem == "fold":  # and the OpenTelemetry section the usage its Phoenix screenshot adds up to
+        u = data["usage"]
+        written = u["cache_write_5m_tokens"] + u["cache_write_1h_tokens"]
+        total = u["input_tokens"] + u["cache_read_input_tokens"] + written
+        phoenix = (
+            f"`gen_ai.usage.input_tokens`\n{total:,} (fresh {u['input_tokens']:,} + cache read "
+            f"{u['cache_read_input_tokens']:,} + cache write {written:,}),\n`gen_ai.usage.output_tokens` "
+            f"{u['output_tokens']:,}, and {data['requests']} `foldline.context_decision` events"
+        )
+        assert phoenix in README, phoenix
     assert data["rewrites"]["unexplained"] == 0
     for event in events:
         if event.type == "ContextDecision" and event.data["sent"] and event.data["ceiling"] is not None:

@@ -148,7 +148,12 @@ def _cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         with progress_view(err, quiet=args.quiet, plain=args.plain, plain_printer=progress_printer) as progress:
             with otlp_export(args.otlp, err) as attach:
-                options = {"provider_kind": args.provider, "signals_path": args.signals, "attach": attach}
+                options = {
+                    "provider_kind": args.provider,
+                    "signals_path": args.signals,
+                    "attach": attach,
+                    "tune_gc": True,  # the process is the command's own
+                }
                 run = anyio.run(
                     lambda: (
                         run_scenario(scenario, progress=progress, registry=registry, **options)

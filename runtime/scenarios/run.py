@@ -86,12 +86,14 @@ async def run_scenario(
     journal: BranchJournal | None = None,
     attach: Sequence[Callable[[SignalBus], object]] = (),
     calibration: ModelScales | None = None,
+    tune_gc: bool = False,
 ) -> ScenarioRun:
     """Run a whole scenario and return its report and per-node outcomes.
 
     ``journal`` (a durable store) receives every branch's changes; each
     callable in ``attach`` is given the run's signal bus before the run starts
-    (e.g. a store's signal sink).
+    (e.g. a store's signal sink); ``tune_gc`` as :class:`~runtime.runtime.Runtime`'s
+    (the command line's runs turn it on).
     """
     spec = scenario.provider if provider_kind is None else scenario.provider.with_kind(provider_kind)
     flow = build_flow(scenario)
@@ -107,6 +109,7 @@ async def run_scenario(
             signals_path=signals_path,
             scenario=scenario.name,
             journal=journal,
+            tune_gc=tune_gc,
             pricing=scenario.prices(),
             **extra,
         ) as rt:

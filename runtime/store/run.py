@@ -122,6 +122,7 @@ async def run_scenario_stored(
     ) as store:
         run = await run_scenario(
             scenario,
+            tune_gc=True,  # the command line's stored run: the process is its own
             provider_kind=spec.kind,
             signals_path=signals_path,
             registry=registry,
@@ -231,6 +232,7 @@ async def resume_stored_run(
                 model=spec.model_config,
                 registry=registry,
                 clock=clock,
+                tune_gc=True,  # resume is the command line's: the process is its own
                 run_id=meta["run_id"],
                 scenario=scenario.name,
                 journal=store,
