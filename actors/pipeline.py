@@ -377,7 +377,7 @@ class SendPipeline:
         with self.turn.batch():
             counted = outgoing.measurement.counted
             self.turn.calibrate(counted, reply.usage)
-            if counted >= MIN_CALIBRATION_TOKENS:
+            if counted >= MIN_CALIBRATION_TOKENS and not reply.server_edited:  # usage of another request
                 model = outgoing.request.settings.model
                 self.env.calibration.observe(model, counted, reply.usage.total_input)
                 self.turn.observe_count(model, counted, reply.usage.total_input, outgoing.request.message_digests())
@@ -399,6 +399,7 @@ class SendPipeline:
                 stop_reason=reply.stop_reason,
                 duration_s=round(duration, 6),
                 cache=cache_summary(plan, verdict) if plan is not None and verdict is not None else None,
+                context_management=reply.context_management,
             ),
             outgoing.request_id,
         )
@@ -428,6 +429,7 @@ class SendPipeline:
             result_bound=self.shape.result_bound if s.intent != "side" else None,
             thinking_json=s.thinking_json,
             output_config_json=s.output_config_json,
+            context_management_json=s.context_management_json,
             prompt_cache=(
                 {**plan.placement.to_record(), **(verdict.to_dict() if verdict is not None else {})}
                 if plan is not None

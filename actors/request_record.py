@@ -38,4 +38,7 @@ class RequestRecord:
     thinking_json: str | None = None
     """The request's ``thinking`` field as canonical JSON (None: not sent); replay compiles with it."""
     output_config_json: str | None = None
+    context_management_json: str | None = None
+    """The request's ``context_management`` (server-side edits) as canonical JSON (None: not sent); replay
+    compiles with it."""
     """A typed operation's ``output_config`` as canonical JSON (None: not sent); replay compiles with it."""

@@ -47,6 +47,7 @@ from runtime.fold.cost import CostPrices, prices_or_default
 from runtime.fold.settings import FoldSettings, fold_settings
 from runtime.request.compiler import Intent, ToolSpec
 from runtime.values.messages import AssistantResponse, Instruction, ToolCall
+from runtime.values.server_edits import context_management_json
 
 Spawn = Callable[[str], Awaitable[str]]
 
@@ -109,6 +110,7 @@ class TurnDriver:
             result_bound=profile.tool_result_max_chars,
             counter=env.counter,
             thinking_json=profile.thinking,
+            context_management_json=context_management_json(profile.server_context_edits),
             output_config_json=None if output is None or self.final else output.output_config_json(),
             images=image_rule_of(env.provider),
             prior=lambda: uncalibrated_prior(env, branch, env.model_name(profile)),

@@ -57,6 +57,9 @@ class RequestShape:
     """The profile's ``thinking`` field (canonical JSON), sent on main requests; None: not sent."""
     output_config_json: str | None = None
     """A typed operation's ``output_config`` (canonical JSON), sent on main requests; None: not sent."""
+    context_management_json: str | None = None
+    """The profile's ``server_context_edits`` as the request's ``context_management`` (canonical JSON), sent on
+    main requests; None: not sent."""
     images: ImageRule = MESSAGES_IMAGES
     """The rule images are counted by: the provider's wire's (:func:`runtime.contract.provider.image_rule_of`)."""
     prior: Callable[[], float] = attrs.field(default=lambda: 1.0, eq=False)
@@ -79,6 +82,7 @@ class RequestShape:
             intent=intent,
             thinking_json=self.thinking_json,
             output_config_json=self.output_config_json,
+            context_management_json=self.context_management_json,
         )
 
     def projection(self) -> BoundProjection | None:

@@ -188,6 +188,9 @@ class ResponseReceived(_TypedEvent):
     ``cache`` (additive; null when no marks were placed) is the request's cache
     record: its marks with roles, ``g1``, the read verdict ``read`` and
     ``hit``, and ``tail_skip`` when the turn mark was skipped.
+    ``context_management`` (additive; null when the request carried no
+    server-side edits) is the response's own: ``applied_edits``, what
+    Anthropic's server-side context management did to this request.
     """
 
     TYPE: ClassVar[str] = "ResponseReceived"
@@ -195,6 +198,10 @@ class ResponseReceived(_TypedEvent):
     stop_reason: str | None = attrs.field(validator=check.optional_text)
     duration_s: float = attrs.field(converter=check.to_seconds, validator=check.seconds)
     cache: Mapping[str, Any] | None = attrs.field(default=None, converter=check.optional_object)  # type: ignore[misc]
+    context_management: Mapping[str, Any] | None = attrs.field(
+        default=None,
+        converter=check.optional_object,  # type: ignore[misc]
+    )
 
 
 @attrs.frozen

@@ -88,6 +88,7 @@ EXAMPLES: list[tuple[Any, str, dict[str, Any]]] = [
             stop_reason="tool_use",
             duration_s=1.25,
             cache={"g1": "met", "read": "at_or_above", "hit": "identified"},
+            context_management={"applied_edits": [{"type": "clear_tool_uses_20250919", "cleared_tool_uses": 2}]},
         ),
         "ResponseReceived",
         {
@@ -101,6 +102,9 @@ EXAMPLES: list[tuple[Any, str, dict[str, Any]]] = [
             "stop_reason": "tool_use",
             "duration_s": 1.25,
             "cache": {"g1": "met", "read": "at_or_above", "hit": "identified"},
+            "context_management": {
+                "applied_edits": [{"type": "clear_tool_uses_20250919", "cleared_tool_uses": 2}],
+            },
         },
     ),
     (

@@ -200,7 +200,7 @@ async def test_clear_thinking_keeps_the_most_recent_thinking_turns() -> None:
 @pytest.mark.parametrize(
     ("edits", "thinking", "message"),
     [
-        ([{"type": "compact_20260112"}], None, "compact_20260112 (compaction) is not simulated"),
+        ([{"type": "compact_20260112"}], None, "compact_20260112 needs the anthropic-beta header to name 'compact"),
         ([{"type": "clear_everything"}], None, "context_management.edits.0.type: expected"),
         (
             [EDIT, {"type": "clear_thinking_20251015"}],

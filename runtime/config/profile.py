@@ -30,6 +30,7 @@ from runtime.config.checks import (
     join_key,
     render_value,
 )
+from runtime.config.server_edits import check_server_edits, edits_json
 from runtime.errors import ConfigError
 from runtime.inputs.bounds import MAX_OUTPUT_TOKENS, MAX_TOOL_RESULT_CHARS
 from runtime.values.canonical import canonical_json
@@ -90,6 +91,12 @@ class Profile:
       branch's growth per request and the model's prices; ``context_fold_at`` and
       ``context_fold_target`` hold until the growth is known) or ``"fixed"`` (always
       fold at ``context_fold_at`` toward ``context_fold_target``).
+    - ``server_context_edits``: Anthropic's server-side context management, a
+      list of edit tables exactly as the API's ``context_management.edits``
+      (``clear_tool_uses_20250919``, ``clear_thinking_20251015``,
+      ``compact_20260112``; :mod:`runtime.config.server_edits`), sent on main
+      requests with the betas they need; held as canonical JSON (None: not sent).
+      Not ``context_management``, which is foldline's own context tool.
     """
 
     system: str | None = None
@@ -108,6 +115,7 @@ class Profile:
     tool_errors: Literal["model", "fail"] = "model"
     thinking: str | None = attrs.field(default=None, converter=_thinking_json)
     fold_policy: Literal["cost", "fixed"] = "cost"
+    server_context_edits: str | None = attrs.field(default=None, converter=edits_json)
 
     def __attrs_post_init__(self) -> None:
         _check_profile(_values_of(self), "Profile")
@@ -218,6 +226,9 @@ def _check_profile(v: Mapping[str, Any], where: str) -> None:
     if v["thinking"] is not None:
         _check_thinking(v["thinking"], v["max_tokens"], at("thinking"))
     check_choice(v["fold_policy"], at("fold_policy"), FOLD_POLICIES)
+    if v["server_context_edits"] is not None:
+        thinking = json.loads(v["thinking"]).get("type") if isinstance(v["thinking"], str) else None
+        check_server_edits(v["server_context_edits"], thinking, at("server_context_edits"))
 
 
 def _tool_names(tools: Any) -> Any:

@@ -88,6 +88,16 @@ class ProviderReply:
     model: str
     attempts: int = 1
     response_id: str | None = None
+    context_management: Mapping[str, Any] | None = None
+    """The response's ``context_management`` as the provider sent it (``applied_edits``: what its server-side
+    edits did to this request); None when the request carried none."""
+
+    @property
+    def server_edited(self) -> bool:
+        """The provider's server changed the request before the model saw it (an applied edit or a compaction):
+        its usage then counts another request than the one measured, so it calibrates nothing."""
+        applied = (self.context_management or {}).get("applied_edits")
+        return bool(applied) or any(block.get("type") == "compaction" for block in self.content)
 
     @property
     def has_thinking(self) -> bool:

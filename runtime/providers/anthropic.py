@@ -35,6 +35,7 @@ from runtime.providers.key_destination import node_header_for
 from runtime.request.compiler import Request
 from runtime.values.image_rules import MESSAGES_IMAGES, ImageRule
 from runtime.values.scrub import scrub_secret
+from runtime.values.server_edits import betas_for
 from runtime.values.usage import Usage
 
 NODE_HEADER = "x-foldline-node"
@@ -154,7 +155,7 @@ class AnthropicProvider:
         started, events, stopped = False, 0, False
         text_progress, pieces = self.progress, current_progress()
         try:
-            async with self._client.messages.stream(**payload, extra_headers=headers) as stream:
+            async with self._open(payload, headers) as stream:
                 started = True
                 async for event in stream:
                     events += 1
@@ -202,6 +203,15 @@ class AnthropicProvider:
             ) from exc
         return self._reply(message)
 
+    def _open(self, payload: dict[str, Any], headers: dict[str, str]) -> Any:
+        """The SDK's stream of ``payload``: its beta stream, naming the betas, when the payload carries
+        server-side ``context_management`` (the stable Messages API has no such field)."""
+        managed = payload.get("context_management")
+        if managed is None:
+            return self._client.messages.stream(**payload, extra_headers=headers)
+        betas = list(betas_for(managed.get("edits") or ()))
+        return self._client.beta.messages.stream(**payload, betas=betas, extra_headers=headers)
+
     def _reply(self, message: Any) -> ProviderReply:
         try:
             body = message.model_dump(mode="json")
@@ -219,6 +229,7 @@ class AnthropicProvider:
             usage=usage,
             model=body.get("model", ""),
             response_id=body.get("id"),
+            context_management=body.get("context_management"),
         )
 
     async def aclose(self) -> None:

@@ -41,6 +41,7 @@ from typing import Any, Literal
 
 import attrs
 
+from runtime.contract.provider import ProviderError
 from runtime.request.compiler import Request
 from runtime.values.canonical import canonical_json, sha256_hex
 from runtime.values.usage import Usage
@@ -221,7 +222,14 @@ def chat_body(payload: Mapping[str, Any], dialect: ChatDialect, origin: str) -> 
 
     The one rendering of both engines: in process from the compiled request
     (:func:`chat_payload`), on Temporal from the payload an activity is given.
+    A payload with Anthropic's server-side ``context_management`` is refused: chat completions has none.
     """
+    if payload.get("context_management") is not None:
+        raise ProviderError(
+            "profile key server_context_edits: Anthropic's server-side context management is not available on a "
+            "chat-completions provider; use an anthropic provider or remove the key",
+            error_type="invalid_request_error",
+        )
     body: dict[str, Any] = {
         "model": payload["model"],
         "messages": chat_messages(payload, dialect, origin),

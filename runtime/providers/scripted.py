@@ -27,6 +27,7 @@ from runtime.sim.errors import SimAPIError
 from runtime.sim.http import HttpRequest, HttpResponse
 from runtime.sim.models import model_facts
 from runtime.sim.prepare import prepare
+from runtime.values.server_edits import betas_for
 from runtime.values.usage import Usage
 
 _KEY = "scripted-in-process"
@@ -76,6 +77,9 @@ class ScriptedProvider:
         headers = {"x-api-key": _KEY, "content-type": "application/json", "anthropic-version": "2023-06-01"}
         if node_id:
             headers["x-foldline-node"] = node_id
+        managed = request.settings.context_management_json
+        if managed is not None:  # the simulator applies the edits in process, as over HTTP
+            headers["anthropic-beta"] = ",".join(betas_for(json.loads(managed)["edits"]))
         response = await self._app.handle(HttpRequest("POST", "/v1/messages", headers, request.payload_bytes()))
         if response is None:
             raise ProviderError("the scripted provider dropped the request", error_type="connection_error")
@@ -96,6 +100,7 @@ class ScriptedProvider:
             model=body["model"],
             attempts=1,
             response_id=body.get("id"),
+            context_management=body.get("context_management"),
         )
 
     async def count_tokens(self, request: Request) -> int:

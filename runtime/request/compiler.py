@@ -117,6 +117,8 @@ class RequestSettings:
     """The request's ``thinking`` field as canonical JSON (None: not sent)."""
     output_config_json: str | None = None
     """The request's ``output_config`` field as canonical JSON (a typed result's format; None: not sent)."""
+    context_management_json: str | None = None
+    """The request's ``context_management`` field (Anthropic's server-side edits) as canonical JSON; None: not sent."""
 
 
 def _with_cache_control(block_json: str, ttl: str) -> str:
@@ -192,7 +194,8 @@ class Request:
         marks = self._mark_map()
         s = self.settings
         marked = [loc[1] for loc in marks if loc[0] == "messages"]
-        head = (("envelope", '{"max_tokens":' + str(s.max_tokens) + ',"messages":['),)
+        managed = "" if s.context_management_json is None else '"context_management":' + s.context_management_json + ","
+        head = (("envelope", "{" + managed + '"max_tokens":' + str(s.max_tokens) + ',"messages":['),)
 
         def segment(mi: int) -> tuple[tuple[str, str], ...]:
             msg = self.messages[mi]

@@ -44,6 +44,7 @@ from runtime.sim.cache_engine import CacheEngine, CacheEntry, CacheOutcome
 from runtime.sim.chat.cache import ChatCacheOutcome
 from runtime.sim.chat.face import CHAT_PATH, SESSION_HEADER, ChatFace, chat_error_response
 from runtime.sim.config import SimConfig
+from runtime.sim.context_edits import check_betas
 from runtime.sim.conversations import ConversationScripts
 from runtime.sim.default_model import DefaultModel, with_request_tool_ids
 from runtime.sim.diagnostics import FingerprintLog, cache_miss_reason, fingerprint, previous_id
@@ -66,6 +67,7 @@ BATCHES_PATH = "/v1/messages/batches"
 MODELS_PATH = "/v1/models"
 NODE_HEADER = "x-foldline-node"
 VERSION_HEADER = "anthropic-version"
+BETA_HEADER = "anthropic-beta"
 STREAM_FAULT_MESSAGE = "Overloaded (simulated mid-stream fault)"
 _ID_ALPHABET = string.ascii_letters + string.digits
 
@@ -204,6 +206,7 @@ class SimApp:
             raise invalid_request(f"{VERSION_HEADER}: header is required")
         decoded = await self._offload(len(request.body), decode_body, request.body)
         record = attrs.evolve(record, payload_digest=decoded.payload_digest)
+        check_betas(decoded.body, request.headers.get(BETA_HEADER, ""))
         if path == COUNT_TOKENS_PATH:
             prepared = await self._prepare(decoded, len(request.body), count_only=True)
             model_facts(prepared.payload["model"])

@@ -38,16 +38,19 @@ from typing import Any
 import attrs
 
 from runtime.sim.errors import invalid_request
+from runtime.values.server_edits import (
+    BETA_OF,
+    CLEAR_THINKING,
+    CLEAR_TOOL_USES,
+    COMPACT,
+    DEFAULT_KEEP_THINKING_TURNS,
+    DEFAULT_KEEP_TOOL_USES,
+    DEFAULT_TRIGGER_TOKENS,
+    MAX_EDITS,
+)
 
-CLEAR_TOOL_USES = "clear_tool_uses_20250919"
-CLEAR_THINKING = "clear_thinking_20251015"
-COMPACT = "compact_20260112"
-DEFAULT_TRIGGER_TOKENS = 100_000
-DEFAULT_KEEP_TOOL_USES = 3
-DEFAULT_KEEP_THINKING_TURNS = 1
 CLEARED_RESULT = "[cleared by context management]"
 """The simulator's placeholder for a cleared tool result (the docs say a placeholder replaces it, not its words)."""
-MAX_EDITS = 8
 
 Count = Callable[[dict[str, Any]], int]
 
@@ -208,3 +211,19 @@ def _clear_thinking(
             "content": [b for b in messages[m]["content"] if b.get("type") not in thinking_kinds],
         }
     return {**payload, "messages": messages}, {"cleared_thinking_turns": len(cleared)}
+
+
+def check_betas(body: Any, beta_header: str) -> None:
+    """Refuse ``context_management`` edits whose beta the request's ``anthropic-beta`` header does not name."""
+    config = body.get("context_management") if isinstance(body, Mapping) else None
+    edits = config.get("edits") if isinstance(config, Mapping) else None
+    if not isinstance(edits, list):
+        return  # validation names what is wrong with it
+    named = {part.strip() for part in beta_header.split(",") if part.strip()}
+    for i, edit in enumerate(edits):
+        kind = edit.get("type") if isinstance(edit, Mapping) else None
+        beta = BETA_OF.get(kind) if isinstance(kind, str) else None
+        if beta is not None and beta not in named:
+            raise invalid_request(
+                f"context_management.edits.{i}.type: {kind} needs the anthropic-beta header to name {beta!r}"
+            )

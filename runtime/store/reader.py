@@ -73,6 +73,8 @@ class RequestRow:
     thinking_json: str | None = None
     """The request's ``thinking`` field as canonical JSON (None: not sent)."""
     output_config_json: str | None = None
+    context_management_json: str | None = None
+    """The request's ``context_management`` (server-side edits) as canonical JSON, kept in the stored record."""
     """A typed operation's ``output_config`` as canonical JSON (None: not sent), kept in the stored record."""
 
     @property
@@ -336,6 +338,9 @@ class StoreReader:
         output_config = getattr(record, "output_config_json", None)
         if output_config is not None and not isinstance(output_config, str):
             raise StoreCorrupt(f"{label}: stored output_config {output_config!r:.120} is not JSON text")
+        managed = getattr(record, "context_management_json", None)
+        if managed is not None and not isinstance(managed, str):
+            raise StoreCorrupt(f"{label}: stored context_management {managed!r:.120} is not JSON text")
         if result_bound is not None and (isinstance(result_bound, bool) or not isinstance(result_bound, int)):
             raise StoreCorrupt(f"{label}: stored result bound {result_bound!r} is not an integer")
         return RequestRow(
@@ -358,6 +363,7 @@ class StoreReader:
             result_bound=result_bound,
             thinking_json=_thinking_setting(r[17], label),
             output_config_json=output_config,
+            context_management_json=managed,
         )
 
     # -- events -------------------------------------------------------------------------------------------------

@@ -133,6 +133,7 @@ def _rebuild_with_current_compiler(row: RequestRow, reader: StoreReader, record:
         tool_choice_json=row.tool_choice_json,
         thinking_json=row.thinking_json,
         output_config_json=row.output_config_json,
+        context_management_json=row.context_management_json,
     )
     projection = None
     if row.intent != "side":

@@ -106,6 +106,7 @@ def reply_to_wire(reply: ProviderReply) -> dict[str, Any]:
         "usage": usage_to_wire(reply.usage),
         "model": reply.model,
         "response_id": reply.response_id,
+        "context_management": reply.context_management,
     }
 
 
@@ -116,6 +117,7 @@ def reply_from_wire(data: Mapping[str, Any]) -> ProviderReply:
         usage=Usage.from_anthropic(data["usage"]),
         model=str(data.get("model", "")),
         response_id=data.get("response_id"),
+        context_management=data.get("context_management"),
     )
 
 
