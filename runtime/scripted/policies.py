@@ -28,7 +28,9 @@ SCRIPTED_STOP_REASONS = ("pause_turn", "refusal")
 """The stop reasons a script step may name (the others follow from the step's content and the request)."""
 
 
-_STEP_KEYS = frozenset({"text", "output", "tool_calls", "stop_reason", "compaction"})
+STEP_KEYS = ("text", "output", "tool_calls", "stop_reason", "compaction")
+"""The keys of a script step (a scenario's ``script`` entries, a simulator script's steps)."""
+_STEP_KEYS = frozenset(STEP_KEYS)
 _CALL_KEYS = frozenset({"name", "arguments"})
 
 
