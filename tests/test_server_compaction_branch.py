@@ -111,3 +111,13 @@ async def test_a_paused_compaction_is_continued_and_the_branch_completes(tmp_pat
     assert billed(continued) < 2_000
     assert billed(responses[5]) < 25_000
     assert answer(done) == "Noted the last ledger."
+
+
+async def test_the_scripted_provider_compacts_the_same(tmp_path: Path) -> None:
+    (tmp_path / "http").mkdir()
+    (tmp_path / "scripted").mkdir()
+    _, over_http = await run(tmp_path / "http", pause=True)
+    done, in_process = await run(tmp_path / "scripted", pause=True, kind="scripted")
+    assert [r["usage"] for r in in_process] == [r["usage"] for r in over_http]
+    assert [r["stop_reason"] for r in in_process] == [r["stop_reason"] for r in over_http]
+    assert [p.summary for p in compactions(done)] == [SUMMARY]

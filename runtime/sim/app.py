@@ -381,7 +381,7 @@ class SimApp:
         edit = compact_edit(payload)
         block: dict[str, Any] | None = None
         passes: list[dict[str, Any]] = []
-        if edit is not None and layout.total_tokens > edit.trigger:
+        if edit is not None and layout.total_tokens >= edit.trigger:
             block = compaction_block(self._summary(prepared, record, edit))
             outcome = cache(layout)
             summary_tokens = self.counter.block_tokens(block)

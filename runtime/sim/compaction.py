@@ -7,8 +7,9 @@ whose docstrings carry the defaults), and what the simulator does for each:
   (``{"type": "input_tokens", "value": N}``, default 150,000, at least 50,000),
   ``pause_after_compaction`` (default false) and ``instructions`` (text that
   replaces the default summary prompt); any other key is refused;
-- when the request's input tokens (what the model would see) exceed the
-  trigger, a compaction pass summarizes the conversation into a ``compaction``
+- when the request's input tokens (what the model would see) reach the
+  trigger (the compaction-threshold page: "Detects when input tokens reach
+  your specified trigger threshold"), a compaction pass summarizes the conversation into a ``compaction``
   block (``{"type": "compaction", "content": summary, "encrypted_content": null}``);
   the model then answers from that block alone: the response's content is the
   block followed by the reply. With ``pause_after_compaction`` the response is
