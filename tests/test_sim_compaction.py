@@ -215,3 +215,19 @@ async def test_a_failed_compaction_block_is_a_no_op() -> None:
     async with default_model_client() as (_, client):
         # Nothing before a failed block is dropped: the first message still counts.
         assert await count(client, failed) > await count(client, failed[1:])
+
+
+async def test_thinking_after_a_compaction_verifies_when_it_is_sent_back() -> None:
+    """The reply after a compaction joins the block's assistant message: its thinking is signed that way."""
+    thinking = {"type": "enabled", "budget_tokens": 1_024}
+    async with default_model_client() as (_, client):
+        ask = {"model": MODEL, "max_tokens": 2_000, "system": SYSTEM, "thinking": thinking, "betas": [BETA]}
+        reply = await client.beta.messages.create(messages=first_turn(), context_management={"edits": [COMPACT]}, **ask)
+        assert [b.type for b in reply.content] == ["compaction", "thinking", "text"]
+        history = [
+            *first_turn(),
+            {"role": "assistant", "content": [b.model_dump(mode="json", exclude_unset=True) for b in reply.content]},
+            {"role": "user", "content": "And the last entry?"},
+        ]
+        again = await client.beta.messages.create(messages=history, context_management={"edits": [COMPACT]}, **ask)
+    assert again.content[0].type == "thinking"  # the given-back thinking verified: no 400

@@ -327,7 +327,7 @@ class SimApp:
             raise invalid_request(
                 f"prompt is too long: {prepared.layout.total_tokens} tokens > {facts.context_window} maximum"
             )
-        self.thinking.verify(prepared.sent if prepared.sent is not None else payload)
+        self.thinking.verify(prepared.signed)
         delay = self.config.latency_s + extra_delay
 
         def cache(layout: Layout) -> CacheOutcome:
