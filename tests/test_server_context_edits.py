@@ -191,3 +191,19 @@ def test_bad_edits_are_refused_at_load_with_their_key_path(edits: Any, thinking:
     with pytest.raises(ConfigError) as raised:
         Profile.from_obj(table, "profiles.p")
     assert message in str(raised.value)
+
+
+async def test_an_edited_reply_calibrates_nothing(tmp_path: Path) -> None:
+    """Request 4 (over 4,000 counted tokens, the least that calibrates) is billed after the server cleared two
+    results: its usage counts another request than foldline measured, so the branch's book takes no sample."""
+    samples = {}
+    for edits in (False, True):
+        path = tmp_path / f"{edits}.toml"
+        text = SCENARIO.format(edits=f"server_context_edits = [{EDIT}]" if edits else "", script=SCRIPT)
+        path.write_text(text.replace('kind = "simulated"', 'kind = "scripted"'), encoding="utf-8")
+        done = await run_scenario(load_scenario(path, tool_names=BUILTIN_TOOLS.names()))
+        [branch] = done.result.branches.values()
+        calibration = branch.calibrations.get("claude-sonnet-4-6")
+        samples[edits] = (calibration.samples, calibration.low)
+    assert samples[False][0] == 1 and samples[False][1] is not None and samples[False][1] > 1.0
+    assert samples[True] == (0, samples[True][1]) and (samples[True][1] is None or samples[True][1] > 1.0)
