@@ -183,8 +183,9 @@ class ExactCounts:
         if calibration.calibrated and unseen:
             note = f"{note}; {_unseen_note(unseen, model)}"
         self._known[request.digest] = (count, note)
-        self.env.calibration.observe(model, measured.counted, count)
-        self.turn.observe_count(model, measured.counted, count, request.message_digests())
+        if request.settings.context_management_json is None:  # a server-edited count is of another request
+            self.env.calibration.observe(model, measured.counted, count)
+            self.turn.observe_count(model, measured.counted, count, request.message_digests())
         self.adopt(model)
         return Settled(exact_measurement(measured, count), METHOD_EXACT, count, note)
 

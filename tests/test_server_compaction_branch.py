@@ -121,3 +121,19 @@ async def test_the_scripted_provider_compacts_the_same(tmp_path: Path) -> None:
     assert [r["usage"] for r in in_process] == [r["usage"] for r in over_http]
     assert [r["stop_reason"] for r in in_process] == [r["stop_reason"] for r in over_http]
     assert [p.summary for p in compactions(done)] == [SUMMARY]
+
+
+async def test_under_a_ceiling_a_compacted_request_is_decided_on_the_servers_count(tmp_path: Path) -> None:
+    """foldline's own estimate of request 5 holds the whole record (about 71,000 tokens, 99,000 at the
+    calibration's upper bound, over a 90,000 ceiling); the count endpoint, asked with the request's context_management, counts
+    what the server reads (from the compaction block on), so the request is sent and the run completes."""
+    path = tmp_path / "ceiling.toml"
+    text = SCENARIO.format(kind="simulated", pause="false")
+    path.write_text(text.replace('tools = ["synthetic_read"]', 'tools = ["synthetic_read"]\nmax_input_tokens = 90000'))
+    signals = tmp_path / "signals.jsonl"
+    done = await run_scenario(load_scenario(path, tool_names=BUILTIN_TOOLS.names()), signals_path=signals)
+    assert done.report["status"] == "ok", done.report
+    events = [json.loads(line) for line in signals.read_text(encoding="utf-8").splitlines()]
+    last = [e["data"] for e in events if e["type"] == "ContextDecision"][-1]
+    assert (last["action"], last["method"], last["sent"]) == ("pass", "provider count_tokens", True)
+    assert last["provider_count"] < 25_000 < last["estimate_before"]  # the server's view, not the whole record

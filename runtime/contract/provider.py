@@ -66,8 +66,10 @@ class CountUnavailable(ProviderError):
     """The provider has no count-tokens endpoint (its ``counts_tokens`` is False)."""
 
 
-COUNT_KEYS = ("messages", "model", "output_config", "system", "thinking", "tool_choice", "tools")
-"""The payload keys a count-tokens request carries (the endpoint refuses create-only keys such as max_tokens)."""
+COUNT_KEYS = ("context_management", "messages", "model", "output_config", "system", "thinking", "tool_choice", "tools")
+"""The payload keys a count-tokens request carries (the endpoint refuses create-only keys such as max_tokens).
+``context_management`` goes too: the server counts what its edits leave, from the latest compaction block on
+(a compaction block without its declared edit is refused)."""
 
 
 def count_payload(request: Request) -> dict[str, Any]:

@@ -125,8 +125,13 @@ class AnthropicProvider:
     async def count_payload_tokens(self, payload: Mapping[str, Any]) -> int:
         """:meth:`count_tokens` of a create payload (a host that carries payloads: a Temporal worker)."""
         try:
+            body = count_body(payload)
             async with self.counting:
-                counted = await self._client.messages.count_tokens(**count_body(payload))
+                if "context_management" in body:  # the beta endpoint, naming the betas its edits need
+                    betas = list(betas_for(body["context_management"].get("edits") or ()))
+                    counted = await self._client.beta.messages.count_tokens(**body, betas=betas)
+                else:
+                    counted = await self._client.messages.count_tokens(**body)
             tokens = counted.input_tokens
         except anthropic.APIStatusError as exc:
             error_type = _error_type(exc.body)
