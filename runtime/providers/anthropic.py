@@ -129,10 +129,9 @@ class AnthropicProvider:
             async with self.counting:
                 if "context_management" in body:  # the beta endpoint, naming the betas its edits need
                     betas = list(betas_for(body["context_management"].get("edits") or ()))
-                    counted = await self._client.beta.messages.count_tokens(**body, betas=betas)
+                    tokens = (await self._client.beta.messages.count_tokens(**body, betas=betas)).input_tokens
                 else:
-                    counted = await self._client.messages.count_tokens(**body)
-            tokens = counted.input_tokens
+                    tokens = (await self._client.messages.count_tokens(**body)).input_tokens
         except anthropic.APIStatusError as exc:
             error_type = _error_type(exc.body)
             failure = f"count_tokens: HTTP {exc.status_code} {error_type or ''}: {_error_message(exc)}"
