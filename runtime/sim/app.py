@@ -70,6 +70,7 @@ BATCHES_PATH = "/v1/messages/batches"
 MODELS_PATH = "/v1/models"
 NODE_HEADER = "x-foldline-node"
 VERSION_HEADER = "anthropic-version"
+BETA_HEADER = "anthropic-beta"
 NO_USAGE: Mapping[str, Any] = {
     "input_tokens": 0,
     "cache_creation_input_tokens": 0,
@@ -93,7 +94,6 @@ class Answered:
     outcome: CacheOutcome
 
 
-BETA_HEADER = "anthropic-beta"
 STREAM_FAULT_MESSAGE = "Overloaded (simulated mid-stream fault)"
 _ID_ALPHABET = string.ascii_letters + string.digits
 
