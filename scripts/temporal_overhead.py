@@ -3,9 +3,12 @@
 Usage: ``python scripts/temporal_overhead.py SCENARIO [--repeat N] [--history-limit EVENTS] [--phases]`` (needs
 the ``temporal`` extra). Runs the scenario in process and on a Temporal dev
 server started from the installed binary (worker in this process, the same
-simulated provider), each ``N`` times after one warm-up run; prints the best
-wall time of each, the overhead per request, and the flow workflow's history
-size (events, bytes, largest event: bodies are digests there) and every branch
+simulated provider), each ``N`` times (default 5) after one warm-up run; prints
+the median wall time of each, the overhead per request (Temporal's median minus
+the in-process median, over the requests), the load average, what a run costs
+Temporal (workflow tasks, activity tasks, local activities, signals, over every
+workflow of the last run, and per request), and the flow workflow's history size
+(events, bytes, largest event: bodies are digests there) and every branch
 workflow's (each run, when a branch continued as new at its folds).
 
 ``--phases``: where the last Temporal run's time went, per workflow, from its
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -70,12 +74,42 @@ def phases(history: Any) -> dict[str, list[float]]:
     return out
 
 
-async def workflow_phases(client: Any, flow_id: str, nodes: list[str]) -> dict[str, dict[str, list[float]]]:
-    """The phases of the flow's last run and of each node workflow's last run."""
+COUNTED = {
+    "workflow tasks": "workflow_task_completed_event_attributes",
+    "activity tasks": "activity_task_scheduled_event_attributes",
+    "local activities": "marker_recorded_event_attributes",
+    "signals received": "workflow_execution_signaled_event_attributes",
+    "signals sent": "signal_external_workflow_execution_initiated_event_attributes",
+    "timers": "timer_started_event_attributes",
+    "children started": "start_child_workflow_execution_initiated_event_attributes",
+}
+"""What a run costs Temporal, by the history event that records each."""
+
+
+def costs(history: Any) -> collections.Counter[str]:
+    """How many of each :data:`COUNTED` item one workflow run's history holds."""
+    out: collections.Counter[str] = collections.Counter()
+    for e in history.events:
+        for name, field in COUNTED.items():
+            if e.HasField(field):
+                out[name] += 1
+    return out
+
+
+async def workflow_phases(
+    client: Any, flow_id: str, nodes: list[str]
+) -> tuple[dict[str, Any], collections.Counter[str]]:
+    """The phases of the flow's last run and of each node workflow's last run, and their costs summed."""
     from runtime.temporal.node_host import node_workflow_id
 
     ids = {"flow": flow_id} | {node: node_workflow_id(flow_id, node) for node in nodes}
-    return {name: phases(await client.get_workflow_handle(wid).fetch_history()) for name, wid in ids.items()}
+    spent: dict[str, Any] = {}
+    total: collections.Counter[str] = collections.Counter()
+    for name, wid in ids.items():
+        history = await client.get_workflow_handle(wid).fetch_history()
+        spent[name] = phases(history)
+        total += costs(history)
+    return spent, total
 
 
 async def measure(path: str, repeat: int, history_limit: int | None) -> dict[str, Any]:
@@ -92,7 +126,8 @@ async def measure(path: str, repeat: int, history_limit: int | None) -> dict[str
     remote: list[float] = []
     history: dict[str, int] = {}
     branches: dict[str, Any] = {}
-    spent: dict[str, dict[str, list[float]]] = {}
+    spent: dict[str, Any] = {}
+    cost: collections.Counter[str] = collections.Counter()
     with tempfile.TemporaryDirectory() as bodies:
         async with local_server(DirectoryBodyStore(bodies)) as client:
             async with open_provider(scenario.provider, build_policies(scenario), clock=time.time) as provider:
@@ -110,11 +145,12 @@ async def measure(path: str, repeat: int, history_limit: int | None) -> dict[str
                             remote.append(time.perf_counter() - start)
                         history = await history_size(client, f"overhead-{n}")
                         branches = await branch_histories(client, f"overhead-{n}", result["report"])
-                        spent = await workflow_phases(client, f"overhead-{n}", list(branches))
+                        spent, cost = await workflow_phases(client, f"overhead-{n}", list(branches))
     return {
         "requests": requests,
-        "local_s": min(local),
-        "temporal_s": min(remote),
+        "local_s": statistics.median(local),
+        "temporal_s": statistics.median(remote),
+        "cost": cost,
         "history": history,
         "branches": branches,
         "phases": spent,
@@ -124,7 +160,7 @@ async def measure(path: str, repeat: int, history_limit: int | None) -> dict[str
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("scenario")
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--history-limit", type=int, help="continue a branch as new at its folds past this many events")
     parser.add_argument("--phases", action="store_true", help="where the last Temporal run's time went, per workflow")
     args = parser.parse_args()
@@ -133,7 +169,13 @@ def main() -> None:
     per = (r["temporal_s"] - r["local_s"]) / r["requests"] * 1000
     h = r["history"]
     print(f"{args.scenario}: {r['requests']} requests (provider attempts; tool calls are activities too)")
-    print(f"in process: {r['local_s']:.3f} s   on Temporal: {r['temporal_s']:.3f} s   overhead: {per:.1f} ms/request")
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(
+        f"medians of {args.repeat} runs: in process: {r['local_s']:.3f} s   on Temporal: {r['temporal_s']:.3f} s   "
+        f"overhead: {per:.1f} ms/request   (load average {load})"
+    )
+    n = r["requests"]
+    print("per run (per request): " + ", ".join(f"{k} {v} ({v / n:.1f})" for k, v in r["cost"].items()))
     print(
         f"flow workflow history: {h['events']} events, {h['bytes']} bytes, largest event {h['largest_event_bytes']} B"
     )
