@@ -112,7 +112,7 @@ async def workflow_phases(
     return spent, total
 
 
-async def measure(path: str, repeat: int, history_limit: int | None) -> dict[str, Any]:
+async def measure(path: str, repeat: int, history_limit: int | None, eager: bool) -> dict[str, Any]:
     scenario = load_scenario(path, tool_names=BUILTIN_TOOLS.names())
     text = Path(path).read_text(encoding="utf-8")
     local: list[float] = []
@@ -139,7 +139,7 @@ async def measure(path: str, repeat: int, history_limit: int | None) -> dict[str
                             arg["history_limit"] = history_limit
                         start = time.perf_counter()
                         result = await client.execute_workflow(
-                            FLOW_WORKFLOW, arg, id=f"overhead-{n}", task_queue="overhead"
+                            FLOW_WORKFLOW, arg, id=f"overhead-{n}", task_queue="overhead", request_eager_start=eager
                         )
                         if n:
                             remote.append(time.perf_counter() - start)
@@ -163,9 +163,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--history-limit", type=int, help="continue a branch as new at its folds past this many events")
     parser.add_argument("--phases", action="store_true", help="where the last Temporal run's time went, per workflow")
+    parser.add_argument("--no-eager", action="store_true", help="start the flow without eager workflow start")
     args = parser.parse_args()
     configure_logging(level="error", fmt="console", stream=sys.stderr)
-    r = anyio.run(measure, args.scenario, args.repeat, args.history_limit)
+    r = anyio.run(measure, args.scenario, args.repeat, args.history_limit, not args.no_eager)
     per = (r["temporal_s"] - r["local_s"]) / r["requests"] * 1000
     h = r["history"]
     print(f"{args.scenario}: {r['requests']} requests (provider attempts; tool calls are activities too)")

@@ -41,8 +41,9 @@ def test_the_price_table_is_the_packaged_one_read_once() -> None:
     assert default_pricing() is default_pricing()
 
 
-def test_the_dev_server_reads_its_task_queues_often() -> None:
+def test_the_dev_server_reads_its_task_queues_often_and_starts_flows_eagerly() -> None:
     values = [DEV_SERVER_ARGS[i + 1] for i in range(0, len(DEV_SERVER_ARGS), 2)]
     assert all(flag == "--dynamic-config-value" for flag in DEV_SERVER_ARGS[::2])
     assert f"history.transferProcessorMaxPollRPS={QUEUE_POLL_RPS}" in values
     assert f"history.timerProcessorMaxPollRPS={QUEUE_POLL_RPS}" in values
+    assert "system.enableEagerWorkflowStart=true" in values

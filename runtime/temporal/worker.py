@@ -53,8 +53,11 @@ DEV_SERVER_ARGS = (
     f"history.transferProcessorMaxPollRPS={QUEUE_POLL_RPS}",
     "--dynamic-config-value",
     f"history.timerProcessorMaxPollRPS={QUEUE_POLL_RPS}",
+    "--dynamic-config-value",
+    "system.enableEagerWorkflowStart=true",
 )
-"""What the dev server is started with besides its address and logging (see :data:`QUEUE_POLL_RPS`)."""
+"""What the dev server is started with besides its address and logging: :data:`QUEUE_POLL_RPS`, and eager
+workflow start (a flow started by a process that runs a worker gets its first workflow task in the start's reply)."""
 
 
 def warm() -> None:
