@@ -5,7 +5,9 @@ the ``temporal`` extra). Runs the scenario in process and on a Temporal dev
 server started from the installed binary (worker in this process, the same
 simulated provider), each ``N`` times (default 5) after one warm-up run; prints
 the median wall time of each, the overhead per request (Temporal's median minus
-the in-process median, over the requests), the load average, what a run costs
+the in-process median, over the requests), the same for this process's CPU
+time (the worker, the provider and the simulator: steadier than wall time on a
+loaded machine; the server's own CPU is not in it), the load average, what a run costs
 Temporal (workflow tasks, activity tasks, local activities, signals, over every
 workflow of the last run, and per request), and the flow workflow's history size
 (events, bytes, largest event: bodies are digests there) and every branch
@@ -116,14 +118,17 @@ async def measure(path: str, repeat: int, history_limit: int | None, eager: bool
     scenario = load_scenario(path, tool_names=BUILTIN_TOOLS.names())
     text = Path(path).read_text(encoding="utf-8")
     local: list[float] = []
+    local_cpu: list[float] = []
     requests = 0
     for n in range(repeat + 1):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         report = (await run_scenario(scenario)).report
         if n:
             local.append(time.perf_counter() - start)
+            local_cpu.append(time.process_time() - cpu)
         requests = int(report["requests"])
     remote: list[float] = []
+    remote_cpu: list[float] = []
     history: dict[str, int] = {}
     branches: dict[str, Any] = {}
     spent: dict[str, Any] = {}
@@ -137,18 +142,21 @@ async def measure(path: str, repeat: int, history_limit: int | None, eager: bool
                         arg: dict[str, Any] = {"scenario_text": text, "scenario_label": path, "run_id": f"run-o{n}"}
                         if history_limit is not None:
                             arg["history_limit"] = history_limit
-                        start = time.perf_counter()
+                        start, cpu = time.perf_counter(), time.process_time()
                         result = await client.execute_workflow(
                             FLOW_WORKFLOW, arg, id=f"overhead-{n}", task_queue="overhead", request_eager_start=eager
                         )
                         if n:
                             remote.append(time.perf_counter() - start)
+                            remote_cpu.append(time.process_time() - cpu)
                         history = await history_size(client, f"overhead-{n}")
                         branches = await branch_histories(client, f"overhead-{n}", result["report"])
                         spent, cost = await workflow_phases(client, f"overhead-{n}", list(branches))
     return {
         "requests": requests,
         "local_s": statistics.median(local),
+        "local_cpu_s": statistics.median(local_cpu),
+        "temporal_cpu_s": statistics.median(remote_cpu),
         "temporal_s": statistics.median(remote),
         "cost": cost,
         "history": history,
@@ -176,6 +184,11 @@ def main() -> None:
         f"overhead: {per:.1f} ms/request   (load average {load})"
     )
     n = r["requests"]
+    cpu = (r["temporal_cpu_s"] - r["local_cpu_s"]) / n * 1000
+    print(
+        f"this process's CPU (worker, provider, simulator; not the server's): in process {r['local_cpu_s']:.3f} s, "
+        f"on Temporal {r['temporal_cpu_s']:.3f} s: {cpu:.1f} ms/request more"
+    )
     print("per run (per request): " + ", ".join(f"{k} {v} ({v / n:.1f})" for k, v in r["cost"].items()))
     print(
         f"flow workflow history: {h['events']} events, {h['bytes']} bytes, largest event {h['largest_event_bytes']} B"
