@@ -136,7 +136,7 @@ def live_runner() -> UnsandboxedWorkflowRunner:
     The sandbox passes foldline and its libraries through (:data:`PASSTHROUGH`),
     so what it checked at run time was ``workflows.py``'s own few lines and any
     module first imported during a workflow task; its price was a compiled
-    ``exec`` per activation and per payload the SDK converts (30% of the
+    ``exec`` per activation and per payload the SDK converts (10-30% of the
     worker's CPU on the quickstart, ``scripts/temporal_overhead.py``). A
     workflow's determinism comes from the workflow's clock, random and ids
     (:mod:`runtime.temporal.node_host`); it is proven by replaying every run's
