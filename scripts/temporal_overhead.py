@@ -3,9 +3,14 @@
 Usage: ``python scripts/temporal_overhead.py SCENARIO [--repeat N] [--history-limit EVENTS] [--phases]`` (needs
 the ``temporal`` extra). Runs the scenario in process and on a Temporal dev
 server started from the installed binary (worker in this process, the same
-simulated provider), each ``N`` times after one warm-up run; prints the best
-wall time of each, the overhead per request, and the flow workflow's history
-size (events, bytes, largest event: bodies are digests there) and every branch
+simulated provider), each ``N`` times (default 5) after one warm-up run; prints
+the median wall time of each, the overhead per request (Temporal's median minus
+the in-process median, over the requests), the same for this process's CPU
+time (the worker, the provider and the simulator: steadier than wall time on a
+loaded machine; the server's own CPU is not in it), the load average, what a run costs
+Temporal (workflow tasks, activity tasks, local activities, signals, over every
+workflow of the last run, and per request), and the flow workflow's history size
+(events, bytes, largest event: bodies are digests there) and every branch
 workflow's (each run, when a branch continued as new at its folds).
 
 ``--phases``: where the last Temporal run's time went, per workflow, from its
@@ -19,6 +24,7 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -70,29 +76,63 @@ def phases(history: Any) -> dict[str, list[float]]:
     return out
 
 
-async def workflow_phases(client: Any, flow_id: str, nodes: list[str]) -> dict[str, dict[str, list[float]]]:
-    """The phases of the flow's last run and of each node workflow's last run."""
+COUNTED = {
+    "workflow tasks": "workflow_task_completed_event_attributes",
+    "activity tasks": "activity_task_scheduled_event_attributes",
+    "local activities": "marker_recorded_event_attributes",
+    "signals received": "workflow_execution_signaled_event_attributes",
+    "signals sent": "signal_external_workflow_execution_initiated_event_attributes",
+    "timers": "timer_started_event_attributes",
+    "children started": "start_child_workflow_execution_initiated_event_attributes",
+}
+"""What a run costs Temporal, by the history event that records each."""
+
+
+def costs(history: Any) -> collections.Counter[str]:
+    """How many of each :data:`COUNTED` item one workflow run's history holds."""
+    out: collections.Counter[str] = collections.Counter()
+    for e in history.events:
+        for name, field in COUNTED.items():
+            if e.HasField(field):
+                out[name] += 1
+    return out
+
+
+async def workflow_phases(
+    client: Any, flow_id: str, nodes: list[str]
+) -> tuple[dict[str, Any], collections.Counter[str]]:
+    """The phases of the flow's last run and of each node workflow's last run, and their costs summed."""
     from runtime.temporal.node_host import node_workflow_id
 
     ids = {"flow": flow_id} | {node: node_workflow_id(flow_id, node) for node in nodes}
-    return {name: phases(await client.get_workflow_handle(wid).fetch_history()) for name, wid in ids.items()}
+    spent: dict[str, Any] = {}
+    total: collections.Counter[str] = collections.Counter()
+    for name, wid in ids.items():
+        history = await client.get_workflow_handle(wid).fetch_history()
+        spent[name] = phases(history)
+        total += costs(history)
+    return spent, total
 
 
-async def measure(path: str, repeat: int, history_limit: int | None) -> dict[str, Any]:
+async def measure(path: str, repeat: int, history_limit: int | None, eager: bool) -> dict[str, Any]:
     scenario = load_scenario(path, tool_names=BUILTIN_TOOLS.names())
     text = Path(path).read_text(encoding="utf-8")
     local: list[float] = []
+    local_cpu: list[float] = []
     requests = 0
     for n in range(repeat + 1):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         report = (await run_scenario(scenario)).report
         if n:
             local.append(time.perf_counter() - start)
+            local_cpu.append(time.process_time() - cpu)
         requests = int(report["requests"])
     remote: list[float] = []
+    remote_cpu: list[float] = []
     history: dict[str, int] = {}
     branches: dict[str, Any] = {}
-    spent: dict[str, dict[str, list[float]]] = {}
+    spent: dict[str, Any] = {}
+    cost: collections.Counter[str] = collections.Counter()
     with tempfile.TemporaryDirectory() as bodies:
         async with local_server(DirectoryBodyStore(bodies)) as client:
             async with open_provider(scenario.provider, build_policies(scenario), clock=time.time) as provider:
@@ -102,19 +142,23 @@ async def measure(path: str, repeat: int, history_limit: int | None) -> dict[str
                         arg: dict[str, Any] = {"scenario_text": text, "scenario_label": path, "run_id": f"run-o{n}"}
                         if history_limit is not None:
                             arg["history_limit"] = history_limit
-                        start = time.perf_counter()
+                        start, cpu = time.perf_counter(), time.process_time()
                         result = await client.execute_workflow(
-                            FLOW_WORKFLOW, arg, id=f"overhead-{n}", task_queue="overhead"
+                            FLOW_WORKFLOW, arg, id=f"overhead-{n}", task_queue="overhead", request_eager_start=eager
                         )
                         if n:
                             remote.append(time.perf_counter() - start)
+                            remote_cpu.append(time.process_time() - cpu)
                         history = await history_size(client, f"overhead-{n}")
                         branches = await branch_histories(client, f"overhead-{n}", result["report"])
-                        spent = await workflow_phases(client, f"overhead-{n}", list(branches))
+                        spent, cost = await workflow_phases(client, f"overhead-{n}", list(branches))
     return {
         "requests": requests,
-        "local_s": min(local),
-        "temporal_s": min(remote),
+        "local_s": statistics.median(local),
+        "local_cpu_s": statistics.median(local_cpu),
+        "temporal_cpu_s": statistics.median(remote_cpu),
+        "temporal_s": statistics.median(remote),
+        "cost": cost,
         "history": history,
         "branches": branches,
         "phases": spent,
@@ -124,16 +168,28 @@ async def measure(path: str, repeat: int, history_limit: int | None) -> dict[str
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("scenario")
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--history-limit", type=int, help="continue a branch as new at its folds past this many events")
     parser.add_argument("--phases", action="store_true", help="where the last Temporal run's time went, per workflow")
+    parser.add_argument("--no-eager", action="store_true", help="start the flow without eager workflow start")
     args = parser.parse_args()
     configure_logging(level="error", fmt="console", stream=sys.stderr)
-    r = anyio.run(measure, args.scenario, args.repeat, args.history_limit)
+    r = anyio.run(measure, args.scenario, args.repeat, args.history_limit, not args.no_eager)
     per = (r["temporal_s"] - r["local_s"]) / r["requests"] * 1000
     h = r["history"]
     print(f"{args.scenario}: {r['requests']} requests (provider attempts; tool calls are activities too)")
-    print(f"in process: {r['local_s']:.3f} s   on Temporal: {r['temporal_s']:.3f} s   overhead: {per:.1f} ms/request")
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(
+        f"medians of {args.repeat} runs: in process: {r['local_s']:.3f} s   on Temporal: {r['temporal_s']:.3f} s   "
+        f"overhead: {per:.1f} ms/request   (load average {load})"
+    )
+    n = r["requests"]
+    cpu = (r["temporal_cpu_s"] - r["local_cpu_s"]) / n * 1000
+    print(
+        f"this process's CPU (worker, provider, simulator; not the server's): in process {r['local_cpu_s']:.3f} s, "
+        f"on Temporal {r['temporal_cpu_s']:.3f} s: {cpu:.1f} ms/request more"
+    )
+    print("per run (per request): " + ", ".join(f"{k} {v} ({v / n:.1f})" for k, v in r["cost"].items()))
     print(
         f"flow workflow history: {h['events']} events, {h['bytes']} bytes, largest event {h['largest_event_bytes']} B"
     )

@@ -38,7 +38,7 @@ from runtime.temporal.bodies import (
 )
 from runtime.temporal.flow_host import sdk_retry_policy
 from runtime.temporal.sinks import append_events
-from runtime.temporal.worker import parse_address
+from runtime.temporal.worker import DEV_SERVER_ARGS, parse_address
 from runtime.values.usage import Usage
 from signals.sinks import read_jsonl
 
@@ -448,6 +448,7 @@ def server() -> Any:
 
     port = _free_port()
     args = ["server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(port), "--log-level", "error"]
+    args += DEV_SERVER_ARGS
     args += ["--http-port", str(_free_port()), "--metrics-port", str(_free_port())]
     proc = subprocess.Popen([str(BIN / "temporal"), *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

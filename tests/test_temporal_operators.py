@@ -28,6 +28,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from runtime.cli.main import main
 from runtime.temporal.reconnect import Patience, ServerLost, first_line
 from runtime.temporal.sinks import insert_events
+from runtime.temporal.worker import DEV_SERVER_ARGS
 from signals.sinks import read_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -298,6 +299,7 @@ from test_temporal import (  # noqa: E402  (the Temporal module's fixtures and h
 def _dev_server(port: int, db: Path) -> subprocess.Popen[bytes]:
     """Temporal's dev server from the installed binary, its state in ``db`` (a restart keeps every workflow)."""
     args = ["server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(port), "--log-level", "error"]
+    args += DEV_SERVER_ARGS
     args += ["--db-filename", str(db), "--http-port", str(_free_port()), "--metrics-port", str(_free_port())]
     proc = subprocess.Popen([str(BIN / "temporal"), *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _wait_port(port, time.monotonic() + 60)

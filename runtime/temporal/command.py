@@ -255,20 +255,28 @@ async def submit_on(
         Path(args.signals).write_text("", encoding="utf-8")
     workflow_id = f"foldline-{run_id}"
     patience = Patience(args.temporal or "the dev server", args.reconnect_s, err)
-    await patience.call(
-        "starting the flow",  # made again after a lost answer: the flow already started is the one
-        lambda: client.start_workflow(
-            FLOW_WORKFLOW,
-            arg,
-            id=workflow_id,
-            task_queue=args.task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-        ),
-    )
-    print(started_line(run_id, workflow_id, args), file=err, flush=True)
+
+    async def start(eager: bool) -> None:
+        await patience.call(
+            "starting the flow",  # made again after a lost answer: the flow already started is the one
+            lambda: client.start_workflow(
+                FLOW_WORKFLOW,
+                arg,
+                id=workflow_id,
+                task_queue=args.task_queue,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                request_eager_start=eager,
+            ),
+        )
+        print(started_line(run_id, workflow_id, args), file=err, flush=True)
+
     if providers is None:
+        await start(eager=False)
         return await follow_flow(client, workflow_id, patience, args.store)
+    # The worker first: the start's reply hands it the flow's first workflow task (eager start; a server that
+    # does not offer it queues the task as before).
     async with build_worker(client, ActivityHost(providers, BUILTIN_TOOLS), task_queue=args.task_queue):
+        await start(eager=True)
         return await follow_flow(client, workflow_id, patience, args.store)
 
 

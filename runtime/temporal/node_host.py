@@ -36,7 +36,6 @@ from actors.env import RunEnv
 from actors.operations import Operation, OperationResult, run_operation
 from actors.request_record import RequestRecord
 from actors.tools import BUILTIN_TOOLS
-from runtime.config.loader import loads_scenario
 from runtime.flows.flow import Node, SpawnRefused
 from runtime.flows.start import (
     completed_view_length,
@@ -47,11 +46,11 @@ from runtime.flows.start import (
 )
 from runtime.measuring.measure import TokenCounter
 from runtime.measuring.model_calibration import CalibrationBook
-from runtime.models.pricing import PricingTable
 from runtime.runtime import audit_recoverability
 from runtime.scenarios.run import build_flow
 from runtime.store.codec import dumps_value
 from runtime.temporal.flow_host import EVENT_BATCH, ActivityProvider, ActivityRoute, activity_registry
+from runtime.temporal.parsed import default_pricing, scenario_of
 from runtime.temporal.seed import branch_from_seed, seed_digests, seed_of
 from runtime.values.canonical import sha256_hex
 from runtime.values.ids import CountingIds, use_ids
@@ -324,14 +323,14 @@ def route_of(arg: Mapping[str, Any]) -> ActivityRoute:
 
 
 def _env(arg: Mapping[str, Any], bus: SignalBus, ids: CountingIds, registry: Any, route: ActivityRoute) -> RunEnv:
-    scenario = loads_scenario(arg["scenario_text"], path_label=arg["scenario_label"], tool_names=BUILTIN_TOOLS.names())
+    scenario = scenario_of(arg["scenario_text"], arg["scenario_label"])
     spec = scenario.provider if not arg.get("provider") else scenario.provider.with_kind(arg["provider"])
     return RunEnv(
         run_id=str(arg["run_id"]),
         bus=bus,
         provider=ActivityProvider.for_kind(spec.kind, spec.max_retries, route),
         model=spec.model_config,
-        pricing=PricingTable.load_default(),
+        pricing=default_pricing(),
         counter=TokenCounter(),
         registry=registry,
         clock=lambda: workflow.now().timestamp(),
@@ -349,7 +348,7 @@ async def run_node_workflow(host: NodeHost, arg: Mapping[str, Any]) -> dict[str,
     branch's bodies in the body store and continues as new with the branch as
     digests; the new run resumes the operation where the cut left it.
     """
-    scenario = loads_scenario(arg["scenario_text"], path_label=arg["scenario_label"], tool_names=BUILTIN_TOOLS.names())
+    scenario = scenario_of(arg["scenario_text"], arg["scenario_label"])
     nodes = {n.id: n for n in build_flow(scenario).nodes}
     node = nodes[arg["node"]]
     children = {n.id: n.inherit == "view" and n.branch is None for n in nodes.values() if n.spawned_by == node.id}

@@ -27,17 +27,15 @@ import attrs
 from temporalio import workflow
 from temporalio.workflow import ParentClosePolicy
 
-from actors.tools import BUILTIN_TOOLS
-from runtime.config.loader import loads_scenario
 from runtime.flows.flow import Flow, Node
 from runtime.flows.rules import blocked_by, never_spawned, spawn_refusal
 from runtime.measuring.model_calibration import CalibrationBook, shared_evidence
-from runtime.models.pricing import PricingTable
 from runtime.report import ReportBuilder
 from runtime.scenarios.run import build_flow
 from runtime.temporal.flow_carry import report_state, restore_report
 from runtime.temporal.flow_host import AFFINITY_SLOTS, AFFINITY_WAIT, EventPump, affinity_queue, node_queue
 from runtime.temporal.node_host import ANSWER_SIGNAL, NODE_WORKFLOW, node_workflow_id
+from runtime.temporal.parsed import default_pricing, scenario_of
 from runtime.values.ids import CountingIds
 from signals.bus import Gap, SignalBus
 from signals.envelope import Event
@@ -361,7 +359,7 @@ async def run_flow_workflow(arg: Mapping[str, Any], inbox: list[dict[str, Any]])
     (``carry``), and the nodes' workflows (abandoned by the closing run, which
     they outlive) go on signalling the flow's workflow id, now the new run.
     """
-    scenario = loads_scenario(arg["scenario_text"], path_label=arg["scenario_label"], tool_names=BUILTIN_TOOLS.names())
+    scenario = scenario_of(arg["scenario_text"], arg["scenario_label"])
     spec = scenario.provider if not arg.get("provider") else scenario.provider.with_kind(arg["provider"])
     flow = build_flow(scenario)
     info = workflow.info()
@@ -369,7 +367,7 @@ async def run_flow_workflow(arg: Mapping[str, Any], inbox: list[dict[str, Any]])
     continued = int(carry.get("continued", 0))
     sinks = (arg.get("signals_path"), arg.get("events_db"))
     pump = EventPump(*sinks, written=int(carry.get("written", 0))) if any(sinks) else None
-    feed = ReportFeed(ReportBuilder(PricingTable.load_default(), spec.model_config.name))
+    feed = ReportFeed(ReportBuilder(default_pricing(), spec.model_config.name))
     if carry:
         restore_report(feed.report, carry["report"])
     limit = arg.get("flow_history_limit") or arg.get("history_limit")

@@ -2,9 +2,10 @@
 
 :func:`connect` opens a client whose data converter stores bodies out of
 history (:mod:`runtime.temporal.bodies`); :func:`build_worker` makes a worker
-for the flow workflow and the activities, with the sandbox passing foldline
-(and the libraries it uses) through, and the tokenizer warmed first: its first
-load takes long enough to trip the workflow deadlock detector otherwise.
+for the flow workflow and the activities, its workflows run outside the
+workflow sandbox (:func:`live_runner`; a replay runs them inside it,
+:func:`sandbox_runner`), and the tokenizer warmed first: its first load takes
+long enough to trip the workflow deadlock detector otherwise.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import attrs
 import temporalio.converter
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from runtime.errors import ConfigError, extra_hint
@@ -39,6 +40,25 @@ PASSTHROUGH = (
 )  # fmt: skip
 """Modules the workflow sandbox takes from the worker instead of importing again."""
 STICKY_TIMEOUT = timedelta(seconds=3)
+QUEUE_POLL_RPS = 1000
+"""How often the dev server's history shard may read its transfer and timer task queues, per second.
+
+The server's default (20) delays every task it hands on through those queues
+by up to 50 ms: a workflow task after a signal, a child's start or end, a
+timer, waited 35-50 ms for dispatch (``scripts/temporal_overhead.py --phases``).
+The dev server runs one shard on one host, so reading more often costs only an
+idle loop. A cluster of your own takes the same two keys in its dynamic config.
+"""
+DEV_SERVER_ARGS = (
+    "--dynamic-config-value",
+    f"history.transferProcessorMaxPollRPS={QUEUE_POLL_RPS}",
+    "--dynamic-config-value",
+    f"history.timerProcessorMaxPollRPS={QUEUE_POLL_RPS}",
+    "--dynamic-config-value",
+    "system.enableEagerWorkflowStart=true",
+)
+"""What the dev server is started with besides its address and logging: :data:`QUEUE_POLL_RPS`, and eager
+workflow start (a flow started by a process that runs a worker gets its first workflow task in the start's reply)."""
 
 
 def warm() -> None:
@@ -99,7 +119,7 @@ async def local_server(store: BodyStore) -> AsyncIterator[Client]:
     try:
         env = await WorkflowEnvironment.start_local(
             dev_server_existing_path=binary,
-            dev_server_extra_args=["--headless"],
+            dev_server_extra_args=["--headless", *DEV_SERVER_ARGS],
             dev_server_log_level="error",
             data_converter=data_converter(store),
         )
@@ -110,8 +130,24 @@ async def local_server(store: BodyStore) -> AsyncIterator[Client]:
         yield env.client
 
 
+def live_runner() -> UnsandboxedWorkflowRunner:
+    """How a worker runs its workflows: outside the sandbox.
+
+    The sandbox passes foldline and its libraries through (:data:`PASSTHROUGH`),
+    so what it checked at run time was ``workflows.py``'s own few lines and any
+    module first imported during a workflow task; its price was a compiled
+    ``exec`` per activation and per payload the SDK converts (10-30% of the
+    worker's CPU on the quickstart, ``scripts/temporal_overhead.py``). A
+    workflow's determinism comes from the workflow's clock, random and ids
+    (:mod:`runtime.temporal.node_host`); it is proven by replaying every run's
+    history in the sandbox (:func:`sandbox_runner`, ``tests/temporal_harness.py``),
+    which still refuses a restricted call.
+    """
+    return UnsandboxedWorkflowRunner()
+
+
 def sandbox_runner() -> SandboxedWorkflowRunner:
-    """The workflow sandbox, passing foldline and its libraries through."""
+    """The workflow sandbox, passing foldline and its libraries through (what a replay runs in)."""
     return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH))
 
 
@@ -184,7 +220,7 @@ def build_worker(
             max_concurrent_local_activities=max_activities,
             workflows=workflows,
             activities=activities,
-            workflow_runner=sandbox_runner(),
+            workflow_runner=live_runner(),
             # A workflow whose worker died moves to another worker after this long (the default is 10 s).
             sticky_queue_schedule_to_start_timeout=STICKY_TIMEOUT,
         )

@@ -1,4 +1,4 @@
-"""The workflow definitions (the sandbox re-imports this module: it only defines).
+"""The workflow definitions (a replay's sandbox re-imports this module: it only defines).
 
 Everything foldline is passed through the sandbox (it is imported once, by
 the worker, outside it); :mod:`runtime.temporal.scheduler` (the flow) and
