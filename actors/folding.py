@@ -19,6 +19,12 @@ growth is known), the recalls it made (:func:`actors.fold_recalls.recall_profile
 far, all read from the record, so a resumed run decides as the uninterrupted one did. Each ``FoldCommitted`` carries the prediction the commit was
 chosen on and what the cycle the previous commit of this turn started really cost.
 
+The cost model also chooses, per branch and before each request, how the newest rounds are
+carried (the profile's ``fold_tail``, :func:`runtime.fold.after_read.choose_tail`): verbatim
+until the line, or folded once read (the planner's ``read`` mode at the next request, with
+no mark after the round, :meth:`runtime.cache.TailSkip.fold_next`, so it is sent fresh
+and never written). Under after-read a full fold runs only past the hard limit.
+
 It also decides the protected first round, names the cache anchors and the
 tail_skip a folding branch needs, and runs the model's ``context`` tool
 against the branch. Its dependencies are its constructor arguments: the turn,
@@ -42,6 +48,7 @@ from actors.shape import RequestShape
 from runtime.cache import TailSkip
 from runtime.cache.blocks import Location
 from runtime.decision.ceiling import ResolvedCeiling, decide
+from runtime.fold.after_read import TailChoice, choose_tail
 from runtime.fold.context_tool import run_context_call
 from runtime.fold.cost import COST_TARGETS, GROWTH_WINDOW, CostDecision, decide_fold, predicted_cycle, usage_cost
 from runtime.fold.measurer import Measurer
@@ -185,6 +192,10 @@ class Folding:
     """The turn's spending before the folds of the send being prepared (their summaries not in it)."""
     recall_tokens: dict[str, int] = attrs.field(factory=dict)
     """Counted tokens of the messages :func:`recall_profile` measured, by id (see there)."""
+    tail: TailChoice | None = None
+    """The cost model's choice of tail before the send being prepared (None: not chosen by cost)."""
+    after_read: bool = False
+    """Whether rounds are folded once read before the send being prepared (the choice, or the setting)."""
 
     # -- cache placement with folding ---------------------------------------------------
 
@@ -195,8 +206,12 @@ class Folding:
         newest_note = next((m.id for m in reversed(view) if isinstance(m, Note)), None)
         return anchor_locations(request, (round_end, newest_note))
 
-    def tail_skip(self, m: Measurement) -> TailSkip | None:
+    def tail_skip(self, m: Measurement, view: Sequence[Message] = ()) -> TailSkip | None:
+        """No turn mark when a fold is expected to follow: near the line, or (after-read) when the
+        request ends with a round's results, which the next request folds."""
         fold = self.settings
+        if self.after_read and view and isinstance(view[-1], ToolResult):
+            return TailSkip.fold_next(estimate=m.estimate, ceiling=fold.ceiling)
         return TailSkip.decide(
             estimate=m.estimate, ceiling=fold.ceiling, context_fold_at=self._fold_at(), margin=fold.tail_margin
         )
@@ -228,7 +243,8 @@ class Folding:
     def _ask_cost(self, view: Sequence[Message], m: Measurement, intent: Intent) -> None:
         """Ask the cost model before a send (the cost policy, once the growth is known)."""
         fold = self.settings
-        self.cost = None
+        self.cost, self.tail = None, None
+        self.after_read = fold.tail == "after-read" and fold.strategy == "fold"
         if self.spending is not None:
             # Before this send's folds: their summary requests belong to the cycle they start.
             self.spent = CycleStart(usage_cost(self.spending.usage, fold.prices), self.spending.requests - 1)
@@ -239,17 +255,32 @@ class Folding:
         if self.growth is None:
             return
         recalls = recall_profile(self.turn, measurer, self.recall_tokens)
+        kept = measurer.estimate(view[: self._kept_prefix(view)])
         self.cost = decide_fold(
             tokens=m.estimate,
             growth=self.growth,
             ceiling=fold.ceiling,
             margin=fold.tail_margin,
-            kept_prefix_tokens=measurer.estimate(view[: self._kept_prefix(view)]),
+            kept_prefix_tokens=kept,
             prices=fold.prices,
             caching=fold.caching,
             recalls=recalls,
             elapsed_requests=None if recalls is None else recalls.requests,
         )
+        if fold.after_read_possible:
+            self.tail = choose_tail(
+                self.cost,
+                growth=self.growth,
+                kept_tokens=kept,
+                prices=fold.prices,
+                caching=fold.caching,
+                recalls=recalls,
+            )
+            self.after_read = self.tail.tail == "after-read"
+        if self.after_read:
+            # Rounds fold once read, at no rewrite: a full fold only when the next round would cross the hard limit.
+            hard = fold.ceiling * (1 - fold.tail_margin) - self.growth
+            self.cost = attrs.evolve(self.cost, commit=m.estimate > hard)
 
     def _kept_prefix(self, view: Sequence[Message]) -> int:
         """How many of the view's first messages a fold leaves in place (the cached prefix it keeps)."""
@@ -289,14 +320,17 @@ class Folding:
 
     # -- folding ------------------------------------------------------------------------
 
-    def _mode(self, view: Sequence[Message], m: Measurement) -> Literal["full", "light"] | None:
-        """How to fold a request before its send: fully when due, lightly under immediate scheduling."""
+    def _mode(self, view: Sequence[Message], m: Measurement) -> Literal["full", "light", "read"] | None:
+        """How to fold a request before its send: fully when due, each read round under after-read,
+        lightly under immediate scheduling."""
         fold = self.settings
         if self.cost is not None:
             if self.cost.commit or m.estimate > fold.ceiling:
                 return "full"
         elif decide(m, self.ceiling, can_fold=True, fold_at=fold.fold_at).action == "fold":
             return "full"
+        if self.after_read and self._read_round(view):
+            return "read"
         if fold.scheduling == "immediate" and fold.strategy == "fold" and any(isinstance(x, Note) for x in view):
             # Immediate scheduling: once the conversation has reached its fold line (a fold
             # note stands in the view), each unit that leaves the kept tail is folded as soon as it can be.
@@ -343,7 +377,7 @@ class Folding:
         view: Sequence[Message],
         intent: Intent,
         *,
-        mode: Literal["full", "light"],
+        mode: Literal["full", "light", "read"],
         refusal: bool,
         summarizer: Summarizer,
     ) -> FoldPlan:
@@ -365,6 +399,16 @@ class Folding:
             result = await summarizer.summarize(step)
             step = planner.resume(result, self.shape.measurer(intent))
         return step
+
+    def _read_round(self, view: Sequence[Message]) -> bool:
+        """Whether a delivered round stands after the newest note (what the ``read`` mode folds)."""
+        delivered = self.turn.branch.state.delivered
+        for message in reversed(view):
+            if isinstance(message, Note):
+                return False
+            if isinstance(message, ToolResult) and message.clipped_from is None and message.id in delivered:
+                return True
+        return False
 
     def _plan_settings(self) -> FoldSettings:
         """The settings the planner folds by: the cost model's target when it chose one."""

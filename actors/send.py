@@ -73,6 +73,7 @@ def installed_fold(
         strategy=profile.context_strategy,
         policy=profile.fold_policy,
         prices=prices,
+        tail=profile.fold_tail,
     )
 
 

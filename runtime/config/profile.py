@@ -38,6 +38,7 @@ FOLD_SCHEDULINGS = ("epoch", "immediate")
 CONTEXT_STRATEGIES = ("fold", "compaction")
 TOOL_ERRORS = ("model", "fail")
 FOLD_POLICIES = ("cost", "fixed")
+FOLD_TAILS = ("cost", "verbatim", "after-read")
 
 
 def _thinking_json(value: Any) -> Any:
@@ -90,6 +91,12 @@ class Profile:
       branch's growth per request and the model's prices; ``context_fold_at`` and
       ``context_fold_target`` hold until the growth is known) or ``"fixed"`` (always
       fold at ``context_fold_at`` toward ``context_fold_target``).
+    - ``fold_tail``: how the newest tool rounds are carried: ``"verbatim"`` (kept as
+      they came until the fold line), ``"after-read"`` (each round folded into a note,
+      its calls and each result's salient line, at the request after the one that
+      delivered it; sent once fresh, never cache-written; the originals stay readable)
+      or ``"cost"`` (default: under ``fold_policy = "cost"`` the cost model chooses per
+      branch before each request, :mod:`runtime.fold.after_read`; verbatim under ``"fixed"``).
     """
 
     system: str | None = None
@@ -108,6 +115,7 @@ class Profile:
     tool_errors: Literal["model", "fail"] = "model"
     thinking: str | None = attrs.field(default=None, converter=_thinking_json)
     fold_policy: Literal["cost", "fixed"] = "cost"
+    fold_tail: Literal["cost", "verbatim", "after-read"] = "cost"
 
     def __attrs_post_init__(self) -> None:
         _check_profile(_values_of(self), "Profile")
@@ -218,6 +226,7 @@ def _check_profile(v: Mapping[str, Any], where: str) -> None:
     if v["thinking"] is not None:
         _check_thinking(v["thinking"], v["max_tokens"], at("thinking"))
     check_choice(v["fold_policy"], at("fold_policy"), FOLD_POLICIES)
+    check_choice(v["fold_tail"], at("fold_tail"), FOLD_TAILS)
 
 
 def _tool_names(tools: Any) -> Any:

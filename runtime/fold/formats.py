@@ -94,6 +94,14 @@ def call_line(index: int, name: str, arguments: Mapping[str, Any], output_chars:
     return f"- #{index} {name} {listed_arguments(arguments)} -> {size}"
 
 
+def salient_line(index: int, line_number: int, text: str) -> str:
+    """A detail under a folded call: one line of its result, kept verbatim (clipped to 160 characters).
+
+    Shaped as a detail line, so a note that absorbs this one keeps it (:func:`listing_lines`).
+    """
+    return f"  (#{index} line {line_number}: {canonical_json(_clip(text, TEXT_PREVIEW_LIMIT))})"
+
+
 def message_line(index: int, role: str, text: str) -> str:
     """One listing line for a folded message that is not a tool call (its text clipped to 160)."""
     return f"- #{index} {role}: {canonical_json(_clip(text, TEXT_PREVIEW_LIMIT))}"

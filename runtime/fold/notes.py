@@ -6,14 +6,17 @@ summary's text), so the same fold of the same messages always has the same
 id, and a restore can check that the record still holds exactly what was
 folded. Its body lists every folded call (see :mod:`runtime.fold.formats`),
 the calls of any earlier note it absorbs, and a line for each folded message
-that is not a call; an ``all`` or ``reset`` note puts its summary first.
+that is not a call; an ``all`` or ``reset`` note puts its summary first. Under
+each call it keeps its result's salient lines verbatim (:func:`salient_lines`),
+so a later question about them needs no ``read_result`` round.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 
-from runtime.fold.formats import call_line, listing_lines, message_line, note_header
+from runtime.fold.formats import call_line, listing_lines, message_line, note_header, salient_line
 from runtime.fold.units import RecordAccess, Unit
 from runtime.measuring.tokenizer import count_tokens
 from runtime.values.canonical import canonical_json, sha256_hex
@@ -89,6 +92,36 @@ def _original(result: ToolResult, record: RecordAccess) -> tuple[ToolResult, int
     return original, index
 
 
+SALIENT_MIN_LINES = 3
+"""A result of fewer non-blank lines keeps them all (at most two); a longer one its head and its outlier."""
+
+
+def salient_lines(output: str) -> tuple[tuple[int, str], ...]:
+    """The lines of a result a note keeps verbatim, with their 1-based line numbers (deterministic).
+
+    - the **head line** (the first non-blank line): where a tool states what it did and how it
+      ended (a status, a heading, an error, a key it hands on);
+    - the **outlier**: the first later line whose first word begins no other non-blank line of
+      the result. Tool outputs are mostly lines of one shape (a file's numbered lines, a log's
+      timestamps, a listing's paths); the line that breaks the shape is the one a reader
+      remembers (an error amid log lines, a result amid progress, a planted fact amid a file).
+
+    A result of fewer than :data:`SALIENT_MIN_LINES` non-blank lines keeps every one. Chosen on
+    the bench's reading and staged workloads (a document whose lines share a path prefix, a stage
+    whose head line hands on the next key); see docs/bench.md.
+    """
+    lines = [(number, line) for number, line in enumerate(output.splitlines(), 1) if line.strip()]
+    if len(lines) < SALIENT_MIN_LINES:
+        return tuple(lines)
+    firsts = Counter(line.split(maxsplit=1)[0] for _, line in lines)
+    outlier = next(((n, line) for n, line in lines[1:] if firsts[line.split(maxsplit=1)[0]] == 1), None)
+    return (lines[0],) if outlier is None else (lines[0], outlier)
+
+
+def _salient(index: int, result: ToolResult) -> list[str]:
+    return [salient_line(index, number, text) for number, text in salient_lines(result.output)]
+
+
 def unit_lines(unit: Unit, record: RecordAccess) -> list[str]:
     """The listing lines for one folded unit (a copy is listed as its original)."""
     first = unit.members[0]
@@ -110,6 +143,7 @@ def unit_lines(unit: Unit, record: RecordAccess) -> list[str]:
                 continue
             original, original_index = _original(result, record)
             lines.append(call_line(original_index, call.name, call.arguments, len(original.output), original.is_error))
+            lines.extend(_salient(original_index, original))
             lines.extend(image_lines(original_index, original.images))
         return lines
     if isinstance(first, Instruction):
@@ -118,6 +152,7 @@ def unit_lines(unit: Unit, record: RecordAccess) -> list[str]:
         original, original_index = _original(first, record)
         return [
             call_line(original_index, first.name, {}, len(original.output), original.is_error),
+            *_salient(original_index, original),
             *image_lines(original_index, original.images),
         ]
     return []
