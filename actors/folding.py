@@ -48,7 +48,7 @@ from actors.shape import RequestShape
 from runtime.cache import TailSkip
 from runtime.cache.blocks import Location
 from runtime.decision.ceiling import ResolvedCeiling, decide
-from runtime.fold.after_read import TailChoice, choose_tail
+from runtime.fold.after_read import TailChoice, choose_tail, release_first_round
 from runtime.fold.context_tool import run_context_call
 from runtime.fold.cost import COST_TARGETS, GROWTH_WINDOW, CostDecision, decide_fold, predicted_cycle, usage_cost
 from runtime.fold.measurer import Measurer
@@ -80,7 +80,7 @@ class Spending(Protocol):
     def requests(self) -> int: ...
 
 
-def view_growth(turn: Turn, measurer: Measurer, window: int = GROWTH_WINDOW) -> float | None:
+def view_growth(turn: Turn, measurer: Measurer, window: int = GROWTH_WINDOW, minimum: int = 2) -> float | None:
     """How fast the branch's view grows per request, from its own record (scaled tokens).
 
     Each main request's response, with what followed it into the view (tool results,
@@ -105,7 +105,7 @@ def view_growth(turn: Turn, measurer: Measurer, window: int = GROWTH_WINDOW) -> 
             current = 0
             if len(sizes) >= window:
                 break
-    if len(sizes) < 2:
+    if len(sizes) < max(1, minimum):
         return None
     return max(1.0, sum(sizes) / len(sizes) * measurer.scale)
 
@@ -251,12 +251,12 @@ class Folding:
         if not fold.by_cost:
             return
         measurer = self.shape.measurer(intent)
-        self.growth = view_growth(self.turn, measurer)
+        self.growth = view_growth(self.turn, measurer, minimum=1 if fold.after_read_possible else 2)
         if self.growth is None:
             return
         recalls = recall_profile(self.turn, measurer, self.recall_tokens)
         kept = measurer.estimate(view[: self._kept_prefix(view)])
-        self.cost = decide_fold(
+        decision = self.cost = decide_fold(
             tokens=m.estimate,
             growth=self.growth,
             ceiling=fold.ceiling,
@@ -269,18 +269,46 @@ class Folding:
         )
         if fold.after_read_possible:
             self.tail = choose_tail(
-                self.cost,
+                decision,
                 growth=self.growth,
                 kept_tokens=kept,
                 prices=fold.prices,
                 caching=fold.caching,
                 recalls=recalls,
             )
-            self.after_read = self.tail.tail == "after-read"
+            self.after_read = fold.tail == "after-read" or self.tail.tail == "after-read"
+            if not self.after_read and view_growth(self.turn, measurer) is None:
+                self.cost = None  # one increment prices the tail; the fold line waits for two
         if self.after_read:
             # Rounds fold once read, at no rewrite: a full fold only when the next round would cross the hard limit.
             hard = fold.ceiling * (1 - fold.tail_margin) - self.growth
-            self.cost = attrs.evolve(self.cost, commit=m.estimate > hard)
+            self.cost = attrs.evolve(decision, commit=m.estimate > hard)
+            if recalls is not None:
+                self._release_first_round(view, measurer, kept, recalls.requests)
+
+    def _release_first_round(self, view: Sequence[Message], measurer: Measurer, kept: int, elapsed: int) -> None:
+        """Under after-read, release the protected first round when carrying it costs more than
+        folding it (:func:`runtime.fold.after_read.release_first_round`); the release is recorded
+        with its rewrite cause, as a ceiling's release is."""
+        current = self.turn.branch.state.protected_round
+        if current is None or not current.included:
+            return
+        ids = [m.id for m in view]
+        end = round_end_in_view(current, ids)
+        if end is None:
+            return
+        rewritten = max(0, kept - measurer.estimate(view[: ids.index(end) + 1]))
+        if not release_first_round(
+            size=current.size, rewritten=rewritten, elapsed_requests=elapsed, prices=self.settings.prices
+        ):
+            return
+        released = attrs.evolve(current, included=False, decided_at=float(self.clock()))
+        with self.turn.batch():
+            self.turn.protect_first_round(released)
+            self.turn.explain_rewrite(
+                f"protected first round released: folded once read, its {current.size} tokens carried for "
+                f"another {elapsed} requests cost more than rewriting the {rewritten} tokens after it"
+            )
 
     def _kept_prefix(self, view: Sequence[Message]) -> int:
         """How many of the view's first messages a fold leaves in place (the cached prefix it keeps)."""

@@ -9,7 +9,7 @@ Two ways to carry a branch's tool results (the profile's ``fold_tail``):
   it causes) plus ``w x g`` for the new tokens written.
 - **after-read** (observation masking, lossless): the request after the one that delivered a round
   folds it into a note (its calls, and each result's salient line,
-  :func:`runtime.fold.notes.salient_lines`); the originals stay in the record and ``read_result``
+  :func:`runtime.fold.notes.salient_line_of`); the originals stay in the record and ``read_result``
   reaches them. The request that carries a round fresh places no mark after it (the last mark
   stands at the newest note, :meth:`runtime.cache.TailSkip.fold_next`), so its tokens are sent once
   at the fresh price and never written. Per request: ``g`` fresh, one note written
@@ -94,3 +94,15 @@ def choose_tail(
     write = prices.write if caching else 1.0
     verbatim = decision.predicted_per_request + write * growth
     return TailChoice("after-read" if after < verbatim else "verbatim", verbatim, after)
+
+
+def release_first_round(*, size: float, rewritten: float, elapsed_requests: int, prices: CostPrices) -> bool:
+    """Whether after-read should release the protected first round (fold it as any round).
+
+    Kept, the round's ``size`` tokens are read on every request; how long the work goes on is not
+    known, so as long again as it has gone (``elapsed_requests``, the median estimate the ceiling's
+    need uses, :func:`runtime.fold.cost.decide_fold`). Released, the cache from the round on is lost
+    once: what follows it (``rewritten``: the notes after it) is written again, with the round's
+    own note. Release when carrying costs more: ``read x size x elapsed > write x (rewritten + note)``.
+    """
+    return prices.read * size * elapsed_requests > prices.write * (rewritten + NOTE_TOKENS)

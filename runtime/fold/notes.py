@@ -7,7 +7,7 @@ id, and a restore can check that the record still holds exactly what was
 folded. Its body lists every folded call (see :mod:`runtime.fold.formats`),
 the calls of any earlier note it absorbs, and a line for each folded message
 that is not a call; an ``all`` or ``reset`` note puts its summary first. Under
-each call it keeps its result's salient lines verbatim (:func:`salient_lines`),
+each call it keeps its result's salient line verbatim (:func:`salient_line_of`),
 so a later question about them needs no ``read_result`` round.
 """
 
@@ -40,6 +40,10 @@ CALLS_HEADING = (
     'Folded calls (read any original with context {"action":"read_result","index":N}; '
     'restore with context {"action":"restore","index":N}):'
 )
+
+CALLS_HEADING_AGAIN = "Folded calls (as above):"
+"""The heading of a note built while another note in the view shows :data:`CALLS_HEADING` (each
+fold-after-read round is a note of its own; the instructions once are enough)."""
 
 
 def structural_digest(message: Message) -> str:
@@ -92,34 +96,28 @@ def _original(result: ToolResult, record: RecordAccess) -> tuple[ToolResult, int
     return original, index
 
 
-SALIENT_MIN_LINES = 3
-"""A result of fewer non-blank lines keeps them all (at most two); a longer one its head and its outlier."""
+def salient_line_of(output: str) -> tuple[int, str] | None:
+    """The line of a result a note keeps verbatim, with its 1-based number (None: no text; deterministic).
 
-
-def salient_lines(output: str) -> tuple[tuple[int, str], ...]:
-    """The lines of a result a note keeps verbatim, with their 1-based line numbers (deterministic).
-
-    - the **head line** (the first non-blank line): where a tool states what it did and how it
-      ended (a status, a heading, an error, a key it hands on);
-    - the **outlier**: the first later line whose first word begins no other non-blank line of
-      the result. Tool outputs are mostly lines of one shape (a file's numbered lines, a log's
-      timestamps, a listing's paths); the line that breaks the shape is the one a reader
-      remembers (an error amid log lines, a result amid progress, a planted fact amid a file).
-
-    A result of fewer than :data:`SALIENT_MIN_LINES` non-blank lines keeps every one. Chosen on
-    the bench's reading and staged workloads (a document whose lines share a path prefix, a stage
-    whose head line hands on the next key); see docs/bench.md.
+    The first line that breaks the result's shape: whose first word begins no other non-blank line.
+    Tool outputs are mostly lines of one shape (a file's numbered lines, a log's timestamps, a
+    listing's paths); the line that breaks it is the one a reader remembers (an error amid log
+    lines, a status above a listing, a planted fact amid a file). When every line shares its first
+    word with another, the head line (the first non-blank one): where a tool most often says what
+    it did and how it ended. Looked at on the bench's reading workloads (a document whose lines
+    share a path prefix, a fact line planted among them) and staged ones (a stage whose head line
+    hands on the next key); see docs/bench.md.
     """
     lines = [(number, line) for number, line in enumerate(output.splitlines(), 1) if line.strip()]
-    if len(lines) < SALIENT_MIN_LINES:
-        return tuple(lines)
+    if not lines:
+        return None
     firsts = Counter(line.split(maxsplit=1)[0] for _, line in lines)
-    outlier = next(((n, line) for n, line in lines[1:] if firsts[line.split(maxsplit=1)[0]] == 1), None)
-    return (lines[0],) if outlier is None else (lines[0], outlier)
+    return next(((n, line) for n, line in lines if firsts[line.split(maxsplit=1)[0]] == 1), lines[0])
 
 
 def _salient(index: int, result: ToolResult) -> list[str]:
-    return [salient_line(index, number, text) for number, text in salient_lines(result.output)]
+    found = salient_line_of(result.output)
+    return [] if found is None else [salient_line(index, found[0], found[1])]
 
 
 def unit_lines(unit: Unit, record: RecordAccess) -> list[str]:
@@ -186,13 +184,16 @@ def build_note(
     summary: str | None = None,
     summary_note: str | None = None,
     lines_of: Callable[[Unit], Sequence[str]] | None = None,
+    heading: str = CALLS_HEADING,
 ) -> Note:
     """A note standing for ``units`` (in view order), written by ``stage``.
 
     ``summary`` (clipped to :data:`SUMMARY_MAX_CHARS`) goes first when given;
     ``summary_note`` is one line saying why there is none (e.g. the summary
     request failed). ``lines_of`` gives a unit's :func:`unit_lines` (a memo of
-    them, for a caller building many notes over the same units).
+    them, for a caller building many notes over the same units). ``heading``
+    opens the call listing (:data:`CALLS_HEADING_AGAIN` when the view keeps a
+    note with the full one).
     """
     if not units:
         raise ValueError("build_note: a note must replace at least one unit")
@@ -210,7 +211,7 @@ def build_note(
     listed = lines_of if lines_of is not None else (lambda unit: unit_lines(unit, record))
     lines = [line for unit in units for line in listed(unit)]
     if lines:
-        parts.append(CALLS_HEADING + "\n" + "\n".join(lines))
+        parts.append(heading + "\n" + "\n".join(lines))
     return Note(text="\n".join(parts), replaced=tuple(m.id for m in replaced), first_index=first_index, stage=stage)
 
 
