@@ -145,6 +145,8 @@ class FoldRun:
     """The cost model's reason when it chose to fold (empty under the fixed fractions)."""
     in_force: InForce | None = None
     """The fold line and target in force before the send (None: the branch does not fold)."""
+    after_read: str = ""
+    """Why rounds were folded once read before the send (empty: none was)."""
 
     @property
     def stages(self) -> list[str]:
@@ -156,7 +158,7 @@ class FoldRun:
 
     def reason(self, ceiling_reason: str) -> str:
         """The decision's reason: the line and target in force, what the folds did and why they stopped, the send."""
-        return folds_reason(ceiling_reason, self.plans, self.in_force, self.why, self.ran)
+        return folds_reason(ceiling_reason, self.plans, self.in_force, self.why, self.ran, self.after_read)
 
 
 @attrs.frozen
@@ -280,9 +282,11 @@ class Folding:
             if not self.after_read and view_growth(self.turn, measurer) is None:
                 self.cost = None  # one increment prices the tail; the fold line waits for two
         if self.after_read:
-            # Rounds fold once read, at no rewrite: a full fold only when the next round would cross the hard limit.
+            # Rounds fold once read, at no rewrite, so the next request carries what stays (the kept prefix and
+            # notes) and its own round: a full fold only when that would cross the hard limit (or the request is
+            # over the ceiling, :meth:`_mode`).
             hard = fold.ceiling * (1 - fold.tail_margin) - self.growth
-            self.cost = attrs.evolve(decision, commit=m.estimate > hard)
+            self.cost = attrs.evolve(decision, commit=kept > hard)
             if recalls is not None:
                 self._release_first_round(view, measurer, kept, recalls.requests)
 
@@ -371,12 +375,13 @@ class Folding:
         """Fold while due; a refusal a landed fold may still clear resumes, at most twice per turn."""
         fold = self.settings
         plans: list[FoldPlan] = []
-        ran = False
+        ran, read = False, False
         self._ask_cost(view, m, intent)
         in_force = self.in_force()
         while (mode := self._mode(view, m)) is not None:
             ran = ran or mode == "full"
             plan = await self._plan(view, intent, mode=mode, refusal=m.estimate > fold.ceiling, summarizer=summarizer)
+            read = read or (mode == "read" and plan.landed)
             plans.append(plan)
             if not plan.landed:
                 with self.turn.batch():
@@ -385,7 +390,7 @@ class Folding:
                     if not plan.deferred:
                         self.turn.hold_marks(plan.held_marks)
                 break
-            await self._commit(plan)
+            await self._commit(plan, read=mode == "read")
             view = self.turn.branch.view()
             request = self.shape.compile(view, intent)
             m = self.shape.measure(request)
@@ -396,9 +401,18 @@ class Folding:
             log.info(
                 "fold resumes after a refusal", branch=self.turn.branch.id, estimate=m.estimate, resume=self.resumes
             )
-        ran = ran or any(p.landed for p in plans)
+        ran = ran or any(p.landed for p in plans if not read)
         why = self.cost.reason if self.cost is not None and ran else ""
-        return Folded(view, request, m, FoldRun(tuple(plans), ran, why, in_force))
+        return Folded(
+            view, request, m, FoldRun(tuple(plans), ran, why, in_force, self._after_read_words() if read else "")
+        )
+
+    def _after_read_words(self) -> str:
+        """Why rounds fold once read: the setting, or the cost model's two per-request figures."""
+        tail = self.tail
+        if tail is None or self.settings.tail == "after-read":
+            return 'fold_tail = "after-read"'
+        return f"cost model: {tail.after_read_bit:,.0f} BIT a request against {tail.verbatim_bit or 0:,.0f} verbatim"
 
     async def _plan(
         self,
@@ -445,10 +459,16 @@ class Folding:
             return self.settings
         return attrs.evolve(self.settings, target=target, fold_at=max(self.settings.fold_at, target + 1e-6))
 
-    def _cycle_figures(self) -> CycleFigures:
-        """The prediction this commit was chosen on and what the previous commit's cycle cost."""
+    def _cycle_figures(self, read: bool) -> CycleFigures:
+        """The prediction this commit was chosen on and what the previous commit's cycle cost.
+
+        A fold after read predicts one request at the tail choice's after-read figure.
+        """
         figures = CycleFigures()
-        if self.cost is not None and self.growth is not None:
+        if read and self.tail is not None and self.growth is not None:
+            figures = CycleFigures(growth=round(self.growth, 1), predicted_bit=round(self.tail.after_read_bit, 3))
+            figures = attrs.evolve(figures, predicted_requests=1.0)
+        elif self.cost is not None and self.growth is not None:
             figures = CycleFigures(
                 growth=round(self.growth, 1),
                 predicted_bit=_rounded(predicted_cycle(self.cost, self.growth, self.settings.prices)),
@@ -465,12 +485,12 @@ class Folding:
             self.cycle = spent
         return figures
 
-    async def _commit(self, plan: FoldPlan) -> None:
+    async def _commit(self, plan: FoldPlan, *, read: bool = False) -> None:
         """Land a fold in one batch (its notes and copies, the view, the held marks, the rewrite cause)."""
         self.turn.commit_fold(
             plan.added, plan.view_ids, plan.held_marks, f"fold {plan.fold_id} ({'+'.join(plan.stages)})"
         )
-        figures = self._cycle_figures()
+        figures = self._cycle_figures(read)
         await self.publish(
             FoldCommitted(
                 stages=list(plan.stages),

@@ -13,6 +13,7 @@ so a later question about them needs no ``read_result`` round.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 
@@ -96,23 +97,31 @@ def _original(result: ToolResult, record: RecordAccess) -> tuple[ToolResult, int
     return original, index
 
 
+def _shape(line: str) -> str:
+    """A line's shape: its first word with every digit read as 0 (timestamps, counters, line numbers alike)."""
+    return _DIGIT.sub("0", line.split(maxsplit=1)[0])
+
+
+_DIGIT = re.compile(r"[0-9]")
+
+
 def salient_line_of(output: str) -> tuple[int, str] | None:
     """The line of a result a note keeps verbatim, with its 1-based number (None: no text; deterministic).
 
-    The first line that breaks the result's shape: whose first word begins no other non-blank line.
-    Tool outputs are mostly lines of one shape (a file's numbered lines, a log's timestamps, a
-    listing's paths); the line that breaks it is the one a reader remembers (an error amid log
-    lines, a status above a listing, a planted fact amid a file). When every line shares its first
-    word with another, the head line (the first non-blank one): where a tool most often says what
-    it did and how it ended. Looked at on the bench's reading workloads (a document whose lines
-    share a path prefix, a fact line planted among them) and staged ones (a stage whose head line
-    hands on the next key); see docs/bench.md.
+    The first line that breaks the result's shape: whose first word, digits read as 0, begins no
+    other non-blank line. Tool outputs are mostly lines of one shape (a file's numbered lines, a
+    log's timestamps, a listing's paths); the line that breaks it is the one a reader remembers (an
+    error amid log lines, a status above a listing, a planted fact amid a file). When every line
+    shares its shape with another, the head line (the first non-blank one): where a tool most often
+    says what it did and how it ended. Looked at on the bench's reading workloads (a document whose
+    lines share a path prefix, a fact line planted among them) and staged ones (a stage whose head
+    line hands on the next key); see docs/bench.md.
     """
     lines = [(number, line) for number, line in enumerate(output.splitlines(), 1) if line.strip()]
     if not lines:
         return None
-    firsts = Counter(line.split(maxsplit=1)[0] for _, line in lines)
-    return next(((n, line) for n, line in lines if firsts[line.split(maxsplit=1)[0]] == 1), lines[0])
+    shapes = Counter(_shape(line) for _, line in lines)
+    return next(((n, line) for n, line in lines if shapes[_shape(line)] == 1), lines[0])
 
 
 def _salient(index: int, result: ToolResult) -> list[str]:
