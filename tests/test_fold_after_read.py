@@ -112,33 +112,30 @@ def test_fold_tail_is_a_profile_key_refused_with_its_key_path() -> None:
 # -- the salient line ------------------------------------------------------------------------
 
 
-def test_the_salient_line_is_the_line_that_breaks_the_outputs_shape_else_the_head() -> None:
+def test_the_salient_line_is_the_line_that_breaks_the_outputs_shape_and_none_when_none_does() -> None:
     document = document_text("docs/a001.md", 3_000, ("R2",))
     number, line = salient_line_of(document)  # type: ignore[misc]
     assert line.startswith("fact R2: ") and document.splitlines()[number - 1] == line
     assert salient_line_of(stage_text(3, 3_000)) == (1, stage_text(3, 3_000).splitlines()[0])
     plain = document_text("docs/a001.md", 3_000)
-    assert salient_line_of(plain) == (1, plain.splitlines()[0])  # every line shares its first word: the head
+    assert salient_line_of(plain) is None  # every line shares its shape: none stands out
     log = "\n".join([*(f"12:00:{i:02d} ok step {i}" for i in range(5)), "ERROR disk full", "12:00:09 ok"])
     assert salient_line_of(log) == (6, "ERROR disk full")
+    assert salient_line_of("no such file: a.md") == (1, "no such file: a.md")
     assert salient_line_of("") is None and salient_line_of(" \n\n") is None
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.text(alphabet="ab1 \t-:9", max_size=12), max_size=12))
-def test_the_salient_line_is_a_line_of_the_output_and_breaks_its_shape_unless_it_is_the_head(
+def test_the_salient_line_is_a_line_of_the_output_whose_shape_no_other_line_has(
     lines: list[str],
 ) -> None:
     output = "\n".join(lines)
     found = salient_line_of(output)
     numbered = [(n, line) for n, line in enumerate(output.splitlines(), 1) if line.strip()]
-    if not numbered:
-        assert found is None
-        return
-    assert found is not None and found in numbered
-    firsts = [re.sub("[0-9]", "0", line.split()[0]) for _, line in numbered]
-    if firsts.count(re.sub("[0-9]", "0", found[1].split()[0])) > 1:
-        assert found == numbered[0] and all(firsts.count(f) > 1 for f in firsts)
+    shapes = [re.sub("[0-9]", "0", line.split()[0]) for _, line in numbered]
+    unique = [entry for entry, shape in zip(numbered, shapes, strict=True) if shapes.count(shape) == 1]
+    assert found == (unique[0] if unique else None)  # the first line of a shape of its own
     assert salient_line_of(output) == found  # deterministic
 
 

@@ -106,22 +106,21 @@ _DIGIT = re.compile(r"[0-9]")
 
 
 def salient_line_of(output: str) -> tuple[int, str] | None:
-    """The line of a result a note keeps verbatim, with its 1-based number (None: no text; deterministic).
+    """The line of a result a note keeps verbatim, with its 1-based number (None: none stands out).
 
-    The first line that breaks the result's shape: whose first word, digits read as 0, begins no
-    other non-blank line. Tool outputs are mostly lines of one shape (a file's numbered lines, a
-    log's timestamps, a listing's paths); the line that breaks it is the one a reader remembers (an
-    error amid log lines, a status above a listing, a planted fact amid a file). When every line
-    shares its shape with another, the head line (the first non-blank one): where a tool most often
-    says what it did and how it ended. Looked at on the bench's reading workloads (a document whose
-    lines share a path prefix, a fact line planted among them) and staged ones (a stage whose head
-    line hands on the next key); see docs/bench.md.
+    The first non-blank line whose shape (its first word, digits read as 0) begins no other
+    non-blank line. Tool outputs are mostly lines of one shape (a file's numbered lines, a log's
+    timestamps, a listing's paths); the line that breaks it is the one a reader remembers (an error
+    amid log lines, a status above a listing, a planted fact amid a file). A one-line result is its
+    own salient line. When every line shares its shape with another, none stands out and none is
+    kept: the head of a uniform output is its first entry, which says no more than the call line.
+    Deterministic. Chosen by looking at the bench's reading workloads (a document whose lines share
+    a path prefix, a fact line planted among some) and staged ones (a stage whose head line hands on
+    the next key); docs/bench.md gives the figures with the head line kept as a fallback.
     """
     lines = [(number, line) for number, line in enumerate(output.splitlines(), 1) if line.strip()]
-    if not lines:
-        return None
     shapes = Counter(_shape(line) for _, line in lines)
-    return next(((n, line) for n, line in lines if shapes[_shape(line)] == 1), lines[0])
+    return next(((n, line) for n, line in lines if shapes[_shape(line)] == 1), None)
 
 
 def _salient(index: int, result: ToolResult) -> list[str]:
