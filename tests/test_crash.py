@@ -38,7 +38,8 @@ from typing import Any
 
 import pytest
 
-# Folding under a ceiling (tool_io folds, a clip, a fold mark, read_result; a
+# Folding under a ceiling (tool_io folds, a clip, a fold mark, read_result, a
+# summary: the 11,000-token ceiling is small enough that a fold needs one; a
 # node whose rounds fold once read, read_result among them),
 # children cloned from a long emitter, an independent node and a dependent
 # one. Caching is off: a provider's cache does not survive a crash, so
@@ -58,7 +59,7 @@ max_input_tokens = 100000
 [profiles.folding]
 system = "You read files under a ceiling."
 tools = ["synthetic_read"]
-max_input_tokens = 14000
+max_input_tokens = 11000
 context_management = true
 fold_tail = "verbatim"
 [profiles.masking]
