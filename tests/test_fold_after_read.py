@@ -7,14 +7,14 @@ Async tests run on asyncio and trio (the ``anyio_backend`` fixture).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from typing import Any
 
 import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import calls, iterative, node, read, runtime_for, scripted, text
+from support import calls, read, text
+from test_fold_by_cost import run
 
 from actors.tools import synthetic_text
 from runtime.bench import workloads
@@ -25,7 +25,6 @@ from runtime.bench.tools import document_text, stage_text
 from runtime.cache import TailSkip
 from runtime.config import Profile
 from runtime.errors import ConfigError
-from runtime.flows.flow import Flow
 from runtime.fold.after_read import NOTE_TOKENS, after_read_per_request, choose_tail, release_first_round
 from runtime.fold.cost import CostPrices, RecallProfile, decide_fold
 from runtime.fold.formats import SPAN_HEX, note_header, parse_note_header
@@ -220,18 +219,9 @@ def _reads(n: int) -> list[ScriptStep]:
     return [calls(read(f"src/m{i:02d}.py", 6_000)) for i in range(n)] + [text("done")]
 
 
-async def _run(profile: Profile, steps: Sequence[ScriptStep]) -> tuple[Any, list[Any], dict[str, Any]]:
-    events: list[Any] = []
-    async with runtime_for(scripted({"n": steps})) as rt:
-        rt.signals.add_handler(events.append, name="test")
-        result = await rt.run(Flow([node("n", iterative("read", max_rounds=60), profile=profile)]))
-        report = rt.report()
-    return result, events, report
-
-
 @pytest.mark.anyio
 async def test_after_read_folds_each_round_at_the_next_request_and_places_no_mark_after_it() -> None:
-    result, events, report = await _run(PROFILE.evolve(fold_tail="after-read"), _reads(12))
+    result, events, report = await run(PROFILE.evolve(fold_tail="after-read"), _reads(12))
     assert result.status == "ok", result["n"].reason
     replies = [e.data for e in events if e.type == "ResponseReceived" and e.data.get("cache")]
     # Every request that ends with a round's results skips its turn mark: the next request folds the round.
@@ -246,8 +236,8 @@ async def test_after_read_folds_each_round_at_the_next_request_and_places_no_mar
 
 @pytest.mark.anyio
 async def test_the_cost_model_chooses_after_read_on_a_long_reading_run_and_it_costs_less_than_verbatim() -> None:
-    _, chosen, chosen_report = await _run(PROFILE, _reads(24))
-    _, _, verbatim_report = await _run(PROFILE.evolve(fold_tail="verbatim"), _reads(24))
+    _, chosen, chosen_report = await run(PROFILE, _reads(24))
+    _, _, verbatim_report = await run(PROFILE.evolve(fold_tail="verbatim"), _reads(24))
     reasons = [e.data["reason"] for e in chosen if e.type == "ContextDecision" and e.data["stages"]]
     assert reasons and all(r.startswith("folded once read (cost model: ") for r in reasons)
     assert chosen_report["cost"]["bit"] < verbatim_report["cost"]["bit"]
