@@ -215,13 +215,14 @@ def test_fold_next_selects_the_request_and_says_why_in_its_record() -> None:
 # -- on the send path --------------------------------------------------------------------------
 
 
-def _reads(n: int) -> list[ScriptStep]:
-    return [calls(read(f"src/m{i:02d}.py", 6_000)) for i in range(n)] + [text("done")]
+def _reads(n: int, first: int = 6_000) -> list[ScriptStep]:
+    sizes = [first] + [6_000] * (n - 1)
+    return [calls(read(f"src/m{i:02d}.py", size)) for i, size in enumerate(sizes)] + [text("done")]
 
 
 @pytest.mark.anyio
 async def test_after_read_folds_each_round_at_the_next_request_and_places_no_mark_after_it() -> None:
-    result, events, report = await run(PROFILE.evolve(fold_tail="after-read"), _reads(12))
+    result, events, report = await run(PROFILE.evolve(fold_tail="after-read"), _reads(12, first=2_000))
     assert result.status == "ok", result["n"].reason
     replies = [e.data for e in events if e.type == "ResponseReceived" and e.data.get("cache")]
     # Every request that ends with a round's results skips its turn mark: the next request folds the round.
@@ -231,6 +232,10 @@ async def test_after_read_folds_each_round_at_the_next_request_and_places_no_mar
     assert len(commits) >= 10 and all(tuple(c["stages"]) == ("tool_io",) for c in commits)
     decisions = [e.data for e in events if e.type == "ContextDecision" and e.data["stages"]]
     assert decisions and all(d["reason"].startswith('folded once read (fold_tail = "after-read")') for d in decisions)
+    # The protected first round (a read of 2,000 characters: under a tenth of the ceiling) is released once carrying it
+    # costs more than rewriting what follows it; the rewrite that follows names that cause.
+    causes = [e.data["cause"] for e in events if e.type == "CacheRewrite"]
+    assert any(c and c.startswith("protected first round released: folded once read") for c in causes), causes
     assert report["bytes_unrecoverable"] == 0 and report["rewrites"]["unexplained"] == 0
 
 
