@@ -128,8 +128,9 @@ def _salient(index: int, result: ToolResult) -> list[str]:
     return [] if found is None else [salient_line(index, found[0], found[1])]
 
 
-def unit_lines(unit: Unit, record: RecordAccess) -> list[str]:
-    """The listing lines for one folded unit (a copy is listed as its original)."""
+def unit_lines(unit: Unit, record: RecordAccess, *, salient: bool = True) -> list[str]:
+    """The listing lines for one folded unit (a copy is listed as its original); ``salient``: with each
+    result's salient line (the compaction baseline lists calls alone, as the peers' summaries do)."""
     first = unit.members[0]
     if isinstance(first, Note):
         return list(listing_lines(first.text))
@@ -149,7 +150,7 @@ def unit_lines(unit: Unit, record: RecordAccess) -> list[str]:
                 continue
             original, original_index = _original(result, record)
             lines.append(call_line(original_index, call.name, call.arguments, len(original.output), original.is_error))
-            lines.extend(_salient(original_index, original))
+            lines.extend(_salient(original_index, original) if salient else ())
             lines.extend(image_lines(original_index, original.images))
         return lines
     if isinstance(first, Instruction):
@@ -158,7 +159,7 @@ def unit_lines(unit: Unit, record: RecordAccess) -> list[str]:
         original, original_index = _original(first, record)
         return [
             call_line(original_index, first.name, {}, len(original.output), original.is_error),
-            *_salient(original_index, original),
+            *(_salient(original_index, original) if salient else ()),
             *image_lines(original_index, original.images),
         ]
     return []
@@ -191,6 +192,7 @@ def build_note(
     *,
     summary: str | None = None,
     summary_note: str | None = None,
+    salient: bool = True,
     lines_of: Callable[[Unit], Sequence[str]] | None = None,
     heading: str = CALLS_HEADING,
 ) -> Note:
@@ -198,7 +200,8 @@ def build_note(
 
     ``summary`` (clipped to :data:`SUMMARY_MAX_CHARS`) goes first when given;
     ``summary_note`` is one line saying why there is none (e.g. the summary
-    request failed). ``lines_of`` gives a unit's :func:`unit_lines` (a memo of
+    request failed). ``salient`` keeps each result's salient line under its call
+    (off for the compaction baseline). ``lines_of`` gives a unit's :func:`unit_lines` (a memo of
     them, for a caller building many notes over the same units). ``heading``
     opens the call listing (:data:`CALLS_HEADING_AGAIN` when the view keeps a
     note with the full one).
@@ -216,7 +219,7 @@ def build_note(
         parts.append("Summary:\n" + text)
     elif summary_note:
         parts.append(summary_note)
-    listed = lines_of if lines_of is not None else (lambda unit: unit_lines(unit, record))
+    listed = lines_of if lines_of is not None else (lambda unit: unit_lines(unit, record, salient=salient))
     lines = [line for unit in units for line in listed(unit)]
     if lines:
         parts.append(heading + "\n" + "\n".join(lines))

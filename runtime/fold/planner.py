@@ -365,9 +365,11 @@ def _compaction(run: PlanRun) -> Generator[NeedSummary, SummaryResult, FoldPlan]
     result = yield _summary_need(run, "compaction", span)
     run.summaries += 1
     if result.text is not None:
-        note = build_note("compaction", span, run.inp.record, summary=result.text)
+        note = build_note("compaction", span, run.inp.record, summary=result.text, salient=False)
     else:
-        note = build_note("compaction", span, run.inp.record, summary_note=f"(No summary: {result.failure}.)")
+        note = build_note(
+            "compaction", span, run.inp.record, summary_note=f"(No summary: {result.failure}.)", salient=False
+        )
     task_members = [m for i in sorted(keep) for m in units[i].members if task is not None and m.id == task.id]
     rest = [m for i in sorted(keep) for m in units[i].members if task is None or m.id != task.id]
     candidate = task_members + [note] + rest
