@@ -23,11 +23,13 @@ The cost model also chooses, per branch and before each request, how the newest 
 carried (the profile's ``fold_tail``, :func:`runtime.fold.after_read.choose_tail`): verbatim
 until the line, or folded once read (the planner's ``read`` mode at the next request, with
 no mark after the round, :meth:`runtime.cache.TailSkip.fold_next`, so it is sent fresh
-and never written). Under after-read a full fold runs only past the hard limit.
+and never written). Under after-read a full fold runs only when the kept prefix and notes leave
+no room for the next round, and the protected first round may be released
+(:mod:`actors.fold_tail`).
 
-It also decides the protected first round, names the cache anchors and the
-tail_skip a folding branch needs, and runs the model's ``context`` tool
-against the branch. Its dependencies are its constructor arguments: the turn,
+It also decides the protected first round and names the cache anchors and the
+tail_skip a folding branch needs (the model's ``context`` tool runs in
+:mod:`actors.fold_context`). Its dependencies are its constructor arguments: the turn,
 the fold settings, the request shape, the event publisher, the clock and the
 turn's spending so far.
 """
@@ -42,14 +44,14 @@ import attrs
 from actors.branch import Turn
 from actors.cache_step import anchor_locations
 from actors.fold_recalls import recall_profile
+from actors.fold_tail import after_read_words, read_round_waiting, release_protected_round
 from actors.fold_words import InForce, folds_reason, stopped_short
 from actors.publisher import Publisher
 from actors.shape import RequestShape
 from runtime.cache import TailSkip
 from runtime.cache.blocks import Location
 from runtime.decision.ceiling import ResolvedCeiling, decide
-from runtime.fold.after_read import TailChoice, choose_tail, release_first_round
-from runtime.fold.context_tool import run_context_call
+from runtime.fold.after_read import TailChoice, choose_tail
 from runtime.fold.cost import COST_TARGETS, GROWTH_WINDOW, CostDecision, decide_fold, predicted_cycle, usage_cost
 from runtime.fold.measurer import Measurer
 from runtime.fold.planner import FoldInput, FoldPlan, FoldPlanner, NeedSummary, SummaryResult
@@ -59,7 +61,7 @@ from runtime.fold.settings import FoldSettings
 from runtime.logs import get_logger
 from runtime.measuring.measure import Measurement
 from runtime.request.compiler import Intent, Request
-from runtime.values.messages import AssistantResponse, Message, Note, ToolCall, ToolResult
+from runtime.values.messages import AssistantResponse, Message, Note, ToolResult
 from runtime.values.usage import Usage
 from signals.events import FoldCommitted
 
@@ -288,31 +290,9 @@ class Folding:
             hard = fold.ceiling * (1 - fold.tail_margin) - self.growth
             self.cost = attrs.evolve(decision, commit=kept > hard)
             if recalls is not None:
-                self._release_first_round(view, measurer, kept, recalls.requests)
-
-    def _release_first_round(self, view: Sequence[Message], measurer: Measurer, kept: int, elapsed: int) -> None:
-        """Under after-read, release the protected first round when carrying it costs more than
-        folding it (:func:`runtime.fold.after_read.release_first_round`); the release is recorded
-        with its rewrite cause, as a ceiling's release is."""
-        current = self.turn.branch.state.protected_round
-        if current is None or not current.included:
-            return
-        ids = [m.id for m in view]
-        end = round_end_in_view(current, ids)
-        if end is None:
-            return
-        rewritten = max(0, kept - measurer.estimate(view[: ids.index(end) + 1]))
-        if not release_first_round(
-            size=current.size, rewritten=rewritten, elapsed_requests=elapsed, prices=self.settings.prices
-        ):
-            return
-        released = attrs.evolve(current, included=False, decided_at=float(self.clock()))
-        with self.turn.batch():
-            self.turn.protect_first_round(released)
-            self.turn.explain_rewrite(
-                f"protected first round released: folded once read, its {current.size} tokens carried for "
-                f"another {elapsed} requests cost more than rewriting the {rewritten} tokens after it"
-            )
+                release_protected_round(
+                    self.turn, view, measurer, kept=kept, elapsed=recalls.requests, prices=fold.prices, now=self.clock()
+                )
 
     def _kept_prefix(self, view: Sequence[Message]) -> int:
         """How many of the view's first messages a fold leaves in place (the cached prefix it keeps)."""
@@ -361,7 +341,7 @@ class Folding:
                 return "full"
         elif decide(m, self.ceiling, can_fold=True, fold_at=fold.fold_at).action == "fold":
             return "full"
-        if self.after_read and self._read_round(view):
+        if self.after_read and read_round_waiting(view, self.turn.branch.state.delivered):
             return "read"
         if fold.scheduling == "immediate" and fold.strategy == "fold" and any(isinstance(x, Note) for x in view):
             # Immediate scheduling: once the conversation has reached its fold line (a fold
@@ -404,15 +384,11 @@ class Folding:
         ran = ran or any(p.landed for p in plans if not read)
         why = self.cost.reason if self.cost is not None and ran else ""
         return Folded(
-            view, request, m, FoldRun(tuple(plans), ran, why, in_force, self._after_read_words() if read else "")
+            view,
+            request,
+            m,
+            FoldRun(tuple(plans), ran, why, in_force, after_read_words(self.tail, self.settings.tail) if read else ""),
         )
-
-    def _after_read_words(self) -> str:
-        """Why rounds fold once read: the setting, or the cost model's two per-request figures."""
-        tail = self.tail
-        if tail is None or self.settings.tail == "after-read":
-            return 'fold_tail = "after-read"'
-        return f"cost model: {tail.after_read_bit:,.0f} BIT a request against {tail.verbatim_bit or 0:,.0f} verbatim"
 
     async def _plan(
         self,
@@ -441,16 +417,6 @@ class Folding:
             result = await summarizer.summarize(step)
             step = planner.resume(result, self.shape.measurer(intent))
         return step
-
-    def _read_round(self, view: Sequence[Message]) -> bool:
-        """Whether a delivered round stands after the newest note (what the ``read`` mode folds)."""
-        delivered = self.turn.branch.state.delivered
-        for message in reversed(view):
-            if isinstance(message, Note):
-                return False
-            if isinstance(message, ToolResult) and message.clipped_from is None and message.id in delivered:
-                return True
-        return False
 
     def _plan_settings(self) -> FoldSettings:
         """The settings the planner folds by: the cost model's target when it chose one."""
@@ -523,35 +489,3 @@ class Folding:
 
 def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
-
-
-def context_call(
-    turn: Turn, call: ToolCall, *, settings: FoldSettings | None, shape: RequestShape, completed: int
-) -> ToolResult:
-    """Run one call of the model's context tool against the branch and apply what it changes.
-
-    ``settings`` is None when no fold is installed for the operation (the
-    tool still answers reads; a fold or restore says why it cannot).
-    """
-    branch = turn.branch
-    outcome = run_context_call(
-        call.arguments,
-        view=branch.view(),
-        record=branch,
-        settings=settings,
-        marks=tuple(branch.state.pending_marks),
-        completed=completed,
-        estimator=shape.measurer("continuing"),
-    )
-    result = ToolResult.for_call(call, outcome.text, is_error=outcome.is_error)
-    recovered = outcome.recovered | ({result.id} if outcome.protect_answer else set())
-    with turn.batch():
-        if outcome.view_ids is not None:
-            turn.set_view(outcome.view_ids)
-        if recovered:
-            turn.recover(recovered)
-        if outcome.marks is not None:
-            turn.hold_marks(outcome.marks)
-        if outcome.rewrite_cause is not None:
-            turn.explain_rewrite(outcome.rewrite_cause)
-    return result
