@@ -55,10 +55,23 @@ def fold_sentence(plan: FoldPlan, target: int) -> str:
     return f"{text}, target {target:,} reached" if not short else f"{text}; {short}"
 
 
-def folds_reason(ceiling_reason: str, plans: Sequence[FoldPlan], in_force: InForce | None, why: str, ran: bool) -> str:
-    """The decision's reason for a folding branch: the line and target in force, what the folds did, then the send."""
+def folds_reason(
+    ceiling_reason: str,
+    plans: Sequence[FoldPlan],
+    in_force: InForce | None,
+    why: str,
+    ran: bool,
+    after_read: str = "",
+) -> str:
+    """The decision's reason for a folding branch: the line and target in force, what the folds did, then the send.
+
+    ``after_read`` says why rounds were folded once read (the tail choice) when that is all that ran.
+    """
     if in_force is None:
         return ceiling_reason
+    if not ran and after_read:
+        described = "; ".join(fold_sentence(p, in_force.target) for p in plans if p.landed)
+        return f"folded once read ({after_read}); {described}; then the ceiling check: {ceiling_reason}"
     if not ran:
         return f"under the {in_force.words()}; then the ceiling check: {ceiling_reason}"
     head = f"the estimate reached the {in_force.words()}" + (f": {why}" if why else "")

@@ -19,9 +19,17 @@ growth is known), the recalls it made (:func:`actors.fold_recalls.recall_profile
 far, all read from the record, so a resumed run decides as the uninterrupted one did. Each ``FoldCommitted`` carries the prediction the commit was
 chosen on and what the cycle the previous commit of this turn started really cost.
 
-It also decides the protected first round, names the cache anchors and the
-tail_skip a folding branch needs, and runs the model's ``context`` tool
-against the branch. Its dependencies are its constructor arguments: the turn,
+The cost model also chooses, per branch and before each request, how the newest rounds are
+carried (the profile's ``fold_tail``, :func:`runtime.fold.after_read.choose_tail`): verbatim
+until the line, or folded once read (the planner's ``read`` mode at the next request, with
+no mark after the round, :meth:`runtime.cache.TailSkip.fold_next`, so it is sent fresh
+and never written). Under after-read a full fold runs only when the kept prefix and notes leave
+no room for the next round, and the protected first round may be released
+(:mod:`actors.fold_tail`).
+
+It also decides the protected first round and names the cache anchors and the
+tail_skip a folding branch needs (the model's ``context`` tool runs in
+:mod:`actors.fold_context`). Its dependencies are its constructor arguments: the turn,
 the fold settings, the request shape, the event publisher, the clock and the
 turn's spending so far.
 """
@@ -36,13 +44,14 @@ import attrs
 from actors.branch import Turn
 from actors.cache_step import anchor_locations
 from actors.fold_recalls import recall_profile
+from actors.fold_tail import after_read_words, read_round_waiting, release_protected_round
 from actors.fold_words import InForce, folds_reason, stopped_short
 from actors.publisher import Publisher
 from actors.shape import RequestShape
 from runtime.cache import TailSkip
 from runtime.cache.blocks import Location
 from runtime.decision.ceiling import ResolvedCeiling, decide
-from runtime.fold.context_tool import run_context_call
+from runtime.fold.after_read import TailChoice, choose_tail
 from runtime.fold.cost import COST_TARGETS, GROWTH_WINDOW, CostDecision, decide_fold, predicted_cycle, usage_cost
 from runtime.fold.measurer import Measurer
 from runtime.fold.planner import FoldInput, FoldPlan, FoldPlanner, NeedSummary, SummaryResult
@@ -52,7 +61,7 @@ from runtime.fold.settings import FoldSettings
 from runtime.logs import get_logger
 from runtime.measuring.measure import Measurement
 from runtime.request.compiler import Intent, Request
-from runtime.values.messages import AssistantResponse, Message, Note, ToolCall, ToolResult
+from runtime.values.messages import AssistantResponse, Message, Note, ToolResult
 from runtime.values.usage import Usage
 from signals.events import FoldCommitted
 
@@ -73,7 +82,7 @@ class Spending(Protocol):
     def requests(self) -> int: ...
 
 
-def view_growth(turn: Turn, measurer: Measurer, window: int = GROWTH_WINDOW) -> float | None:
+def view_growth(turn: Turn, measurer: Measurer, window: int = GROWTH_WINDOW, minimum: int = 2) -> float | None:
     """How fast the branch's view grows per request, from its own record (scaled tokens).
 
     Each main request's response, with what followed it into the view (tool results,
@@ -98,7 +107,7 @@ def view_growth(turn: Turn, measurer: Measurer, window: int = GROWTH_WINDOW) -> 
             current = 0
             if len(sizes) >= window:
                 break
-    if len(sizes) < 2:
+    if len(sizes) < max(1, minimum):
         return None
     return max(1.0, sum(sizes) / len(sizes) * measurer.scale)
 
@@ -138,6 +147,8 @@ class FoldRun:
     """The cost model's reason when it chose to fold (empty under the fixed fractions)."""
     in_force: InForce | None = None
     """The fold line and target in force before the send (None: the branch does not fold)."""
+    after_read: str = ""
+    """Why rounds were folded once read before the send (empty: none was)."""
 
     @property
     def stages(self) -> list[str]:
@@ -149,7 +160,7 @@ class FoldRun:
 
     def reason(self, ceiling_reason: str) -> str:
         """The decision's reason: the line and target in force, what the folds did and why they stopped, the send."""
-        return folds_reason(ceiling_reason, self.plans, self.in_force, self.why, self.ran)
+        return folds_reason(ceiling_reason, self.plans, self.in_force, self.why, self.ran, self.after_read)
 
 
 @attrs.frozen
@@ -185,6 +196,10 @@ class Folding:
     """The turn's spending before the folds of the send being prepared (their summaries not in it)."""
     recall_tokens: dict[str, int] = attrs.field(factory=dict)
     """Counted tokens of the messages :func:`recall_profile` measured, by id (see there)."""
+    tail: TailChoice | None = None
+    """The cost model's choice of tail before the send being prepared (None: not chosen by cost)."""
+    after_read: bool = False
+    """Whether rounds are folded once read before the send being prepared (the choice, or the setting)."""
 
     # -- cache placement with folding ---------------------------------------------------
 
@@ -195,8 +210,12 @@ class Folding:
         newest_note = next((m.id for m in reversed(view) if isinstance(m, Note)), None)
         return anchor_locations(request, (round_end, newest_note))
 
-    def tail_skip(self, m: Measurement) -> TailSkip | None:
+    def tail_skip(self, m: Measurement, view: Sequence[Message] = ()) -> TailSkip | None:
+        """No turn mark when a fold is expected to follow: near the line, or (after-read) when the
+        request ends with a round's results, which the next request folds."""
         fold = self.settings
+        if self.after_read and view and isinstance(view[-1], ToolResult):
+            return TailSkip.fold_next(estimate=m.estimate, ceiling=fold.ceiling)
         return TailSkip.decide(
             estimate=m.estimate, ceiling=fold.ceiling, context_fold_at=self._fold_at(), margin=fold.tail_margin
         )
@@ -228,28 +247,52 @@ class Folding:
     def _ask_cost(self, view: Sequence[Message], m: Measurement, intent: Intent) -> None:
         """Ask the cost model before a send (the cost policy, once the growth is known)."""
         fold = self.settings
-        self.cost = None
+        self.cost, self.tail = None, None
+        self.after_read = fold.tail == "after-read" and fold.strategy == "fold"
         if self.spending is not None:
             # Before this send's folds: their summary requests belong to the cycle they start.
             self.spent = CycleStart(usage_cost(self.spending.usage, fold.prices), self.spending.requests - 1)
         if not fold.by_cost:
             return
         measurer = self.shape.measurer(intent)
-        self.growth = view_growth(self.turn, measurer)
+        self.growth = view_growth(self.turn, measurer, minimum=1 if fold.after_read_possible else 2)
         if self.growth is None:
             return
         recalls = recall_profile(self.turn, measurer, self.recall_tokens)
-        self.cost = decide_fold(
+        kept = measurer.estimate(view[: self._kept_prefix(view)])
+        decision = self.cost = decide_fold(
             tokens=m.estimate,
             growth=self.growth,
             ceiling=fold.ceiling,
             margin=fold.tail_margin,
-            kept_prefix_tokens=measurer.estimate(view[: self._kept_prefix(view)]),
+            kept_prefix_tokens=kept,
             prices=fold.prices,
             caching=fold.caching,
             recalls=recalls,
             elapsed_requests=None if recalls is None else recalls.requests,
         )
+        if fold.after_read_possible:
+            self.tail = choose_tail(
+                decision,
+                growth=self.growth,
+                kept_tokens=kept,
+                prices=fold.prices,
+                caching=fold.caching,
+                recalls=recalls,
+            )
+            self.after_read = fold.tail == "after-read" or self.tail.tail == "after-read"
+            if not self.after_read and view_growth(self.turn, measurer) is None:
+                self.cost = None  # one increment prices the tail; the fold line waits for two
+        if self.after_read:
+            # Rounds fold once read, at no rewrite, so the next request carries what stays (the kept prefix and
+            # notes) and its own round: a full fold only when that would cross the hard limit (or the request is
+            # over the ceiling, :meth:`_mode`).
+            hard = fold.ceiling * (1 - fold.tail_margin) - self.growth
+            self.cost = attrs.evolve(decision, commit=kept > hard)
+            if recalls is not None:
+                release_protected_round(
+                    self.turn, view, measurer, kept=kept, elapsed=recalls.requests, prices=fold.prices, now=self.clock()
+                )
 
     def _kept_prefix(self, view: Sequence[Message]) -> int:
         """How many of the view's first messages a fold leaves in place (the cached prefix it keeps)."""
@@ -289,14 +332,17 @@ class Folding:
 
     # -- folding ------------------------------------------------------------------------
 
-    def _mode(self, view: Sequence[Message], m: Measurement) -> Literal["full", "light"] | None:
-        """How to fold a request before its send: fully when due, lightly under immediate scheduling."""
+    def _mode(self, view: Sequence[Message], m: Measurement) -> Literal["full", "light", "read"] | None:
+        """How to fold a request before its send: fully when due, each read round under after-read,
+        lightly under immediate scheduling."""
         fold = self.settings
         if self.cost is not None:
             if self.cost.commit or m.estimate > fold.ceiling:
                 return "full"
         elif decide(m, self.ceiling, can_fold=True, fold_at=fold.fold_at).action == "fold":
             return "full"
+        if self.after_read and read_round_waiting(view, self.turn.branch.state.delivered):
+            return "read"
         if fold.scheduling == "immediate" and fold.strategy == "fold" and any(isinstance(x, Note) for x in view):
             # Immediate scheduling: once the conversation has reached its fold line (a fold
             # note stands in the view), each unit that leaves the kept tail is folded as soon as it can be.
@@ -309,12 +355,13 @@ class Folding:
         """Fold while due; a refusal a landed fold may still clear resumes, at most twice per turn."""
         fold = self.settings
         plans: list[FoldPlan] = []
-        ran = False
+        ran, read = False, False
         self._ask_cost(view, m, intent)
         in_force = self.in_force()
         while (mode := self._mode(view, m)) is not None:
             ran = ran or mode == "full"
             plan = await self._plan(view, intent, mode=mode, refusal=m.estimate > fold.ceiling, summarizer=summarizer)
+            read = read or (mode == "read" and plan.landed)
             plans.append(plan)
             if not plan.landed:
                 with self.turn.batch():
@@ -323,7 +370,7 @@ class Folding:
                     if not plan.deferred:
                         self.turn.hold_marks(plan.held_marks)
                 break
-            await self._commit(plan)
+            await self._commit(plan, read=mode == "read")
             view = self.turn.branch.view()
             request = self.shape.compile(view, intent)
             m = self.shape.measure(request)
@@ -334,16 +381,21 @@ class Folding:
             log.info(
                 "fold resumes after a refusal", branch=self.turn.branch.id, estimate=m.estimate, resume=self.resumes
             )
-        ran = ran or any(p.landed for p in plans)
+        ran = ran or any(p.landed for p in plans if not read)
         why = self.cost.reason if self.cost is not None and ran else ""
-        return Folded(view, request, m, FoldRun(tuple(plans), ran, why, in_force))
+        return Folded(
+            view,
+            request,
+            m,
+            FoldRun(tuple(plans), ran, why, in_force, after_read_words(self.tail, self.settings.tail) if read else ""),
+        )
 
     async def _plan(
         self,
         view: Sequence[Message],
         intent: Intent,
         *,
-        mode: Literal["full", "light"],
+        mode: Literal["full", "light", "read"],
         refusal: bool,
         summarizer: Summarizer,
     ) -> FoldPlan:
@@ -373,10 +425,16 @@ class Folding:
             return self.settings
         return attrs.evolve(self.settings, target=target, fold_at=max(self.settings.fold_at, target + 1e-6))
 
-    def _cycle_figures(self) -> CycleFigures:
-        """The prediction this commit was chosen on and what the previous commit's cycle cost."""
+    def _cycle_figures(self, read: bool) -> CycleFigures:
+        """The prediction this commit was chosen on and what the previous commit's cycle cost.
+
+        A fold after read predicts one request at the tail choice's after-read figure.
+        """
         figures = CycleFigures()
-        if self.cost is not None and self.growth is not None:
+        if read and self.tail is not None and self.growth is not None:
+            figures = CycleFigures(growth=round(self.growth, 1), predicted_bit=round(self.tail.after_read_bit, 3))
+            figures = attrs.evolve(figures, predicted_requests=1.0)
+        elif self.cost is not None and self.growth is not None:
             figures = CycleFigures(
                 growth=round(self.growth, 1),
                 predicted_bit=_rounded(predicted_cycle(self.cost, self.growth, self.settings.prices)),
@@ -393,12 +451,12 @@ class Folding:
             self.cycle = spent
         return figures
 
-    async def _commit(self, plan: FoldPlan) -> None:
+    async def _commit(self, plan: FoldPlan, *, read: bool = False) -> None:
         """Land a fold in one batch (its notes and copies, the view, the held marks, the rewrite cause)."""
         self.turn.commit_fold(
             plan.added, plan.view_ids, plan.held_marks, f"fold {plan.fold_id} ({'+'.join(plan.stages)})"
         )
-        figures = self._cycle_figures()
+        figures = self._cycle_figures(read)
         await self.publish(
             FoldCommitted(
                 stages=list(plan.stages),
@@ -431,35 +489,3 @@ class Folding:
 
 def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
-
-
-def context_call(
-    turn: Turn, call: ToolCall, *, settings: FoldSettings | None, shape: RequestShape, completed: int
-) -> ToolResult:
-    """Run one call of the model's context tool against the branch and apply what it changes.
-
-    ``settings`` is None when no fold is installed for the operation (the
-    tool still answers reads; a fold or restore says why it cannot).
-    """
-    branch = turn.branch
-    outcome = run_context_call(
-        call.arguments,
-        view=branch.view(),
-        record=branch,
-        settings=settings,
-        marks=tuple(branch.state.pending_marks),
-        completed=completed,
-        estimator=shape.measurer("continuing"),
-    )
-    result = ToolResult.for_call(call, outcome.text, is_error=outcome.is_error)
-    recovered = outcome.recovered | ({result.id} if outcome.protect_answer else set())
-    with turn.batch():
-        if outcome.view_ids is not None:
-            turn.set_view(outcome.view_ids)
-        if recovered:
-            turn.recover(recovered)
-        if outcome.marks is not None:
-            turn.hold_marks(outcome.marks)
-        if outcome.rewrite_cause is not None:
-            turn.explain_rewrite(outcome.rewrite_cause)
-    return result

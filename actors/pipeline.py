@@ -215,7 +215,7 @@ class SendPipeline:
                 now=self.env.clock(),
                 env=self.env,
                 anchors=folding.anchors(request, view) if folding is not None else (),
-                tail_skip=folding.tail_skip(m) if folding is not None else None,
+                tail_skip=folding.tail_skip(m, view) if folding is not None else None,
                 previous=self.previous_placement,
             )
             request = request.with_marks(plan.placement.marks)

@@ -32,7 +32,8 @@ from actors.branch import Branch, Turn
 from actors.env import RunEnv
 from actors.exact_count import uncalibrated_prior
 from actors.final_tool import final_tool
-from actors.folding import Folding, context_call
+from actors.fold_context import context_call
+from actors.folding import Folding
 from actors.pipeline import SendPipeline, TurnProgress
 from actors.publisher import Publisher
 from actors.shape import RequestShape, offered_tools
@@ -74,6 +75,7 @@ def installed_fold(
         strategy=profile.context_strategy,
         policy=profile.fold_policy,
         prices=prices,
+        tail=profile.fold_tail,
     )
 
 

@@ -38,7 +38,9 @@ from typing import Any
 
 import pytest
 
-# Folding under a ceiling (tool_io folds, a clip, a fold mark, read_result),
+# Folding under a ceiling (tool_io folds, a clip, a fold mark, read_result, a
+# summary: the 11,000-token ceiling is small enough that a fold needs one; a
+# node whose rounds fold once read, read_result among them),
 # children cloned from a long emitter, an independent node and a dependent
 # one. Caching is off: a provider's cache does not survive a crash, so
 # only then can usage totals be compared with an uninterrupted run.
@@ -57,8 +59,28 @@ max_input_tokens = 100000
 [profiles.folding]
 system = "You read files under a ceiling."
 tools = ["synthetic_read"]
+max_input_tokens = 11000
+context_management = true
+fold_tail = "verbatim"
+[profiles.masking]
+system = "You read files under a ceiling, each folded once read."
+tools = ["synthetic_read"]
 max_input_tokens = 14000
 context_management = true
+fold_tail = "after-read"
+[[nodes]]
+id = "masker"
+profile = "masking"
+max_rounds = 20
+instruction = "Read each file once and report."
+script = [
+  { tool_calls = [{ name = "synthetic_read", arguments = { path = "a0.py", size = 4000 } }] },
+  { tool_calls = [{ name = "synthetic_read", arguments = { path = "a1.py", size = 5000 } }] },
+  { tool_calls = [{ name = "synthetic_read", arguments = { path = "a2.py", size = 3000 } }] },
+  { tool_calls = [{ name = "context", arguments = { action = "read_result", index = 3, offset = 0, limit = 400 } }] },
+  { tool_calls = [{ name = "synthetic_read", arguments = { path = "a3.py", size = 4000 } }] },
+  { text = "All read." },
+]
 [[nodes]]
 id = "reader"
 profile = "folding"
@@ -345,6 +367,8 @@ def test_the_uninterrupted_run_folds_and_finishes(driver: Driver, expected: dict
     notes = [r for r in expected["records"]["reader"] if r.startswith('{"first_index"')]
     copies = [r for r in expected["records"]["reader"] if '"clipped_from":' in r and '"clipped_from":null' not in r]
     assert expected["status"] == "ok" and notes and copies and driver.statements > 200
+    masked = [r for r in expected["records"]["masker"] if r.startswith('{"first_index"')]
+    assert len(masked) >= 3, "each read round of the after-read node is folded into a note of its own"
 
 
 @pytest.mark.slow

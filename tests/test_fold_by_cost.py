@@ -133,7 +133,8 @@ def _spent(events: Sequence[Any], start: int, end: int, prices: CostPrices) -> f
 
 @pytest.mark.anyio
 async def test_the_cost_policy_folds_to_its_chosen_target_and_records_prediction_and_realised_cost() -> None:
-    result, events, report = await run(BY_COST, reading(30))
+    # The verbatim tail's cost line (fold after read is tests/test_fold_after_read.py's).
+    result, events, report = await run(BY_COST.evolve(fold_tail="verbatim"), reading(30))
     assert result.status == "ok", result["n"].reason
     decisions = [d.data for d in of(events, "ContextDecision") if d.data["sent"]]
     assert all(d["estimate_after"] <= CEILING for d in decisions)

@@ -87,8 +87,10 @@ def test_a_note_lists_every_folded_message_thinking_call_and_image() -> None:
         '- #2 assistant: "Reading both.\\nThen stat."',
         f"  (#2 held 2 thinking block(s), 1 redacted, about 5 thinking tokens; {_restore(2)})",
         '- #3 read_file {"path":"a.md"} -> 120 chars',
+        '  (#3 line 1: "' + "x" * 120 + '")',
         f"  (#3 {IMAGE_TEXT}; {_restore(3)})",
         '- #4 stat {"p":1} -> error, 2 chars',
+        '  (#4 line 1: "no")',
     ]
     assert note.first_index == 1 and note.stage == "tool_io" and len(note.replaced) == 4
 
@@ -114,7 +116,7 @@ def test_a_round_lists_the_calls_after_one_whose_result_is_not_folded_with_it() 
     c.view.remove(results[0].id)
     branch = c.branch()
     (_, round_unit) = units_of(branch.view(), branch)
-    assert unit_lines(round_unit, branch) == ['- #4 read_file {"path":"b"} -> 4 chars']
+    assert unit_lines(round_unit, branch) == ['- #4 read_file {"path":"b"} -> 4 chars', '  (#4 line 1: "bbbb")']
 
 
 # notes unit_lines mutmut_68.._86, _original mutmut_8: a result folded without its call (a clipped copy standing for
@@ -142,7 +144,11 @@ def test_a_lone_copy_is_listed_as_its_original_and_a_copy_without_one_is_refused
     branch = c.branch()
     lone = units_of(branch.view(), branch)[1]
     assert lone.members == (copy,)
-    assert unit_lines(lone, branch) == ["- #4 read_file {} -> error, 70 chars", f"  (#4 {IMAGE_TEXT}; {_restore(4)})"]
+    assert unit_lines(lone, branch) == [
+        "- #4 read_file {} -> error, 70 chars",
+        '  (#4 line 1: "' + "z" * 70 + '")',  # the original's salient line, not the copy's
+        f"  (#4 {IMAGE_TEXT}; {_restore(4)})",
+    ]
     stranger = ToolResult("call-9", "read_file", "{}", "kept", clipped_from="gone-id")
     c.add(stranger)
     branch = c.branch()
@@ -557,7 +563,7 @@ def test_a_round_landing_exactly_at_the_low_mark_is_not_held_back() -> None:
     c.task("Read.")
     c.round([("stat", {"path": "first"}, "ok")])
     c.round([read(f"many/{i}.txt", 1000) for i in range(10)])
-    c.round([read("mid.md", 1018)])  # its size makes the estimate below a multiple of nine (checked)
+    c.round([read("mid.md", 1039)])  # its size makes the estimate below a multiple of nine (checked)
     for i in range(5):
         c.round([read(f"t/{i}.md", 1000)])
     c.round([read("big.md", 20_000)])

@@ -97,7 +97,14 @@ COMPACTION = Strategy(
 FOLD_IMMEDIATE = Strategy(
     "fold-immediate",
     "fold, each commit as soon as it is decided",
-    {"prompt_caching": True, "context_management": True, "context_strategy": "fold", "fold_scheduling": "immediate"},
+    # A verbatim tail: fold after read would make it foldline's twin (the comparison is epoch against immediate).
+    {
+        "prompt_caching": True,
+        "context_management": True,
+        "context_strategy": "fold",
+        "fold_scheduling": "immediate",
+        "fold_tail": "verbatim",
+    },
 )
 FOLDLINE = Strategy(
     "foldline",

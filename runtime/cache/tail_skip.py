@@ -16,6 +16,12 @@ this one's did not. A margin of 0 selects nothing. The default margin, 0.045,
 is the measured 0.217 quantile of a round's growth as a share of the ceiling
 (seed 001, Amendment 4).
 
+Under fold-after-read (:mod:`runtime.fold.after_read`) the next request folds this
+request's newest round whatever its size: :meth:`TailSkip.fold_next` selects it, so
+the last mark stands before the round (the newest note's anchor) and the round is
+sent fresh at 1.0 rather than written at the write price to go unread. Its record
+says ``reason = "fold_next"``.
+
 The comparison is exact in decimal: each number is taken at its shortest
 decimal form, so an estimate exactly at ``L - margin x ceiling`` is selected
 whatever the binary rounding of the product.
@@ -25,7 +31,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -41,9 +47,14 @@ class TailSkipRecord:
     estimate: float
     fold_line: float
     margin: float
+    reason: Literal["line", "fold_next"] = "line"
+    """Why the mark is skipped: the fold line is near (``line``), or the next request folds the round."""
 
-    def to_dict(self) -> dict[str, float]:
-        return {"estimate": self.estimate, "fold_line": self.fold_line, "margin": self.margin}
+    def to_dict(self) -> dict[str, float | str]:
+        record: dict[str, float | str] = {"estimate": self.estimate, "fold_line": self.fold_line, "margin": self.margin}
+        if self.reason != "line":
+            record["reason"] = self.reason
+        return record
 
 
 @attrs.frozen
@@ -55,6 +66,16 @@ class TailSkip:
     fold_line: float
     margin: float
     ceiling: int
+    reason: Literal["line", "fold_next"] = "line"
+
+    @classmethod
+    def fold_next(cls, *, estimate: float, ceiling: int) -> TailSkip:
+        """Selected: the next request folds this request's newest round (fold after read).
+
+        Raises :class:`CacheInputError` as :meth:`decide` does for a bad ``ceiling`` or ``estimate``.
+        """
+        base = cls.decide(estimate=estimate, ceiling=ceiling, context_fold_at=1.0, margin=0.0)
+        return attrs.evolve(base, selected=True, reason="fold_next")
 
     @classmethod
     def decide(
@@ -101,7 +122,7 @@ class TailSkip:
         """The record a selected request carries; None when not selected."""
         if not self.selected:
             return None
-        return TailSkipRecord(estimate=self.estimate, fold_line=self.fold_line, margin=self.margin)
+        return TailSkipRecord(estimate=self.estimate, fold_line=self.fold_line, margin=self.margin, reason=self.reason)
 
 
 def _exact(name: str, value: Any) -> Fraction:

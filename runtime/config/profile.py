@@ -39,6 +39,7 @@ FOLD_SCHEDULINGS = ("epoch", "immediate")
 CONTEXT_STRATEGIES = ("fold", "compaction")
 TOOL_ERRORS = ("model", "fail")
 FOLD_POLICIES = ("cost", "fixed")
+FOLD_TAILS = ("cost", "verbatim", "after-read")
 
 
 def _thinking_json(value: Any) -> Any:
@@ -97,6 +98,12 @@ class Profile:
       ``compact_20260112``; :mod:`runtime.config.server_edits`), sent on main
       requests with the betas they need; held as canonical JSON (None: not sent).
       Not ``context_management``, which is foldline's own context tool.
+    - ``fold_tail``: how the newest tool rounds are carried: ``"verbatim"`` (kept as
+      they came until the fold line), ``"after-read"`` (each round folded into a note,
+      its calls and each result's salient line, at the request after the one that
+      delivered it; sent once fresh, never cache-written; the originals stay readable)
+      or ``"cost"`` (default: under ``fold_policy = "cost"`` the cost model chooses per
+      branch before each request, :mod:`runtime.fold.after_read`; verbatim under ``"fixed"``).
     """
 
     system: str | None = None
@@ -116,6 +123,7 @@ class Profile:
     thinking: str | None = attrs.field(default=None, converter=_thinking_json)
     fold_policy: Literal["cost", "fixed"] = "cost"
     server_context_edits: str | None = attrs.field(default=None, converter=edits_json)
+    fold_tail: Literal["cost", "verbatim", "after-read"] = "cost"
 
     def __attrs_post_init__(self) -> None:
         _check_profile(_values_of(self), "Profile")
@@ -229,6 +237,7 @@ def _check_profile(v: Mapping[str, Any], where: str) -> None:
     if v["server_context_edits"] is not None:
         thinking = json.loads(v["thinking"]).get("type") if isinstance(v["thinking"], str) else None
         check_server_edits(v["server_context_edits"], thinking, at("server_context_edits"))
+    check_choice(v["fold_tail"], at("fold_tail"), FOLD_TAILS)
 
 
 def _tool_names(tools: Any) -> Any:

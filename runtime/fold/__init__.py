@@ -21,6 +21,7 @@ the planner asks for and lands each fold commit in one batch.
 - :mod:`runtime.fold.context_tool`: the model's context tool: schema and actions.
 - :mod:`runtime.fold.measurer`: measuring candidate views like requests.
 - :mod:`runtime.fold.settings`: the fold's settings.
+- :mod:`runtime.fold.after_read`: fold after read or keep a verbatim tail (the cost model's choice).
 - :mod:`runtime.fold.audit`: bytes a view dropped with no recovery path.
 
 Beside the core, not in it: the scripted summarizer is

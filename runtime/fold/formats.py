@@ -14,8 +14,10 @@ with the parsers here instead of guessing:
   tool call is listed as ``- #N user: "..."`` or ``- #N assistant: "..."``
   (its text clipped to 160 characters, as JSON).
 - **A note's header** (:func:`note_header`): ``[fold f-<12 hex> · <stage> ·
-  <count> messages from #<first> · span sha256 <64 hex>]``; the span digest
-  addresses exactly the messages the note replaced.
+  <count> messages from #<first> · span sha256 <16 hex>]``; the span digest
+  (its first :data:`SPAN_HEX` hex digits) checks that the record still holds
+  exactly the messages the note replaced. Notes written before it was
+  shortened carry all 64 digits and are checked against all of them.
 - **A clip marker** (:func:`clip_marker`, :func:`parse_clip_marker`): the line
   between a clipped copy's head and tail; it names the omitted interval of
   the original's recovery text and the exact context call that returns it::
@@ -94,6 +96,14 @@ def call_line(index: int, name: str, arguments: Mapping[str, Any], output_chars:
     return f"- #{index} {name} {listed_arguments(arguments)} -> {size}"
 
 
+def salient_line(index: int, line_number: int, text: str) -> str:
+    """A detail under a folded call: one line of its result, kept verbatim (clipped to 160 characters).
+
+    Shaped as a detail line, so a note that absorbs this one keeps it (:func:`listing_lines`).
+    """
+    return f"  (#{index} line {line_number}: {canonical_json(_clip(text, TEXT_PREVIEW_LIMIT))})"
+
+
 def message_line(index: int, role: str, text: str) -> str:
     """One listing line for a folded message that is not a tool call (its text clipped to 160)."""
     return f"- #{index} {role}: {canonical_json(_clip(text, TEXT_PREVIEW_LIMIT))}"
@@ -157,13 +167,20 @@ def listing_lines(text: str) -> tuple[str, ...]:
 # -- note header --------------------------------------------------------------------
 
 
+SPAN_HEX = 16
+"""Hex digits of the span digest a note's header shows: 64 bits, enough to catch a record that no
+longer holds what was folded, at about a quarter of the full digest's tokens (a note stands in
+every later request; fold after read writes one a round)."""
+
+
 def note_header(fold_id: str, stage: str, count: int, first_index: int, span_sha256: str) -> str:
-    return f"[fold {fold_id} · {stage} · {count} messages from #{first_index} · span sha256 {span_sha256}]"
+    span = span_sha256[:SPAN_HEX]
+    return f"[fold {fold_id} · {stage} · {count} messages from #{first_index} · span sha256 {span}]"
 
 
 _NOTE_HEADER = re.compile(
     r"^\[fold (?P<fold_id>f-[0-9a-f]{12}) · (?P<stage>[a-z_]+) · (?P<count>\d+) messages from #(?P<first>\d+)"
-    r" · span sha256 (?P<span>[0-9a-f]{64})\]$"
+    r" · span sha256 (?P<span>[0-9a-f]{64}|[0-9a-f]{16})\]$"
 )
 
 

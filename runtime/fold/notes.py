@@ -6,14 +6,18 @@ summary's text), so the same fold of the same messages always has the same
 id, and a restore can check that the record still holds exactly what was
 folded. Its body lists every folded call (see :mod:`runtime.fold.formats`),
 the calls of any earlier note it absorbs, and a line for each folded message
-that is not a call; an ``all`` or ``reset`` note puts its summary first.
+that is not a call; an ``all`` or ``reset`` note puts its summary first. Under
+each call it keeps its result's salient line verbatim (:func:`salient_line_of`),
+so a later question about them needs no ``read_result`` round.
 """
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 
-from runtime.fold.formats import call_line, listing_lines, message_line, note_header
+from runtime.fold.formats import call_line, listing_lines, message_line, note_header, salient_line
 from runtime.fold.units import RecordAccess, Unit
 from runtime.measuring.tokenizer import count_tokens
 from runtime.values.canonical import canonical_json, sha256_hex
@@ -37,6 +41,10 @@ CALLS_HEADING = (
     'Folded calls (read any original with context {"action":"read_result","index":N}; '
     'restore with context {"action":"restore","index":N}):'
 )
+
+CALLS_HEADING_AGAIN = "Folded calls (as above):"
+"""The heading of a note built while another note in the view shows :data:`CALLS_HEADING` (each
+fold-after-read round is a note of its own; the instructions once are enough)."""
 
 
 def structural_digest(message: Message) -> str:
@@ -89,8 +97,40 @@ def _original(result: ToolResult, record: RecordAccess) -> tuple[ToolResult, int
     return original, index
 
 
-def unit_lines(unit: Unit, record: RecordAccess) -> list[str]:
-    """The listing lines for one folded unit (a copy is listed as its original)."""
+def _shape(line: str) -> str:
+    """A line's shape: its first word with every digit read as 0 (timestamps, counters, line numbers alike)."""
+    return _DIGIT.sub("0", line.split(maxsplit=1)[0])
+
+
+_DIGIT = re.compile(r"[0-9]")
+
+
+def salient_line_of(output: str) -> tuple[int, str] | None:
+    """The line of a result a note keeps verbatim, with its 1-based number (None: none stands out).
+
+    The first non-blank line whose shape (its first word, digits read as 0) begins no other
+    non-blank line. Tool outputs are mostly lines of one shape (a file's numbered lines, a log's
+    timestamps, a listing's paths); the line that breaks it is the one a reader remembers (an error
+    amid log lines, a status above a listing, a planted fact amid a file). A one-line result is its
+    own salient line. When every line shares its shape with another, none stands out and none is
+    kept: the head of a uniform output is its first entry, which says no more than the call line.
+    Deterministic. Chosen by looking at the bench's reading workloads (a document whose lines share
+    a path prefix, a fact line planted among some) and staged ones (a stage whose head line hands on
+    the next key); docs/bench.md gives the figures with the head line kept as a fallback.
+    """
+    lines = [(number, line) for number, line in enumerate(output.splitlines(), 1) if line.strip()]
+    shapes = Counter(_shape(line) for _, line in lines)
+    return next(((n, line) for n, line in lines if shapes[_shape(line)] == 1), None)
+
+
+def _salient(index: int, result: ToolResult) -> list[str]:
+    found = salient_line_of(result.output)
+    return [] if found is None else [salient_line(index, found[0], found[1])]
+
+
+def unit_lines(unit: Unit, record: RecordAccess, *, salient: bool = True) -> list[str]:
+    """The listing lines for one folded unit (a copy is listed as its original); ``salient``: with each
+    result's salient line (the compaction baseline lists calls alone, as the peers' summaries do)."""
     first = unit.members[0]
     if isinstance(first, Note):
         return list(listing_lines(first.text))
@@ -110,6 +150,7 @@ def unit_lines(unit: Unit, record: RecordAccess) -> list[str]:
                 continue
             original, original_index = _original(result, record)
             lines.append(call_line(original_index, call.name, call.arguments, len(original.output), original.is_error))
+            lines.extend(_salient(original_index, original) if salient else ())
             lines.extend(image_lines(original_index, original.images))
         return lines
     if isinstance(first, Instruction):
@@ -118,6 +159,7 @@ def unit_lines(unit: Unit, record: RecordAccess) -> list[str]:
         original, original_index = _original(first, record)
         return [
             call_line(original_index, first.name, {}, len(original.output), original.is_error),
+            *(_salient(original_index, original) if salient else ()),
             *image_lines(original_index, original.images),
         ]
     return []
@@ -150,14 +192,19 @@ def build_note(
     *,
     summary: str | None = None,
     summary_note: str | None = None,
+    salient: bool = True,
     lines_of: Callable[[Unit], Sequence[str]] | None = None,
+    heading: str = CALLS_HEADING,
 ) -> Note:
     """A note standing for ``units`` (in view order), written by ``stage``.
 
     ``summary`` (clipped to :data:`SUMMARY_MAX_CHARS`) goes first when given;
     ``summary_note`` is one line saying why there is none (e.g. the summary
-    request failed). ``lines_of`` gives a unit's :func:`unit_lines` (a memo of
-    them, for a caller building many notes over the same units).
+    request failed). ``salient`` keeps each result's salient line under its call
+    (off for the compaction baseline). ``lines_of`` gives a unit's :func:`unit_lines` (a memo of
+    them, for a caller building many notes over the same units). ``heading``
+    opens the call listing (:data:`CALLS_HEADING_AGAIN` when the view keeps a
+    note with the full one).
     """
     if not units:
         raise ValueError("build_note: a note must replace at least one unit")
@@ -172,10 +219,10 @@ def build_note(
         parts.append("Summary:\n" + text)
     elif summary_note:
         parts.append(summary_note)
-    listed = lines_of if lines_of is not None else (lambda unit: unit_lines(unit, record))
+    listed = lines_of if lines_of is not None else (lambda unit: unit_lines(unit, record, salient=salient))
     lines = [line for unit in units for line in listed(unit)]
     if lines:
-        parts.append(CALLS_HEADING + "\n" + "\n".join(lines))
+        parts.append(heading + "\n" + "\n".join(lines))
     return Note(text="\n".join(parts), replaced=tuple(m.id for m in replaced), first_index=first_index, stage=stage)
 
 

@@ -8,7 +8,7 @@ import attrs
 
 from runtime.fold.marks import FoldMark
 from runtime.fold.measurer import Measurer
-from runtime.fold.notes import build_note, unit_lines
+from runtime.fold.notes import CALLS_HEADING, CALLS_HEADING_AGAIN, build_note, unit_lines
 from runtime.fold.plan_values import FoldInput, FoldPlan, PassRecord
 from runtime.fold.settings import (
     FoldSettings,
@@ -153,8 +153,19 @@ class PlanRun:
                     runs.append([i])
         notes: list[Note] = []
         note_at: dict[int, Note] = {}
+        # The full instructions once: a note kept in the view already shows them.
+        shown = any(
+            isinstance(m, Note) and CALLS_HEADING in m.text
+            for i, unit in enumerate(units)
+            if i not in chosen
+            for m in unit.members
+        )
         for run in runs:
-            note = build_note(stage, [units[i] for i in run], self.inp.record, lines_of=self.unit_lines)
+            heading = CALLS_HEADING_AGAIN if shown else CALLS_HEADING
+            note = build_note(
+                stage, [units[i] for i in run], self.inp.record, lines_of=self.unit_lines, heading=heading
+            )
+            shown = True
             notes.append(note)
             note_at[run[0]] = note
         return rebuild_view(self.view, units, chosen, note_at), notes

@@ -29,7 +29,7 @@ class FoldInput:
     protected: frozenset[str]
     marks: tuple[FoldMark, ...]
     settings: FoldSettings
-    mode: Literal["full", "light"] = "full"
+    mode: Literal["full", "light", "read"] = "full"
     refusal: bool = False
     """The fold runs because the request is over the ceiling (a commit is never deferred then)."""
 

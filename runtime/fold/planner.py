@@ -38,7 +38,9 @@ units, just-recovered originals, the kept tail. With caching on, the
 ordinary stages take only what follows the newest note.
 
 The ``light`` mode (immediate scheduling, below the fold line) runs only the
-marks and ``tool_io`` with tail six. The ``compaction`` strategy replaces all
+marks and ``tool_io`` with tail six. The ``read`` mode (fold after read,
+:mod:`runtime.fold.after_read`) runs the marks and ``tool_io`` with no tail:
+every delivered round after the newest note, each read by the model already. The ``compaction`` strategy replaces all
 of this with one summary of the whole conversation (:func:`_compaction`).
 """
 
@@ -294,8 +296,8 @@ def _floor_estimate(run: PlanRun) -> int:
 def _fold(run: PlanRun) -> Generator[NeedSummary, SummaryResult, FoldPlan]:
     settings = run.settings
     _marks_pass(run)
-    if run.inp.mode == "light":
-        _tool_io(run, TOOL_IO_TAILS[0], exact=False, needed_only=False)
+    if run.inp.mode != "full":
+        _tool_io(run, TOOL_IO_TAILS[0] if run.inp.mode == "light" else 0, exact=False, needed_only=False)
         return run.plan()
 
     reset_done = False
@@ -363,9 +365,11 @@ def _compaction(run: PlanRun) -> Generator[NeedSummary, SummaryResult, FoldPlan]
     result = yield _summary_need(run, "compaction", span)
     run.summaries += 1
     if result.text is not None:
-        note = build_note("compaction", span, run.inp.record, summary=result.text)
+        note = build_note("compaction", span, run.inp.record, summary=result.text, salient=False)
     else:
-        note = build_note("compaction", span, run.inp.record, summary_note=f"(No summary: {result.failure}.)")
+        note = build_note(
+            "compaction", span, run.inp.record, summary_note=f"(No summary: {result.failure}.)", salient=False
+        )
     task_members = [m for i in sorted(keep) for m in units[i].members if task is not None and m.id == task.id]
     rest = [m for i in sorted(keep) for m in units[i].members if task is None or m.id != task.id]
     candidate = task_members + [note] + rest

@@ -6,10 +6,12 @@ A fold is installed for an iterative operation whose profile has
 refusal). The numbers come from the profile keys ``context_fold_at``,
 ``context_fold_target``, ``context_fold_tail_margin``,
 ``tool_result_max_chars``, ``fold_scheduling``, ``context_strategy`` and
-``fold_policy``, which :mod:`runtime.config` validates. Under the ``cost`` policy
+``fold_policy`` and ``fold_tail``, which :mod:`runtime.config` validates. Under the ``cost`` policy
 the fold line and target are chosen before each request by
 :mod:`runtime.fold.cost` (at ``prices``); ``fold_at`` and ``target`` hold until the
-branch's growth per request is known, and always under ``fixed``.
+branch's growth per request is known, and always under ``fixed``. ``fold_tail`` says how the
+newest rounds are carried: verbatim until the fold line, folded once read, or (``cost``, the
+default) whichever :func:`runtime.fold.after_read.choose_tail` prices lower for the branch.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Literal
 import attrs
 
 from runtime.decision.ceiling import DEFAULT_FOLD_AT, line_at
+from runtime.fold.after_read import FoldTail
 from runtime.fold.cost import CostPrices
 
 DEFAULT_TARGET = 0.6
@@ -62,6 +65,15 @@ class FoldSettings:
     policy: Literal["cost", "fixed"] = DEFAULT_POLICY
     prices: CostPrices = CostPrices()
     """The model's prices relative to fresh input (the cost policy's)."""
+    tail: FoldTail = "cost"
+    """How the newest rounds are carried (``fold_tail``: ``cost``, ``verbatim``, ``after-read``)."""
+
+    @property
+    def after_read_possible(self) -> bool:
+        """Whether a round may be folded once read: asked for, or left to the cost model under the cost policy."""
+        if self.strategy != "fold":
+            return False
+        return self.tail == "after-read" or (self.tail == "cost" and self.by_cost)
 
     @property
     def by_cost(self) -> bool:
@@ -103,6 +115,7 @@ def fold_settings(
     strategy: Literal["fold", "compaction"],
     policy: Literal["cost", "fixed"] = DEFAULT_POLICY,
     prices: CostPrices | None = None,
+    tail: FoldTail = "cost",
 ) -> FoldSettings | None:
     """The installed fold's settings, or None when no fold is installed (see the module docstring)."""
     if not context_management or ceiling is None:
@@ -118,4 +131,5 @@ def fold_settings(
         strategy=strategy,
         policy=policy,
         prices=CostPrices() if prices is None else prices,
+        tail=tail,
     )
