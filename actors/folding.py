@@ -37,6 +37,7 @@ from actors.branch import Turn
 from actors.cache_step import anchor_locations
 from actors.fold_recalls import recall_profile
 from actors.fold_words import InForce, folds_reason, stopped_short
+from actors.inherit import inherited_cached_ids
 from actors.publisher import Publisher
 from actors.shape import RequestShape
 from runtime.cache import TailSkip
@@ -358,6 +359,7 @@ class Folding:
             settings=self._plan_settings(),
             mode=mode,
             refusal=refusal,
+            inherited=inherited_cached_ids(self.turn.branch) if self.settings.caching else frozenset(),
         )
         planner = FoldPlanner(fold_input, self.shape.measurer(intent))
         step = planner.start()

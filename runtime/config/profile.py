@@ -38,6 +38,7 @@ FOLD_SCHEDULINGS = ("epoch", "immediate")
 CONTEXT_STRATEGIES = ("fold", "compaction")
 TOOL_ERRORS = ("model", "fail")
 FOLD_POLICIES = ("cost", "fixed")
+INHERITED_SETUPS = ("instruction", "own")
 
 
 def _thinking_json(value: Any) -> Any:
@@ -90,6 +91,12 @@ class Profile:
       branch's growth per request and the model's prices; ``context_fold_at`` and
       ``context_fold_target`` hold until the growth is known) or ``"fixed"`` (always
       fold at ``context_fold_at`` toward ``context_fold_target``).
+    - ``inherited_setup``: how a branch that starts from another's view (a
+      spawned child, a node with ``inherit``, a fork) takes this profile's
+      system text and tools (:mod:`actors.inherit`): ``"instruction"`` (default:
+      the emitter's tools and system text stay byte for byte, so its cached
+      prefix is read; this setup arrives as an instruction) or ``"own"`` (they
+      replace the emitter's; its cache is not read).
     """
 
     system: str | None = None
@@ -108,6 +115,7 @@ class Profile:
     tool_errors: Literal["model", "fail"] = "model"
     thinking: str | None = attrs.field(default=None, converter=_thinking_json)
     fold_policy: Literal["cost", "fixed"] = "cost"
+    inherited_setup: Literal["instruction", "own"] = "instruction"
 
     def __attrs_post_init__(self) -> None:
         _check_profile(_values_of(self), "Profile")
@@ -218,6 +226,7 @@ def _check_profile(v: Mapping[str, Any], where: str) -> None:
     if v["thinking"] is not None:
         _check_thinking(v["thinking"], v["max_tokens"], at("thinking"))
     check_choice(v["fold_policy"], at("fold_policy"), FOLD_POLICIES)
+    check_choice(v["inherited_setup"], at("inherited_setup"), INHERITED_SETUPS)
 
 
 def _tool_names(tools: Any) -> Any:

@@ -7,8 +7,9 @@ bound, shared by all the nodes: :mod:`runtime.contract.in_flight`). A running no
 declared with ``spawned_by``) up to ``spawn_limit`` per run; a dependent child
 (``inherit="view"``) starts from a clone of its emitter's *view* as the model
 last saw it (an incomplete round, whose calls have no results yet, is left
-out), then runs its own setup (system text, tools, profile), and its requests
-are measured under its own ceiling. A top-level node starts with the
+out), then runs its own setup (system text, tools, profile; by default as an
+instruction after the inherited view, keeping the emitter's cached prefix:
+:mod:`actors.inherit`), and its requests are measured under its own ceiling. A top-level node starts with the
 calibration evidence the nodes it depends on finished with
 (:func:`runtime.measuring.model_calibration.shared_evidence`), so a model one of them
 calibrated is measured at its scale from the node's first request.
@@ -312,7 +313,9 @@ class _Scheduler:
         if node.branch is not None:
             return node.branch
         if source is not None:
-            return inherited_branch(self.branches[source], self.new_branch(node))
+            return inherited_branch(
+                self.branches[source], self.nodes[source].profile, self.new_branch(node), node.profile
+            )
         return self.new_branch(node)
 
     async def fail(self, node: Node, branch_id: str | None, exc: Exception, prefix: str = "") -> None:
@@ -396,7 +399,8 @@ class _Scheduler:
         if child.branch is not None:
             return child.branch
         if child.inherit == "view":
-            return inherited_branch(emitter_branch, self.new_branch(child))
+            emitter = self.nodes[child.spawned_by or ""]
+            return inherited_branch(emitter_branch, emitter.profile, self.new_branch(child), child.profile)
         return self.new_branch(child)
 
 
