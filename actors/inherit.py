@@ -31,6 +31,7 @@ from actors.branch import Branch
 from runtime.config import Profile
 from runtime.fold.context_tool import CONTEXT_TOOL_NAME
 from runtime.request.compiler import ToolSpec
+from runtime.values.messages import Instruction
 
 SETUP_HEADING = "Your setup for the rest of this conversation (it replaces the system text above):"
 
@@ -121,3 +122,15 @@ def inherited_cached_ids(branch: Branch) -> frozenset[str]:
         return frozenset()
     inherited = frozenset(mid for mid in branch.view_ids() if (branch.index_of(mid) or 0) < branch.fork_length)
     return inherited if branch.state.delivered <= inherited else frozenset()
+
+
+def setup_ids(branch: Branch) -> frozenset[str]:
+    """The id of ``branch``'s setup instruction (:func:`set_up_inherited`) while it is in the view: no fold takes it,
+    as none takes a system text."""
+    at = branch.fork_length
+    if branch.parent_id is None or branch.record_length() <= at:
+        return frozenset()
+    message = branch.message_at(at)
+    if not isinstance(message, Instruction) or not message.text.startswith(SETUP_HEADING + "\n"):
+        return frozenset()
+    return frozenset({message.id}) & frozenset(branch.view_ids())

@@ -17,14 +17,15 @@ from hypothesis import strategies as st
 from support import READER, calls, flow, iterative, node, read, runtime_for, scripted, text
 
 from actors.branch import Branch
-from actors.inherit import SETUP_HEADING, inherited_cached_ids, set_up_inherited, setup_text
+from actors.inherit import SETUP_HEADING, inherited_cached_ids, set_up_inherited, setup_ids, setup_text
 from runtime.bench.conversations import Conversation, fold_input, measurer_for, run_planner
 from runtime.cache import CacheLedger
 from runtime.cli import main
 from runtime.config import Profile
 from runtime.config.loader import loads_scenario
 from runtime.errors import ConfigError
-from runtime.fold.planner import FoldPlanner
+from runtime.fold.plan_run import PlanRun
+from runtime.fold.planner import FoldPlanner, SummaryResult
 from runtime.fold.settings import FoldSettings
 from runtime.measuring.measure import TokenCounter
 from runtime.request.compiler import ToolSpec
@@ -198,3 +199,36 @@ def test_a_childs_first_fold_takes_the_newest_inherited_rounds_and_keeps_the_cac
     assert first_note >= 3 and kept[:first_note] == tuple(child_view[:first_note])
     assert rounds[-1][0].id not in kept and rounds[0][0].id in kept
     assert kept[-1] == child_view[-1]  # the setup instruction stays last
+
+
+def test_no_fold_takes_a_childs_setup_instruction() -> None:
+    c = Conversation()
+    c.task("Read the parts.")
+    for i in range(4):
+        c.round([planner_read(f"part-{i}.md", 6000)])
+    c.deliver()
+    emitter = c.branch()
+    child = emitter.clone()
+    set_up_inherited(child, Profile(system="You check."), listed=(), system="You check.", tools=())
+    (setup,) = setup_ids(child)
+    assert isinstance(child.message_at(child.fork_length), Instruction)
+    # its own instruction after the setup, then a later round of its own (delivered), folded under a small ceiling
+    own = Conversation(system=c.system, record=child._record, view=list(child.view_ids()), calls=100)
+    own.delivered = set(child.view_ids())
+    own.task("Check the parts.")
+    own.round([planner_read("extra.md", 6000)])
+    own.deliver()
+    branch = own.branch()
+    settings = FoldSettings(ceiling=2_000, caching=True)
+    planner = FoldPlanner(
+        fold_input(branch, settings, protected=setup_ids(child)), measurer_for(branch, counter=COUNTER)
+    )
+    summary = SummaryResult(text="The parts were read.")
+    plan, _ = run_planner(planner, lambda need: summary)
+    assert plan.stages and setup in plan.view_ids
+    # Every pass skips what PlanRun.never names; with the setup protected it is named, without it is not.
+    for protected, named in ((setup_ids(child), True), (frozenset(), False)):
+        run = PlanRun(fold_input(branch, settings, protected=protected), measurer_for(branch, counter=COUNTER))
+        units = run.units()
+        (at,) = [i for i, unit in enumerate(units) if setup in unit.ids]
+        assert (at in run.never(units)) is named
