@@ -94,6 +94,7 @@ PLAUSIBLE = {
     "fold_scheduling": st.sampled_from(["epoch", "immediate", "epochs"]),
     "context_strategy": st.sampled_from(["fold", "compaction", "compact"]),
     "fold_policy": st.sampled_from(["cost", "fixed", "cheapest"]),
+    "inherited_setup": st.sampled_from(["instruction", "own", "replace"]),
     "max_tokens": st.integers(min_value=-1, max_value=5000),
     "model": texts,
     "thinking": st.fixed_dictionaries(
