@@ -28,7 +28,7 @@ from runtime.fold.plan_run import PlanRun
 from runtime.fold.planner import FoldPlanner, SummaryResult
 from runtime.fold.settings import FoldSettings
 from runtime.measuring.measure import TokenCounter
-from runtime.request.compiler import ToolSpec
+from runtime.request.compiler import RequestSettings, ToolSpec, compile_request
 from runtime.values.messages import Instruction, Note, ToolResult
 from tests.test_fold_planner import read as planner_read
 
@@ -100,6 +100,14 @@ def test_the_default_keeps_the_emitters_stable_segment_and_says_what_the_child_m
     assert clone.system is emitter.system
     # The emitter's tools stay first, byte for byte; a tool only the child has comes after them.
     assert clone.tools[: len(listed)] == listed
+    settings = RequestSettings(model="claude-haiku-5-5")
+    task = (Instruction("Go on."),)
+    sent = compile_request(system=emitter.system, tools=emitter.tools, view=task, settings=settings).payload()
+    child_sent = compile_request(
+        system=clone.system, tools=clone.tools, view=clone.view() + task, settings=settings
+    ).payload()
+    assert child_sent.get("system") == sent.get("system")
+    assert child_sent.get("tools", [])[: len(listed)] == sent.get("tools", [])
     assert [t.name for t in clone.tools[len(listed) :]] == [n for n in child_tools if n not in emitter_tools]
     setup = [m for m in clone.view() if isinstance(m, Instruction)]
     says_system = child_system is not None and child_system != emitter_system
