@@ -33,7 +33,7 @@ from runtime.fold.context_tool import CONTEXT_TOOL_NAME
 from runtime.request.compiler import ToolSpec
 from runtime.values.messages import Instruction
 
-SETUP_HEADING = "Your setup for the rest of this conversation (it replaces the system text above):"
+SETUP_HEADING = "Your setup from here on (it takes the place of the system text and tools above where they differ):"
 
 
 def folds_with_tool(profile: Profile) -> bool:
