@@ -41,6 +41,7 @@ import attrs
 
 from actors.branch import Branch
 from actors.env import RunEnv
+from actors.inherit import setup_ids
 from actors.operations import Operation, OperationResult, run_operation
 from runtime.config import Profile
 from runtime.config.ceilings import check_call_under_profile, check_output_limit
@@ -384,7 +385,9 @@ class _Scheduler:
             return f"child node {child_id!r} failed before it started: {exc}"
         self._attach(branch)
         await self.publish(
-            ChildSpawned(child=child_id, inherit=child.inherit, view_length=len(branch.view_ids())),
+            ChildSpawned(
+                child=child_id, inherit=child.inherit, view_length=len(branch.view_ids()) - len(setup_ids(branch))
+            ),
             emitter.id,
             emitter_branch.id,
         )
