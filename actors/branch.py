@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import anyio
 import attrs
 
+from actors.context_state import ContextState
 from actors.record import Record
 from actors.request_record import RequestRecord
 from runtime.cache import CacheLedger
@@ -33,7 +34,7 @@ from runtime.measuring.calibration import Calibration
 from runtime.measuring.model_calibration import CalibrationBook, shared_evidence
 from runtime.request.compiler import ToolSpec
 from runtime.values.ids import current_ids
-from runtime.values.messages import Message, SystemMessage
+from runtime.values.messages import Instruction, Message, SystemMessage
 from runtime.values.usage import Usage
 
 
@@ -98,43 +99,6 @@ class BranchJournal(Protocol):
     def branch_created(self, branch: Branch) -> None: ...
 
     def changed(self, branch: Branch, changes: Sequence[Change]) -> None: ...
-
-
-@attrs.frozen
-class ContextState:
-    """A branch's context state: a frozen value replaced whole on each change.
-
-    - ``scale``: the calibration (>= 1.0, never falls).
-    - ``delivered``: ids a completed main request carried (only these may fold).
-    - ``refusal``: the sticky refusal, if any.
-    - ``protected_round``: the first-round decision
-      (:class:`runtime.fold.protected.ProtectedRound`), None while pending.
-    - ``pending_marks``: the model's fold marks
-      (:class:`runtime.fold.marks.FoldMark`) waiting for the next commit.
-    - ``recovered``: originals restored or read (and recovery answers) since
-      the last completed main request; no fold pass takes them before it.
-    - ``last_request_digests``, ``rewrite_cause``: the append-only check and
-      the recorded cause of the next rewrite (a fold commit or a restore).
-    """
-
-    scale: float = 1.0
-    delivered: frozenset[str] = frozenset()
-    refusal: InputCeilingExceeded | None = None
-    protected_round: ProtectedRound | None = None
-    pending_marks: tuple[FoldMark, ...] = ()
-    last_request_digests: tuple[str, ...] = ()
-    rewrite_cause: str | None = None
-    last_stable: tuple[str, str, str] | tuple[()] = ()
-    """Digests of the last request's tools, system text and model (empty before the first)."""
-    request_serial: int = 0
-    """Requests this branch has started (numbers its request ids; never reused, across resumes too)."""
-    open_turn: tuple[int, int] | None = None
-    """While an operation runs: (instructions appended, requests completed); None between turns."""
-    recovered: frozenset[str] = frozenset()
-    calibrations: CalibrationBook = CalibrationBook()
-    """This branch's own evidence of the provider's counts, by model (exact counts and large responses)."""
-    calibrated_digests: tuple[str, ...] = ()
-    """Message digests of the last request that evidence came from (what the calibration has seen)."""
 
 
 @attrs.define(eq=False)
@@ -245,15 +209,17 @@ class Branch:
 
     # -- structure ------------------------------------------------------------------
 
-    def clone(self, *, branch_id: str | None = None, upto: int | None = None) -> Branch:
+    def clone(self, *, branch_id: str | None = None, upto: int | None = None, cache: bool = False) -> Branch:
         """A branch starting from this one's view. O(view length); no message copied.
 
         ``upto`` keeps only the view's first ``upto`` messages (the flow uses it
         to leave out a round whose calls have no results yet). The clone keeps
         the scale and its calibration evidence, the protected-round decision (pending again when the clone's
         view lacks a member of the round) and the delivered marks of the
-        messages it sees; it gets no refusal, no pending fold marks and an
-        empty cache ledger (cache evidence does not transfer). Message ids are
+        messages it sees; it gets no refusal and no pending fold marks. Its
+        cache ledger is empty unless ``cache``: a clone that keeps this
+        branch's stable segment byte for byte (:mod:`actors.inherit`) takes the
+        ledger, so its first request marks and reads what this branch cached. Message ids are
         shared with the emitter, so notes, copies and recovery indices keep
         their meaning in the clone.
         """
@@ -275,16 +241,20 @@ class Branch:
             record=self._record.fork(),
             view=view,
             state=state,
-            ledger=None,
+            ledger=self._ledger if cache else None,
             parent_id=self._id,
             fork_length=len(self._record),
         )
 
-    def configure(self, *, system: str | None = None, tools: Sequence[ToolSpec] | None = None) -> None:
+    def configure(
+        self, *, system: str | None = None, tools: Sequence[ToolSpec] | None = None, setup: str | None = None
+    ) -> None:
         """Set up the branch (a child's own system text and tools) before any turn.
 
         Refused while a turn holds the branch. A new system text is appended to
         the record (the old one stays there) and becomes the stable segment.
+        ``setup``: a child's setup delivered as an instruction at the view's end
+        instead (:mod:`actors.inherit`), so the stable segment stays its emitter's.
         """
         if self.busy:
             raise BranchBusy(f"branch {self._id} is in a turn; configure it before or after")
@@ -296,6 +266,10 @@ class Branch:
             changes.append(MessageAdded(index, message, False))
         if tools is not None and tuple(tools) != self._tools:
             self._tools = tuple(tools)
+        if setup is not None:
+            instruction = Instruction(setup)
+            changes.append(MessageAdded(self._record.append(instruction), instruction, True))
+            self._view.append(instruction.id)
         if changes or tools is not None:
             changes.append(SetupSet(self._system.id if self._system else None, tuple(t.piece() for t in self._tools)))
         if changes and self._journal is not None:

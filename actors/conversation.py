@@ -34,7 +34,9 @@ import attrs
 
 from actors.branch import Branch
 from actors.env import RunEnv
+from actors.inherit import inherit_view
 from actors.operations import run_operation
+from actors.shape import offered_tools
 from actors.tools import ToolRegistry
 from runtime.config import Profile
 from runtime.config.operation import Operation, OperationResult
@@ -129,12 +131,21 @@ class Conversation:
         return result.answer if output is None else result.value
 
     def fork(self, *, name: str | None = None, profile: Profile | None = None) -> Conversation:
-        """A new conversation starting from a clone of this one's view; ``profile`` may set it up anew."""
+        """A new conversation starting from a clone of this one's view; ``profile`` may set it up anew
+        (by default keeping this branch's cached prefix, its setup as an instruction: :mod:`actors.inherit`)."""
         if self.branch.busy:
             raise BranchInTurn(f"{self.name}: a branch is forked between its turns, not during one")
-        clone = self.branch.clone()
-        if profile is not None:
-            clone.configure(system=profile.system, tools=self.runtime.registry.specs(profile.tools))
+        if profile is None:
+            clone = self.branch.clone(cache=True)  # the same stable segment: what this branch cached is the clone's too
+        else:
+            registry = self.runtime.registry
+            clone = inherit_view(
+                self.branch,
+                profile,
+                listed=offered_tools(self.branch, self.profile),
+                system=profile.system,
+                tools=registry.specs(profile.tools),
+            )
         child_name = name or f"{self.name}.fork-{next(self._forks)}"
         return Conversation(self.runtime, profile or self.profile, self._attached(self.runtime, clone), child_name)
 

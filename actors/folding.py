@@ -46,6 +46,7 @@ from actors.cache_step import anchor_locations
 from actors.fold_recalls import recall_profile
 from actors.fold_tail import after_read_words, read_round_waiting, release_protected_round
 from actors.fold_words import InForce, folds_reason, stopped_short
+from actors.inherit import inherited_cached_ids, setup_ids
 from actors.publisher import Publisher
 from actors.shape import RequestShape
 from runtime.cache import TailSkip
@@ -405,11 +406,13 @@ class Folding:
             view=tuple(view),
             delivered=state.delivered,
             recovered=state.recovered,
-            protected=protected_ids(state.protected_round, view) if self.settings.caching else frozenset(),
+            protected=(protected_ids(state.protected_round, view) if self.settings.caching else frozenset())
+            | setup_ids(self.turn.branch),
             marks=tuple(state.pending_marks),
             settings=self._plan_settings(),
             mode=mode,
             refusal=refusal,
+            inherited=inherited_cached_ids(self.turn.branch) if self.settings.caching else frozenset(),
         )
         planner = FoldPlanner(fold_input, self.shape.measurer(intent))
         step = planner.start()

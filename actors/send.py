@@ -34,6 +34,7 @@ from actors.exact_count import uncalibrated_prior
 from actors.final_tool import final_tool
 from actors.fold_context import context_call
 from actors.folding import Folding
+from actors.inherit import not_permitted
 from actors.pipeline import SendPipeline, TurnProgress
 from actors.publisher import Publisher
 from actors.shape import RequestShape, offered_tools
@@ -150,10 +151,11 @@ class TurnDriver:
 
     def round_tools(self) -> RoundTools:
         """What this turn's tool calls may use: the offered tools, the context tool, how failures go."""
-        offered = frozenset(t.name for t in self.shape.tools)
+        # Listed but not this profile's (an inherited setup keeps its emitter's tools listed: actors.inherit).
+        offered = frozenset(t.name for t in self.shape.tools) - not_permitted(self.branch, self.profile)
         registry = self.env.registry.resolve(self.profile.tools)
         branch_tools: dict[str, OrderedRunner] = {}
-        if self.shape.offers_context_tool:
+        if CONTEXT_TOOL_NAME in offered:
             branch_tools[CONTEXT_TOOL_NAME] = lambda call: context_call(
                 self.turn, call, settings=self.fold, shape=self.shape, completed=self.progress.completed
             )

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from actors.branch import Branch
+from actors.inherit import folds_with_tool
 from runtime.config import Profile
 from runtime.fold.context_tool import CONTEXT_TOOL, CONTEXT_TOOL_NAME
 from runtime.fold.measurer import ViewMeasurer
@@ -37,8 +38,7 @@ def offered_tools(branch: Branch, profile: Profile) -> tuple[ToolSpec, ...]:
     operations of one branch.
     """
     tools = branch.tools
-    offers = profile.context_management and profile.context_strategy == "fold"
-    if offers and all(t.name != CONTEXT_TOOL_NAME for t in tools):
+    if folds_with_tool(profile) and all(t.name != CONTEXT_TOOL_NAME for t in tools):
         tools = tools + (CONTEXT_TOOL,)
     return tools
 

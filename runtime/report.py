@@ -58,6 +58,9 @@ class ReportBuilder:
     _node_usage: dict[str, Usage] = attrs.field(factory=dict)
     _node_requests: dict[str, int] = attrs.field(factory=dict)
     _node_tools: dict[str, dict[str, dict[str, int]]] = attrs.field(factory=dict)
+    _node_first: dict[str, Usage] = attrs.field(factory=dict)
+    """Each node's first main request's usage (what a child read of its emitter's cache)."""
+    _children: list[str] = attrs.field(factory=list)
 
     def feed(self, event: Event) -> None:
         """Fold one event into the counters. Unknown event types are ignored."""
@@ -135,11 +138,17 @@ class ReportBuilder:
         if event.node_id is not None:
             self._node_usage[event.node_id] = self._node_usage.get(event.node_id, Usage()) + usage
             self._node_requests[event.node_id] = self._node_requests.get(event.node_id, 0) + 1
+            if self._request_intents.get(event.request_id or "") != "side":
+                self._node_first.setdefault(event.node_id, usage)
         self.output_priced = self.output_priced and cost.output_priced
         if cost.usd is None or self.cost_usd is None:
             self.cost_usd = None
         else:
             self.cost_usd += cost.usd
+
+    def _on_ChildSpawned(self, event: Event, data: Mapping[str, Any]) -> None:
+        if data.get("child") is not None:
+            self._children.append(str(data["child"]))
 
     def _on_ToolCallFinished(self, event: Event, data: Mapping[str, Any]) -> None:
         tools = self._node_tools.setdefault(event.node_id or "", {})
@@ -213,8 +222,15 @@ class ReportBuilder:
             "requests": self._node_requests.get(node_id, 0),
             "tools": {name: dict(f) for name, f in sorted(self._node_tools.get(node_id, {}).items())},
             "usage": u.to_dict(),
-            "cached_share": round(u.cache_read_input_tokens / u.total_input, 6) if u.total_input else 0.0,
+            "cached_share": _share(u),
+            "first_request_cached_share": _share(self._node_first.get(node_id, Usage())),
+            "spawned": node_id in self._children,
         }
+
+
+def _share(u: Usage) -> float:
+    """The share of ``u``'s input read from the cache (0 with no input)."""
+    return round(u.cache_read_input_tokens / u.total_input, 6) if u.total_input else 0.0
 
 
 def _unknown_dollars(missing: Sequence[str]) -> str:
@@ -243,6 +259,8 @@ def format_report(report: Mapping[str, Any]) -> str:
         figures = ""
         if info.get("requests"):
             figures = f"  {info['requests']} requests, cached share {info['cached_share']:.3f}"
+            if info.get("spawned"):
+                figures += f" (first request {info['first_request_cached_share']:.3f})"
         lines.append(f"  {node:<{width}}  {info['status']}{figures}{reason}")
         for name, f in info.get("tools", {}).items():
             errors = f", {f['errors']} error{'s' if f['errors'] != 1 else ''}" if f["errors"] else ""

@@ -297,3 +297,18 @@ def test_the_default_table_fits_100_columns_and_wide_shows_every_column() -> Non
     assert all(name in wide_header for name, _ in COLUMNS)
     # which of the two foldline rows runs the runtime's defaults is said under the table
     assert 'foldline runs the runtime\'s defaults (fold_policy = "cost"' in " ".join(narrow.split())
+
+
+def test_the_child_cache_target_judges_every_spawned_childs_first_request_on_the_emitter_workload() -> None:
+    name = "emitter: each spawned child's first request reads >= 0.9 of its input from the cache"
+    shares = {"worker-1": 0.554, "worker-2": 0.988}
+    run = metrics("emitter", "foldline", 1000, children_first_cached_share=shares)
+    states = {t.name: (t.met, t.detail) for t in evaluate_targets([result("emitter", 1000, [run])])}
+    assert states[name] == (False, "worker-1 0.554, worker-2 0.988")
+    run = metrics("emitter", "foldline", 1000, children_first_cached_share={"worker-1": 0.95})
+    assert {t.name: t.met for t in evaluate_targets([result("emitter", 1000, [run])])}[name] is True
+    states = {
+        t.name: (t.met, t.detail)
+        for t in evaluate_targets([result("emitter", 1000, [metrics("emitter", "foldline", 1000)])])
+    }
+    assert states[name] == (None, "no spawned child sent a request")

@@ -6,10 +6,11 @@ import anyio
 import pytest
 from support import READER, bounded, calls, flow, iterative, node, read, runtime_for, scripted, text
 
+from actors.inherit import SETUP_HEADING
 from runtime.errors import ConfigError
 from runtime.flows.flow import Flow, Node
 from runtime.request.compiler import RequestSettings, compile_request
-from runtime.values.messages import AssistantResponse, ToolResult
+from runtime.values.messages import AssistantResponse, Instruction, ToolResult
 from signals.envelope import Event
 from tests.pairing import check_pairing
 
@@ -115,11 +116,15 @@ async def test_spawned_children_clone_the_emitters_view_and_run_their_own_setup(
     assert not any(
         isinstance(m, AssistantResponse) and m.tool_calls and m.tool_calls[0].name == "spawn" for m in kid.view()
     )
-    assert kid.system.text == "You review." and [t.name for t in kid.tools] == ["synthetic_read"]
+    # by default the kid keeps the lead's stable segment; its own setup is an instruction after the inherited view
+    assert kid.system is lead.system and kid.tools == lead.tools
+    setup = kid.view()[3]
+    assert isinstance(setup, Instruction) and setup.text.startswith(SETUP_HEADING) and "You review." in setup.text
+    assert fresh.system.text == "You review." and [t.name for t in fresh.tools] == ["synthetic_read"]
     assert len(fresh.view_ids()) == 2  # its instruction and its answer
     spawned = [e for e in events if e.type == "ChildSpawned"]
     assert [(e.data["child"], e.data["inherit"]) for e in spawned] == [("kid", "view"), ("fresh", "none")]
-    assert spawned[0].data["view_length"] == 3
+    assert spawned[0].data["view_length"] == 3  # the messages it inherited (its setup instruction not counted)
 
 
 @pytest.mark.anyio

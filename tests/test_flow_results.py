@@ -133,7 +133,8 @@ async def test_a_top_level_node_may_start_from_a_dependencys_view_with_its_own_s
     provider = scripted(
         {"lead": [calls(read("design.md", 3000)), text("lead done")], "next": [text("next done")], "b": [text("B")]}
     )
-    reviewer = Profile(system="You review.", tools=("synthetic_read",))
+    # inherited_setup="own": its system text and tools replace the lead's (the default keeps them: test_inherit.py)
+    reviewer = Profile(system="You review.", tools=("synthetic_read",), inherited_setup="own")
     fl = flow(
         node("lead", iterative("read the design")),
         node("b", bounded("other")),

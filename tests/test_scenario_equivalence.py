@@ -95,6 +95,7 @@ PLAUSIBLE = {
     "context_strategy": st.sampled_from(["fold", "compaction", "compact"]),
     "fold_policy": st.sampled_from(["cost", "fixed", "cheapest"]),
     "fold_tail": st.sampled_from(["cost", "verbatim", "after-read", "masked"]),
+    "inherited_setup": st.sampled_from(["instruction", "own", "replace"]),
     "max_tokens": st.integers(min_value=-1, max_value=5000),
     "model": texts,
     "thinking": st.fixed_dictionaries(

@@ -179,6 +179,8 @@ class RunMetrics:
     keys: ProbeTally
     summaries: int
     wall_s: float
+    children_first_cached_share: Mapping[str, float] = attrs.field(factory=dict)
+    """Each spawned child's first request: the share of its input read from the cache (its emitter's prefix)."""
     steps: tuple[Step, ...] = attrs.field(default=(), repr=False)
     """Each main request's total input and output (the peer replay's input; not in the JSON)."""
 
@@ -216,6 +218,7 @@ class RunMetrics:
             "keys": self.keys.to_json(),
             "summary_requests": self.summaries,
             "wall_s": round(self.wall_s, 3),
+            "children_first_cached_share": dict(self.children_first_cached_share),
         }
 
 
@@ -247,6 +250,11 @@ def _metrics(
         cost_usd=report["cost"]["usd"],
         output_priced=bool(report["cost"]["output_priced"]),
         cached_share=float(report["cached_share"]),
+        children_first_cached_share={
+            node: float(info["first_request_cached_share"])
+            for node, info in report["nodes"].items()
+            if info.get("spawned") and info.get("requests")
+        },
         peak_request_tokens=report["peak_request_tokens"],
         refusals=report["refusals"],
         notices=report["notices"],

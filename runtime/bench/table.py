@@ -28,6 +28,8 @@ COMPACTION = "compaction"
 FOLD_IMMEDIATE = "fold-immediate"
 FOLDLINE_COST = "foldline-cost"
 FITS_BOUND_LIMIT = 1.02
+CHILD_SHARE_TARGET = 0.9
+"""A spawned child's first request: the least share of its input read from the cache (issue 31)."""
 COMPACTION_LIMIT = 0.5
 FRESH_FACTOR = 5.0
 RECOVERY_WORKLOADS = ("reading-20k", "reading-40k", "staged-64")
@@ -115,7 +117,20 @@ def evaluate_targets(results: Sequence[WorkloadResult]) -> list[Target]:
     _recovery_targets(by_name, targets)
     _staged_target(by_name, targets)
     _run_wide_targets(results, targets)
+    _child_cache_target(by_name, targets)
     return targets
+
+
+def _child_cache_target(by_name: Mapping[str, WorkloadResult], targets: list[Target]) -> None:
+    """Every spawned child's first request on the emitter workload reads >= 0.9 of itself from the cache."""
+    name = f"emitter: each spawned child's first request reads >= {CHILD_SHARE_TARGET} of its input from the cache"
+    missing = _missing("emitter", FOLDLINE, by_name)
+    shares = {} if missing else dict(by_name["emitter"].runs[FOLDLINE].children_first_cached_share)
+    if missing or not shares:
+        targets.append(Target(name, None, missing or "no spawned child sent a request"))
+        return
+    detail = ", ".join(f"{child} {share:.3f}" for child, share in sorted(shares.items()))
+    targets.append(Target(name, min(shares.values()) >= CHILD_SHARE_TARGET, detail))
 
 
 def _fits_target(by_name: Mapping[str, WorkloadResult], targets: list[Target]) -> None:

@@ -40,6 +40,7 @@ CONTEXT_STRATEGIES = ("fold", "compaction")
 TOOL_ERRORS = ("model", "fail")
 FOLD_POLICIES = ("cost", "fixed")
 FOLD_TAILS = ("cost", "verbatim", "after-read")
+INHERITED_SETUPS = ("instruction", "own")
 
 
 def _thinking_json(value: Any) -> Any:
@@ -104,6 +105,12 @@ class Profile:
       delivered it; sent once fresh, never cache-written; the originals stay readable)
       or ``"cost"`` (default: under ``fold_policy = "cost"`` the cost model chooses per
       branch before each request, :mod:`runtime.fold.after_read`; verbatim under ``"fixed"``).
+    - ``inherited_setup``: how a branch that starts from another's view (a
+      spawned child, a node with ``inherit``, a fork) takes this profile's
+      system text and tools (:mod:`actors.inherit`): ``"instruction"`` (default:
+      the emitter's tools and system text stay byte for byte, so its cached
+      prefix is read; this setup arrives as an instruction) or ``"own"`` (they
+      replace the emitter's; its cache is not read).
     """
 
     system: str | None = None
@@ -124,6 +131,7 @@ class Profile:
     fold_policy: Literal["cost", "fixed"] = "cost"
     server_context_edits: str | None = attrs.field(default=None, converter=edits_json)
     fold_tail: Literal["cost", "verbatim", "after-read"] = "cost"
+    inherited_setup: Literal["instruction", "own"] = "instruction"
 
     def __attrs_post_init__(self) -> None:
         _check_profile(_values_of(self), "Profile")
@@ -238,6 +246,7 @@ def _check_profile(v: Mapping[str, Any], where: str) -> None:
         thinking = json.loads(v["thinking"]).get("type") if isinstance(v["thinking"], str) else None
         check_server_edits(v["server_context_edits"], thinking, at("server_context_edits"))
     check_choice(v["fold_tail"], at("fold_tail"), FOLD_TAILS)
+    check_choice(v["inherited_setup"], at("inherited_setup"), INHERITED_SETUPS)
 
 
 def _tool_names(tools: Any) -> Any:

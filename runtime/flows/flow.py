@@ -7,8 +7,9 @@ bound, shared by all the nodes: :mod:`runtime.contract.in_flight`). A running no
 declared with ``spawned_by``) up to ``spawn_limit`` per run; a dependent child
 (``inherit="view"``) starts from a clone of its emitter's *view* as the model
 last saw it (an incomplete round, whose calls have no results yet, is left
-out), then runs its own setup (system text, tools, profile), and its requests
-are measured under its own ceiling. A top-level node starts with the
+out), then runs its own setup (system text, tools, profile; by default as an
+instruction after the inherited view, keeping the emitter's cached prefix:
+:mod:`actors.inherit`), and its requests are measured under its own ceiling. A top-level node starts with the
 calibration evidence the nodes it depends on finished with
 (:func:`runtime.measuring.model_calibration.shared_evidence`), so a model one of them
 calibrated is measured at its scale from the node's first request.
@@ -40,6 +41,7 @@ import attrs
 
 from actors.branch import Branch
 from actors.env import RunEnv
+from actors.inherit import setup_ids
 from actors.operations import Operation, OperationResult, run_operation
 from runtime.config import Profile
 from runtime.config.ceilings import check_call_under_profile, check_output_limit
@@ -312,7 +314,9 @@ class _Scheduler:
         if node.branch is not None:
             return node.branch
         if source is not None:
-            return inherited_branch(self.branches[source], self.new_branch(node))
+            return inherited_branch(
+                self.branches[source], self.nodes[source].profile, self.new_branch(node), node.profile
+            )
         return self.new_branch(node)
 
     async def fail(self, node: Node, branch_id: str | None, exc: Exception, prefix: str = "") -> None:
@@ -381,7 +385,9 @@ class _Scheduler:
             return f"child node {child_id!r} failed before it started: {exc}"
         self._attach(branch)
         await self.publish(
-            ChildSpawned(child=child_id, inherit=child.inherit, view_length=len(branch.view_ids())),
+            ChildSpawned(
+                child=child_id, inherit=child.inherit, view_length=len(branch.view_ids()) - len(setup_ids(branch))
+            ),
             emitter.id,
             emitter_branch.id,
         )
@@ -396,7 +402,8 @@ class _Scheduler:
         if child.branch is not None:
             return child.branch
         if child.inherit == "view":
-            return inherited_branch(emitter_branch, self.new_branch(child))
+            emitter = self.nodes[child.spawned_by or ""]
+            return inherited_branch(emitter_branch, emitter.profile, self.new_branch(child), child.profile)
         return self.new_branch(child)
 
 

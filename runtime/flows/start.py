@@ -11,7 +11,9 @@ Both engines start a top-level node the same way:
   branch's record (before the instruction), where ``read_result`` reads it.
 - :func:`inherited_branch`: a clone of a dependency's folded view (its
   completed rounds), set up with the node's own system text and tools, as a
-  spawned child's is: its first request is measured under its own ceiling.
+  spawned child's is (:mod:`actors.inherit`: by default the emitter's stable
+  segment stays, the node's setup arrives as an instruction): its first
+  request is measured under its own ceiling.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ import attrs
 
 from actors.branch import Branch
 from actors.env import RunEnv
+from actors.inherit import inherit_view
 from actors.operations import operation_ceiling
+from actors.shape import offered_tools
 from runtime.config import Profile
 from runtime.config.operation import Operation, OperationResult
 from runtime.flows.inputs import DependencyResult, InputPlan, input_budget, plan_inputs
@@ -105,8 +109,18 @@ def completed_view_length(branch: Branch) -> int:
     return len(view)
 
 
-def inherited_branch(source: Branch, setup: Branch) -> Branch:
-    """A clone of ``source``'s completed view, set up with ``setup``'s system text and tools."""
-    branch = source.clone(upto=completed_view_length(source))
-    branch.configure(system=setup.system.text if setup.system else None, tools=setup.tools)
-    return branch
+def inherited_branch(source: Branch, source_profile: Profile, setup: Branch, profile: Profile) -> Branch:
+    """A clone of ``source``'s completed view set up for ``profile`` with ``setup``'s system text and tools.
+
+    By default the clone keeps the stable segment ``source``'s requests sent
+    (its tools as ``source_profile`` offered them, its system text) and gets
+    its own setup as an instruction (:mod:`actors.inherit`).
+    """
+    return inherit_view(
+        source,
+        profile,
+        listed=offered_tools(source, source_profile),
+        system=setup.system.text if setup.system else None,
+        tools=setup.tools,
+        upto=completed_view_length(source),
+    )

@@ -32,6 +32,9 @@ class FoldInput:
     mode: Literal["full", "light", "read"] = "full"
     refusal: bool = False
     """The fold runs because the request is over the ceiling (a commit is never deferred then)."""
+    inherited: frozenset[str] = frozenset()
+    """View ids a child inherited with its emitter's cache, before its first request: the ``inherited``
+    pass folds the newest of them first, so the prefix its emitter cached stays (empty: no such pass)."""
 
 
 @attrs.frozen

@@ -17,6 +17,9 @@ rolled back exactly otherwise (the snapshot of the view restored; a rejected
 summary note is kept in the record outside the view, nothing else is):
 
 1. ``marks``: the model's pending marks (:mod:`runtime.fold.marks`);
+   then, on a child's first fold with its emitter's cache (``FoldInput.inherited``),
+   ``inherited``: the newest inherited rounds, as few as reach the target, become
+   one note, so the prefix the emitter cached stays;
 2. ``reset`` first and alone when caching is on and the notes in the view are
    over 15% of the ceiling (it keeps going if still over the target);
 3. ``tool_io`` with tails 6, then 2: delivered rounds older than the tail
@@ -187,6 +190,33 @@ def _tool_io(run: PlanRun, tail: int, *, exact: bool, needed_only: bool = True) 
     run.attempt("tool_io", candidate, notes, left, detail=detail)
 
 
+def _inherited(run: PlanRun) -> None:
+    """A child's first fold: the newest inherited rounds become one note, as few as reach the target.
+
+    The oldest rounds stay as the emitter sent them, so the child's request
+    reads the prefix the emitter cached (:mod:`actors.inherit`); the kept tail
+    does not apply to them (the child's own newest messages are its setup and
+    instruction, which no pass takes).
+    """
+    units = run.units()
+    blocked = set(run.never(units)) | run.not_now(units, 0)
+    inherited = run.inp.inherited
+    take = [
+        i for i, unit in enumerate(units) if unit.kind == "round" and i not in blocked and set(unit.ids) <= inherited
+    ][::-1]
+    if not take:
+        return
+
+    def estimate_of(chosen: Sequence[int]) -> int:
+        return run.measurer.estimate(run.replace_runs(units, chosen, "inherited")[0])
+
+    count, _ = needed_prefix(take, estimate_of, run.settings.target_tokens)
+    chosen = sorted(take[:count])
+    candidate, notes = run.replace_runs(units, chosen, "inherited")
+    left = [mid for i in chosen for mid in units[i].ids]
+    run.attempt("inherited", candidate, notes, left, detail=f"the newest {count} of {len(take)} inherited rounds")
+
+
 def _clip(run: PlanRun) -> None:
     units = run.units()
     blocked_ids: set[str] = set(run.inp.protected) | set(run.inp.recovered)
@@ -307,6 +337,9 @@ def _fold(run: PlanRun) -> Generator[NeedSummary, SummaryResult, FoldPlan]:
 
     def done() -> bool:
         return run.reached()
+
+    if run.inp.inherited and not done():
+        _inherited(run)
 
     # Each stage takes only what it needs (issue 11): the oldest rounds first, clipping
     # only the bodies needed; a round that would overshoot far is left to the clip first.

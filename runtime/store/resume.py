@@ -31,6 +31,7 @@ from typing import Any
 import attrs
 
 from actors.branch import Branch
+from actors.inherit import setup_ids
 from runtime.config import Scenario
 from runtime.config.operation import OperationResult
 from runtime.config.output_schema import OutputInvalid, OutputSchema
@@ -38,7 +39,7 @@ from runtime.flows.flow import NodeOutcome, Restored
 from runtime.store.codec import loads_json
 from runtime.store.errors import StoreCorrupt
 from runtime.store.reader import BranchRow, RequestRow
-from runtime.values.messages import AssistantResponse, ToolResult
+from runtime.values.messages import AssistantResponse, Instruction, ToolResult
 from runtime.values.usage import Usage
 from signals.envelope import Event
 from signals.events import NodeFinished, NodeSkipped
@@ -139,6 +140,15 @@ def _node_branch_map(
 
 def _matches_profile(branch: Branch, scenario: Scenario, node_id: str) -> bool:
     profile = scenario.profile_of(node_id)
+    if scenario.node(node_id).inherit == "view" and profile.inherited_setup == "instruction":
+        # The emitter's stable segment, the child's setup as an instruction (actors.inherit).
+        if not set(profile.tools) <= {tool.name for tool in branch.tools}:
+            return False
+        system = profile.system
+        if system is None or (branch.system is not None and branch.system.text == system):
+            return True
+        said = [branch.message_at(branch.index_of(mid) or 0) for mid in setup_ids(branch)]
+        return any(isinstance(m, Instruction) and system in m.text for m in said)
     if tuple(tool.name for tool in branch.tools) != tuple(profile.tools):
         return False
     return profile.system is None or (branch.system is not None and branch.system.text == profile.system)

@@ -33,8 +33,10 @@ from temporalio.common import RetryPolicy
 
 from actors.branch import Branch, Change
 from actors.env import RunEnv
+from actors.inherit import set_up_inherited
 from actors.operations import Operation, OperationResult, run_operation
 from actors.request_record import RequestRecord
+from actors.shape import offered_tools
 from actors.tools import BUILTIN_TOOLS
 from runtime.flows.flow import Node, SpawnRefused
 from runtime.flows.start import (
@@ -193,7 +195,7 @@ class NodeHost:
         await workflow.wait_condition(lambda: outbox.taken_seq >= last)  # every earlier event goes first
         request: dict[str, Any] = {"child": child_id, "ref": self.asked + 1}
         if inherits_view:
-            seed, bodies = seed_of(branch.clone(upto=completed_view_length(branch)))
+            seed, bodies = seed_of(branch.clone(upto=completed_view_length(branch), cache=True))
             await _put_bodies(self, bodies)
             request["seed"] = seed
         self.asked += 1
@@ -289,7 +291,7 @@ async def _finished(host: NodeHost, branch: Branch, result: OperationResult, inh
     outcome["result_digest"] = sha256_hex(text)
     await _put_bodies(host, {outcome["result_digest"]: text})
     if inherited:
-        seed, bodies = seed_of(branch.clone(upto=completed_view_length(branch)))
+        seed, bodies = seed_of(branch.clone(upto=completed_view_length(branch), cache=True))
         await _put_bodies(host, bodies)
         outcome["view_seed"] = seed
     return outcome
@@ -301,16 +303,24 @@ async def _fetch(route: ActivityRoute, seed: Mapping[str, Any], branch_id: str) 
     return branch_from_seed(seed, bodies, branch_id)
 
 
-async def _branch(arg: Mapping[str, Any], node: Node, registry: Any, route: ActivityRoute) -> Branch:
-    """The node's branch: carried over (a continued run), fresh from its profile, or its emitter's view (a seed)."""
+async def _branch(
+    arg: Mapping[str, Any], node: Node, emitter: Node | None, registry: Any, route: ActivityRoute
+) -> Branch:
+    """The node's branch: carried over (a continued run), fresh from its profile, or its emitter's view (a seed),
+    set up as :func:`runtime.flows.start.inherited_branch` sets up the local engine's (:mod:`actors.inherit`)."""
     if arg.get("resume") is not None:
         return await _fetch(route, arg["resume"], arg["branch_id"])
     profile = node.profile
     setup = Branch.create(system=profile.system, tools=registry.specs(profile.tools), branch_id=arg["branch_id"])
     if arg.get("seed") is None:
         return setup
-    branch = await _fetch(route, arg["seed"], arg["branch_id"])
-    branch.configure(system=setup.system.text if setup.system else None, tools=setup.tools)
+    seed = arg["seed"]
+    if profile.inherited_setup == "own":  # its own stable segment: the emitter's cache evidence does not apply
+        seed = {**seed, "ledger": None}
+    branch = await _fetch(route, seed, arg["branch_id"])
+    listed = offered_tools(branch, emitter.profile) if emitter is not None else branch.tools
+    system = setup.system.text if setup.system else None
+    set_up_inherited(branch, profile, listed=listed, system=system, tools=setup.tools)
     return branch
 
 
@@ -369,7 +379,8 @@ async def run_node_workflow(host: NodeHost, arg: Mapping[str, Any]) -> dict[str,
             bus.add_handler(outbox.take, policy="block", maxsize=4096, name="temporal-node")
             env = _env(arg, bus, ids, registry, route)
             with use_ids(ids):
-                branch = await _branch(arg, node, registry, route)
+                emitter = nodes.get(node.spawned_by or node.inherits_from or "")
+                branch = await _branch(arg, node, emitter, registry, route)
                 if arg.get("evidence"):  # its dependencies' final calibration evidence (again: no change)
                     branch.take_evidence(CalibrationBook.from_json(arg["evidence"]))
                 if arg.get("keep_branch"):
