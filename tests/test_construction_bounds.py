@@ -135,7 +135,7 @@ HEAD = 'schema = "foldline.scenario/v1"\n'
         ),
         (
             '[[nodes]]\nid = "a"\ninstruction = "x"\nscript = [{ txt = "hi" }]\n',
-            'f.toml: nodes[0].script[0].txt: unknown key; expected one of output, stop_reason, text, tool_calls (did you mean "text"?)',
+            'f.toml: nodes[0].script[0].txt: unknown key; expected one of compaction, output, stop_reason, text, tool_calls (did you mean "text"?)',
         ),
     ],
 )

@@ -96,6 +96,13 @@ PLAUSIBLE = {
     "fold_policy": st.sampled_from(["cost", "fixed", "cheapest"]),
     "fold_tail": st.sampled_from(["cost", "verbatim", "after-read", "masked"]),
     "inherited_setup": st.sampled_from(["instruction", "own", "replace"]),
+    "server_context_edits": st.lists(
+        st.fixed_dictionaries(
+            {"type": st.sampled_from(["clear_tool_uses_20250919", "compact_20260112", "clear_thinking_20251015", "x"])},
+            optional={"trigger": st.fixed_dictionaries({"type": st.just("input_tokens"), "value": ceilings})},
+        ),
+        max_size=2,
+    ),
     "max_tokens": st.integers(min_value=-1, max_value=5000),
     "model": texts,
     "thinking": st.fixed_dictionaries(

@@ -174,7 +174,8 @@ async def test_the_vision_scenario_counts_folds_and_restores_images_byte_for_byt
     branch = run.result.branches["look-small"]
     view = branch.view()
     notes = [m for m in view if isinstance(m, Note)]
-    lines = [line for note in notes for line in note.text.splitlines() if "image sha256:" in line]
+    # an image's restore line (a result's salient line may quote its text, digest included)
+    lines = [line for note in notes for line in note.text.splitlines() if "image sha256:" in line and "restore" in line]
     assert lines, [n.text for n in notes]
     files = {p.name: p.read_bytes() for p in FIGURES.glob("*.png")}
     for line in lines:
