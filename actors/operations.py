@@ -7,7 +7,8 @@ operation continues from the branch's stored ``open_turn``.
 
 Stop reasons (each is in the ``ResponseReceived`` event of its reply):
 ``end_turn`` and ``stop_sequence`` end the turn with the reply's text;
-``tool_use`` runs the round's calls; ``pause_turn`` sends the conversation
+``tool_use`` runs the round's calls; ``pause_turn`` (and ``compaction``: a
+server-side compaction paused after writing its block) sends the conversation
 again as it is so the model continues (at most :data:`MAX_PAUSES` times in a
 row); ``refusal`` fails the operation with the reason; ``max_tokens`` in an
 iterative operation answers any (possibly truncated) calls of the reply as
@@ -37,6 +38,7 @@ from runtime.decision.send_bounds import bound_by_window
 from runtime.models.limits import default_model_table
 from runtime.request.compiler import Intent
 from runtime.values.messages import AssistantResponse, ToolCall, ToolResult
+from runtime.values.server_edits import COMPACTION_STOP
 
 __all__ = [
     "Operation",
@@ -50,6 +52,9 @@ __all__ = [
 MAX_PAUSES = 8
 """How many ``pause_turn`` replies in a row an operation continues before it fails."""
 
+PAUSED = ("pause_turn", COMPACTION_STOP)
+"""Stop reasons that pause a turn: the conversation is sent again as it is and the model continues."""
+
 MAX_CONTINUATIONS = 3
 """How many times an iterative operation continues a reply cut at ``max_tokens``."""
 
@@ -58,19 +63,22 @@ CUT_CALL_TEXT = "not run: the reply was cut off at max_tokens, so this call may 
 
 
 async def _send(driver: TurnDriver, intent: Intent) -> AssistantResponse:
-    """Send, continuing ``pause_turn`` replies; a ``refusal`` fails the operation with its reason."""
-    for pause in range(MAX_PAUSES + 1):
+    """Send, continuing paused replies (``pause_turn``, or ``compaction`` after a server-side compaction);
+    a ``refusal`` fails the operation with its reason."""
+    paused: str | None = None
+    for _ in range(MAX_PAUSES + 1):
         message = await driver.send(intent)
-        if pause:
+        if paused is not None:
             # The continuation is a second reply after the paused one: both render as one
             # assistant turn, so the next request extends that turn's message (a known rewrite).
-            driver.turn.explain_rewrite("pause_turn: the continued reply joins the paused assistant turn")
+            driver.turn.explain_rewrite(f"{paused}: the continued reply joins the paused assistant turn")
         if message.stop_reason == "refusal":
             why = message.text.strip() or "no text given"
             raise OperationError(f"the model refused (stop_reason refusal): {why}")
-        if message.stop_reason != "pause_turn":
+        if message.stop_reason not in PAUSED:
             return message
-    raise OperationError(f"the model paused its turn (stop_reason pause_turn) {MAX_PAUSES + 1} times in a row")
+        paused = message.stop_reason
+    raise OperationError(f"the model paused its turn (stop_reason {paused}) {MAX_PAUSES + 1} times in a row")
 
 
 def operation_ceiling(env: RunEnv, profile: Profile, operation: Operation) -> ResolvedCeiling:

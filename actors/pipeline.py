@@ -376,8 +376,9 @@ class SendPipeline:
             verdict = read_verdict(plan, reply.usage, attempt_start=attempt_start, route=self.env.route)
         with self.turn.batch():
             counted = outgoing.measurement.counted
-            self.turn.calibrate(counted, reply.usage)
-            if counted >= MIN_CALIBRATION_TOKENS and not reply.server_edited:  # usage of another request
+            if not reply.server_edited:  # an edited or compacted request's usage counts another request
+                self.turn.calibrate(counted, reply.usage)
+            if counted >= MIN_CALIBRATION_TOKENS and not reply.server_edited:
                 model = outgoing.request.settings.model
                 self.env.calibration.observe(model, counted, reply.usage.total_input)
                 self.turn.observe_count(model, counted, reply.usage.total_input, outgoing.request.message_digests())

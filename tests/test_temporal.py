@@ -218,11 +218,16 @@ def test_reply_crosses_the_wire_unchanged() -> None:
     from runtime.contract.provider import ProviderReply
 
     reply = ProviderReply(
-        content=({"type": "text", "text": "hi"}, {"type": "tool_use", "id": "t1", "name": "search", "input": {}}),
+        content=(
+            {"type": "compaction", "content": "<summary>s</summary>", "encrypted_content": None},
+            {"type": "text", "text": "hi"},
+            {"type": "tool_use", "id": "t1", "name": "search", "input": {}},
+        ),
         stop_reason="tool_use",
         usage=Usage(1, 2, 3, 4, 5),
         model="m",
         response_id="r1",
+        context_management={"applied_edits": [{"type": "clear_tool_uses_20250919", "cleared_tool_uses": 1}]},
     )
     assert reply_from_wire(json.loads(json.dumps(reply_to_wire(reply)))) == reply
 

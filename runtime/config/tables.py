@@ -23,9 +23,8 @@ from runtime.config.checks import (
 from runtime.errors import ConfigError
 from runtime.inputs.bounds import MAX_FAULT_REQUEST, MAX_LATENCY_S, MAX_RETRY_AFTER_MS
 from runtime.scripted.faults import FaultRule
-from runtime.scripted.policies import ScriptStep
+from runtime.scripted.policies import STEP_KEYS, ScriptStep
 
-STEP_KEYS = ("text", "output", "tool_calls", "stop_reason")
 CALL_KEYS = ("name", "arguments")
 FAULT_KEYS = ("kind", "node", "on_request", "every", "retry_after_ms", "should_retry", "delay_s")
 _FAULT_INT_BOUNDS = {"on_request": MAX_FAULT_REQUEST, "every": MAX_FAULT_REQUEST, "retry_after_ms": MAX_RETRY_AFTER_MS}

@@ -19,9 +19,11 @@ import attrs
 
 from runtime.errors import FoldlineError
 from runtime.request.compiler import Request
+from runtime.values.canonical import canonical_json
 from runtime.values.image_rules import MESSAGES_IMAGES, ImageRule
 from runtime.values.messages import (
     AssistantResponse,
+    CompactionPart,
     Part,
     RedactedThinkingPart,
     TextPart,
@@ -106,8 +108,9 @@ class ProviderReply:
     def message(self, context: str | None = None, *, answers: bool = False) -> AssistantResponse:
         """The response as a new record message: its blocks in order.
 
-        Text, tool calls, and ``thinking`` / ``redacted_thinking`` blocks
-        exactly as given (signature or data included). ``context`` is the
+        Text, tool calls, ``thinking`` / ``redacted_thinking`` blocks
+        exactly as given (signature or data included), and ``compaction``
+        blocks whole (a server-side compaction's, sent back as they came). ``context`` is the
         digest of the conversation the request carried
         (:meth:`~runtime.request.compiler.Request.context_digest`); a reply with
         thinking keeps it, so a later request knows whether its blocks may go
@@ -126,6 +129,8 @@ class ProviderReply:
                 parts.append(ThinkingPart(str(block.get("thinking", "")), str(block.get("signature", ""))))
             elif kind == "redacted_thinking":
                 parts.append(RedactedThinkingPart(str(block.get("data", ""))))
+            elif kind == "compaction":
+                parts.append(CompactionPart(canonical_json(dict(block))))
         thinking = any(isinstance(p, (ThinkingPart, RedactedThinkingPart)) for p in parts)
         kept = context if thinking or answers else None
         return AssistantResponse(tuple(parts), stop_reason=self.stop_reason, context=kept)

@@ -215,7 +215,7 @@ class AnthropicProvider:
     def _reply(self, message: Any) -> ProviderReply:
         try:
             body = message.model_dump(mode="json")
-            content = tuple(_without_parsed(dict(block)) for block in body["content"])
+            content = tuple(_as_sent(block, raw) for block, raw in zip(body["content"], message.content, strict=True))
             usage = Usage.from_anthropic(body["usage"])
         except Exception as exc:  # a message the SDK assembled but that lacks what a reply needs
             raise ProviderError(
@@ -236,8 +236,12 @@ class AnthropicProvider:
         await self._client.close()
 
 
-def _without_parsed(block: dict[str, Any]) -> dict[str, Any]:
-    """A block as the API sent it (the stream helper adds ``parsed_output`` to text blocks)."""
+def _as_sent(block: dict[str, Any], raw: Any) -> dict[str, Any]:
+    """A block as the API sent it: the stream helper adds ``parsed_output`` to text blocks, and a ``compaction``
+    block keeps exactly the fields the server sent (it goes back unchanged), not the SDK's defaults."""
+    if block.get("type") == "compaction":
+        return dict(raw.model_dump(mode="json", exclude_unset=True))
+    block = dict(block)
     block.pop("parsed_output", None)
     return block
 

@@ -20,6 +20,7 @@ from runtime.values.canonical import canonical_json
 from runtime.values.image_rules import MESSAGES_IMAGES
 from runtime.values.messages import (
     AssistantResponse,
+    CompactionPart,
     ImagePart,
     Instruction,
     Message,
@@ -181,6 +182,10 @@ def _assistant_blocks(message: AssistantResponse, keep_thinking: bool) -> tuple[
                 spoken = True
         elif isinstance(part, ToolCall):
             parts.append(_tool_use_block(part, message.id))
+            spoken = True
+        elif isinstance(part, CompactionPart):
+            # Sent back whole, always: the server reads the conversation from its latest one on.
+            parts.append(Block(part.block_json, "compaction", message.id))
             spoken = True
         elif keep_thinking:
             parts.append(_thinking_block(part, message.id))

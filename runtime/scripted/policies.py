@@ -28,7 +28,9 @@ SCRIPTED_STOP_REASONS = ("pause_turn", "refusal")
 """The stop reasons a script step may name (the others follow from the step's content and the request)."""
 
 
-_STEP_KEYS = frozenset({"text", "output", "tool_calls", "stop_reason"})
+STEP_KEYS = ("text", "output", "tool_calls", "stop_reason", "compaction")
+"""The keys of a script step (a scenario's ``script`` entries, a simulator script's steps)."""
+_STEP_KEYS = frozenset(STEP_KEYS)
 _CALL_KEYS = frozenset({"name", "arguments"})
 
 
@@ -92,6 +94,9 @@ class ScriptStep:
     """``"pause_turn"`` or ``"refusal"`` to end the step that way (None: from the content)."""
     output_json: str | None = None
     """A structured output's value as canonical JSON: the step answers it as its text (``output`` in a script)."""
+    compaction: str | None = None
+    """The summary a server-side compaction writes when the request this step answers compacts (the simulator's
+    ``compact_20260112``; None: the simulator's own summary). The step's content is the reply after it."""
 
     def __attrs_post_init__(self) -> None:
         if self.output_json is not None and self.text is not None:
@@ -104,6 +109,8 @@ class ScriptStep:
             raise ValueError(f"ScriptStep.text: {self.text!r} is not a non-empty string")
         if self.text is None and self.output_json is None and not self.tool_calls:
             raise ValueError("ScriptStep: a step needs text (or an output), tool calls, or both; it has neither")
+        if self.compaction is not None and (not isinstance(self.compaction, str) or not self.compaction.strip()):
+            raise ValueError(f"ScriptStep.compaction: {self.compaction!r} is not a non-empty string")
 
     @classmethod
     def from_obj(cls, obj: Any, where: str) -> ScriptStep:
@@ -132,7 +139,10 @@ class ScriptStep:
         stop_reason = obj.get("stop_reason")
         if stop_reason is not None and stop_reason not in SCRIPTED_STOP_REASONS:
             raise ConfigError(f"{where}.stop_reason: {stop_reason!r} is not one of {', '.join(SCRIPTED_STOP_REASONS)}")
-        return cls(text=text, tool_calls=calls, stop_reason=stop_reason, output_json=output_json)
+        compaction = obj.get("compaction")
+        if compaction is not None and (not isinstance(compaction, str) or not compaction.strip()):
+            raise ConfigError(f"{where}.compaction: {compaction!r} is not a non-empty string (a compaction's summary)")
+        return cls(text=text, tool_calls=calls, stop_reason=stop_reason, output_json=output_json, compaction=compaction)
 
 
 def _output_json(obj: Mapping[str, Any], where: str) -> str | None:

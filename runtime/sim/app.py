@@ -43,6 +43,7 @@ from runtime.sim.admin import ADMIN_PREFIX, Admin
 from runtime.sim.cache_engine import CacheEngine, CacheEntry, CacheOutcome
 from runtime.sim.chat.cache import ChatCacheOutcome
 from runtime.sim.chat.face import CHAT_PATH, SESSION_HEADER, ChatFace, chat_error_response
+from runtime.sim.compaction import CompactEdit, compact_edit, compacted, compaction_block, iteration, summary_of
 from runtime.sim.config import SimConfig
 from runtime.sim.context_edits import check_betas
 from runtime.sim.conversations import ConversationScripts
@@ -51,6 +52,7 @@ from runtime.sim.diagnostics import FingerprintLog, cache_miss_reason, fingerpri
 from runtime.sim.errors import SimAPIError, invalid_request
 from runtime.sim.generation import finish
 from runtime.sim.http import HttpRequest, HttpResponse, Response, StreamingResponse
+from runtime.sim.layout import Layout, build_layout
 from runtime.sim.models import list_models, model_facts
 from runtime.sim.prepare import Decoded, Prepared, decode_body, prepare
 from runtime.sim.server_tools import refuse_server_tool_calls
@@ -59,6 +61,7 @@ from runtime.sim.structured import structured_reply
 from runtime.sim.thinking import ThinkingSigner
 from runtime.sim.tokens import SimTokenCounter
 from runtime.values.canonical import canonical_bytes, sha256_hex
+from runtime.values.server_edits import COMPACTION_STOP
 from runtime.values.usage import Usage
 
 MESSAGES_PATH = "/v1/messages"
@@ -67,6 +70,29 @@ BATCHES_PATH = "/v1/messages/batches"
 MODELS_PATH = "/v1/models"
 NODE_HEADER = "x-foldline-node"
 VERSION_HEADER = "anthropic-version"
+NO_USAGE: Mapping[str, Any] = {
+    "input_tokens": 0,
+    "cache_creation_input_tokens": 0,
+    "cache_read_input_tokens": 0,
+    "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 0},
+    "output_tokens": 0,
+}
+"""The top-level usage of a response paused after its compaction (a compaction's tokens are only in iterations)."""
+
+
+@attrs.frozen
+class Answered:
+    """A response's content, stop and usage, and the request and cache outcome of its last pass."""
+
+    content: list[dict[str, Any]]
+    stop_reason: str | None
+    stop_sequence: str | None
+    usage: dict[str, Any]
+    payload: Mapping[str, Any]
+    layout: Layout
+    outcome: CacheOutcome
+
+
 BETA_HEADER = "anthropic-beta"
 STREAM_FAULT_MESSAGE = "Overloaded (simulated mid-stream fault)"
 _ID_ALPHABET = string.ascii_letters + string.digits
@@ -295,35 +321,38 @@ class SimApp:
     async def _create(
         self, prepared: Prepared, api_key: str, record: RequestRecord, extra_delay: float, broken: bool
     ) -> tuple[Response, RequestRecord]:
-        payload, layout = prepared.payload, prepared.layout
+        payload = prepared.payload
         facts = model_facts(payload["model"])
-        if layout.total_tokens > facts.context_window:
-            raise invalid_request(f"prompt is too long: {layout.total_tokens} tokens > {facts.context_window} maximum")
-        self.thinking.verify(prepared.sent if prepared.sent is not None else payload)
-        reply, scripted = self._reply(payload, record.node, record.request_id)
-        finished = finish(self.thinking.sign_reply(reply, payload), payload, self.counter, whole=scripted)
+        if prepared.layout.total_tokens > facts.context_window:
+            raise invalid_request(
+                f"prompt is too long: {prepared.layout.total_tokens} tokens > {facts.context_window} maximum"
+            )
+        self.thinking.verify(prepared.signed)
         delay = self.config.latency_s + extra_delay
-        outcome = self.engine.apply(
-            key_scope(api_key),
-            layout,
-            min_tokens=facts.min_cacheable_tokens,
-            now=record.started_at,
-            readable_at=record.started_at + delay,
-        )
-        usage = {**outcome.usage_fields(), "output_tokens": finished.output_tokens, "service_tier": "standard"}
+
+        def cache(layout: Layout) -> CacheOutcome:
+            return self.engine.apply(
+                key_scope(api_key),
+                layout,
+                min_tokens=facts.min_cacheable_tokens,
+                now=record.started_at,
+                readable_at=record.started_at + delay,
+            )
+
+        answered = self._answer(prepared, record, cache)
         message = {
             "id": "msg_" + sha256_hex(f"message:{record.request_id}:{record.payload_digest}")[:24],
             "type": "message",
             "role": "assistant",
             "model": payload["model"],
-            "content": list(finished.content),
-            "stop_reason": finished.stop_reason,
-            "stop_sequence": finished.stop_sequence,
+            "content": answered.content,
+            "stop_reason": answered.stop_reason,
+            "stop_sequence": answered.stop_sequence,
             "stop_details": None,
-            "usage": usage,
+            "usage": answered.usage,
         }
         asked, named = previous_id(payload)
-        printed = fingerprint(payload, layout)
+        printed = fingerprint(answered.payload, answered.layout)
         if asked:
             previous = self._prints.get(named) if named is not None else None
             reason = cache_miss_reason(previous, printed) if named is not None else None
@@ -334,7 +363,9 @@ class SimApp:
         if delay > 0:
             await self.sleep(delay)
         streams = payload.get("stream") is True
-        record = attrs.evolve(record, usage=Usage.from_anthropic(usage), cache=outcome, stream=streams)
+        record = attrs.evolve(
+            record, usage=Usage.from_anthropic(answered.usage), cache=answered.outcome, stream=streams
+        )
         if not streams:
             return _json_response(200, message, record.request_id), record
         request_id = record.request_id
@@ -342,6 +373,45 @@ class SimApp:
             StreamingResponse(200, lambda: _sse_chunks(message, request_id, broken), (("request-id", request_id),)),
             record,
         )
+
+    def _answer(self, prepared: Prepared, record: RequestRecord, cache: Callable[[Layout], CacheOutcome]) -> Answered:
+        """The response's content and usage: a compaction pass first when the request's edit fires
+        (:mod:`runtime.sim.compaction`), then the model's reply to what it sees."""
+        payload, layout = prepared.payload, prepared.layout
+        edit = compact_edit(payload)
+        block: dict[str, Any] | None = None
+        passes: list[dict[str, Any]] = []
+        if edit is not None and layout.total_tokens >= edit.trigger:
+            block = compaction_block(self._summary(prepared, record, edit))
+            outcome = cache(layout)
+            summary_tokens = self.counter.block_tokens(block)
+            passes.append(iteration("compaction", {**outcome.usage_fields(), "output_tokens": summary_tokens}))
+            if edit.pause:
+                usage = {**NO_USAGE, "iterations": passes, "service_tier": "standard"}
+                return Answered([block], COMPACTION_STOP, None, usage, payload, layout, outcome)
+            payload = compacted(payload, block)
+            layout = build_layout(payload, self.counter, lookback_collapse=self.config.lookback_collapse)
+        reply, scripted = self._reply(prepared.asked, record.node, record.request_id)
+        finished = finish(self.thinking.sign_reply(reply, payload), payload, self.counter, whole=scripted)
+        outcome = cache(layout)
+        usage = {**outcome.usage_fields(), "output_tokens": finished.output_tokens, "service_tier": "standard"}
+        content = list(finished.content)
+        if block is not None:
+            usage["iterations"] = [*passes, iteration("message", usage)]
+            content = [block, *content]
+        return Answered(content, finished.stop_reason, finished.stop_sequence, usage, payload, layout, outcome)
+
+    def _summary(self, prepared: Prepared, record: RequestRecord, edit: CompactEdit) -> str:
+        """The summary a compaction writes: the one the node's script gives for it, else the simulator's own."""
+        try:
+            policy = self.policies.policy_for(record.node)
+        except UnknownPolicy:
+            policy = None
+        if isinstance(policy, ScriptPolicy):
+            given = self._scripts.compaction_summary(policy, prepared.asked)
+            if given is not None:
+                return given
+        return summary_of(prepared.payload, edit.instructions)
 
     def _reply(self, payload: Mapping[str, Any], node: str | None, request_id: str = "") -> tuple[Reply, bool]:
         """The policy's reply, and whether it is a script's step (answered whole)."""

@@ -25,8 +25,9 @@ every assistant turn but the N most recent turns with thinking are removed.
 It needs thinking on and must come first among the edits.
 
 Each applied edit is reported (``applied_edits``) with the tokens it cleared
-and what it cleared. ``compact_20260112`` is not simulated yet: a request
-naming it gets a 400 saying so.
+and what it cleared. ``compact_20260112`` is checked and run by
+:mod:`runtime.sim.compaction` (it reports no applied edit: its block and
+``usage.iterations`` say what it did).
 """
 
 from __future__ import annotations
@@ -76,10 +77,10 @@ def edits_of(payload: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     for i, edit in enumerate(edits):
         where = f"context_management.edits.{i}"
         kind = edit.get("type") if isinstance(edit, Mapping) else None
-        if kind == COMPACT:
-            raise invalid_request(f"{where}.type: {COMPACT} (compaction) is not simulated by foldline's simulator yet")
-        if kind not in (CLEAR_TOOL_USES, CLEAR_THINKING):
-            raise invalid_request(f"{where}.type: expected {CLEAR_TOOL_USES!r} or {CLEAR_THINKING!r}, got {kind!r}")
+        if kind not in (CLEAR_TOOL_USES, CLEAR_THINKING, COMPACT):
+            raise invalid_request(
+                f"{where}.type: expected {CLEAR_TOOL_USES!r}, {CLEAR_THINKING!r} or {COMPACT!r}, got {kind!r}"
+            )
         if kind == CLEAR_THINKING:
             if i != 0:
                 raise invalid_request(f"{where}: {CLEAR_THINKING} must be the first edit in context_management.edits")
@@ -109,6 +110,8 @@ def apply_edits(payload: Mapping[str, Any], total_tokens: int, count: Count) -> 
     applied: list[dict[str, Any]] = []
     for i, edit in enumerate(edits_of(payload)):
         where = f"context_management.edits.{i}"
+        if edit["type"] == COMPACT:
+            continue  # a compaction is a pass of its own (runtime.sim.compaction), after these edits
         if edit["type"] == CLEAR_THINKING:
             edited, report = _clear_thinking(current, edit, where)
         else:

@@ -75,10 +75,7 @@ class ConversationScripts:
         if answered is not None:
             self._answers.move_to_end(answered_key)
             return answered
-        conversation = conversation_key(node, payload)
-        remembered = self._cursors.get(conversation, policy.start)
-        read = script_position(self._index(policy), policy.start, payload)
-        cursor = remembered if read is None else max(read, remembered)
+        conversation, cursor = self._cursor(policy, payload)
         if cursor >= len(policy.steps):
             raise PolicyExhausted(
                 f"node {node!r}: its script had {len(policy.steps)} step(s) and this conversation used all of them; "
@@ -88,6 +85,18 @@ class ConversationScripts:
         _remember(self._cursors, conversation, cursor + 1, self.memory)
         _remember(self._answers, answered_key, reply, self.memory)
         return reply
+
+    def compaction_summary(self, policy: ScriptPolicy, payload: Mapping[str, Any]) -> str | None:
+        """The ``compaction`` summary of the step that will answer ``payload`` (None: none given), no step used."""
+        _, cursor = self._cursor(policy, payload)
+        return policy.steps[cursor].compaction if cursor < len(policy.steps) else None
+
+    def _cursor(self, policy: ScriptPolicy, payload: Mapping[str, Any]) -> tuple[str, int]:
+        """The request's conversation and the step that answers it: read from the request, else remembered."""
+        conversation = conversation_key(policy.node_id, payload)
+        remembered = self._cursors.get(conversation, policy.start)
+        read = script_position(self._index(policy), policy.start, payload)
+        return conversation, remembered if read is None else max(read, remembered)
 
     def _index(self, policy: ScriptPolicy) -> StepIndex:
         """The policy's step index, built once (the policy is kept with it, so its id is not reused)."""

@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 
+from runtime.sim.compaction import check_compaction_blocks, dropped_before_compaction
 from runtime.sim.context_edits import apply_edits
 from runtime.sim.errors import invalid_request
 from runtime.sim.layout import Layout, build_layout
@@ -41,6 +42,22 @@ class Prepared:
     original_tokens: int | None = None
     """The input tokens before context edits (None: the request has no ``context_management``)."""
     applied_edits: tuple[dict[str, Any], ...] = ()
+    visible: dict[str, Any] | None = None
+    """The request from its latest compaction block on, before context edits (None: it carries no compaction
+    block; :mod:`runtime.sim.compaction`). Its thinking signatures are checked as it reads."""
+
+    @property
+    def asked(self) -> dict[str, Any]:
+        """The request a model policy reads: as sent when a compaction dropped its start (a script finds
+        its place by the replies the request holds), else as edited."""
+        return self.sent if self.visible is not None and self.sent is not None else self.payload
+
+    @property
+    def signed(self) -> dict[str, Any]:
+        """The request whose given-back thinking blocks are verified: what the model reads, before edits."""
+        if self.visible is not None:
+            return self.visible
+        return self.sent if self.sent is not None else self.payload
 
 
 def _refuse_constant(name: str) -> Any:
@@ -87,16 +104,20 @@ def decode_body(body: bytes) -> Decoded:
 
 def prepare(body: Any, *, count_only: bool, counter: SimTokenCounter, lookback_collapse: bool) -> Prepared:
     """Validate a decoded body and lay it out in the simulator's tokens."""
-    payload = validate_request(body, count_only=count_only)
+    sent = validate_request(body, count_only=count_only)
+    check_compaction_blocks(sent)
+    visible = dropped_before_compaction(sent)
+    payload = sent if visible is None else visible
+    dropped = sent if visible is not None else None
     layout = build_layout(payload, counter, lookback_collapse=lookback_collapse)
     if payload.get("context_management") is None:
-        return Prepared(payload, layout)
+        return Prepared(payload, layout, dropped, visible=visible)
 
     def count(edited: dict[str, Any]) -> int:
         return build_layout(edited, counter, lookback_collapse=lookback_collapse).total_tokens
 
     edited = apply_edits(payload, layout.total_tokens, count)
     if not edited.applied:
-        return Prepared(payload, layout, original_tokens=layout.total_tokens)
+        return Prepared(payload, layout, dropped, layout.total_tokens, visible=visible)
     edited_layout = build_layout(edited.payload, counter, lookback_collapse=lookback_collapse)
-    return Prepared(edited.payload, edited_layout, payload, layout.total_tokens, edited.applied)
+    return Prepared(edited.payload, edited_layout, sent, layout.total_tokens, edited.applied, visible)

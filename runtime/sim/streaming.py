@@ -12,7 +12,9 @@ stop sequence, cumulative usage) -> ``message_stop``.
 Block kinds stream by :data:`BLOCK_STREAMERS`: ``text`` as ``text_delta``,
 ``tool_use`` as ``input_json_delta`` (the input's JSON in pieces),
 ``thinking`` as ``thinking_delta`` then one ``signature_delta``, and
-``redacted_thinking`` whole in its start event. Add a kind by adding a
+``redacted_thinking`` whole in its start event, ``compaction`` (a server-side
+compaction's summary) as its start with null content and one ``compaction_delta``
+carrying the whole summary. Add a kind by adding a
 streamer. An error mid-stream is :func:`error_event`. :func:`encode_sse`
 frames one event.
 """
@@ -80,8 +82,24 @@ def _whole(block: Mapping[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any
     return dict(block), []
 
 
+def _compaction(block: Mapping[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    start = {**block, "content": None, "encrypted_content": None}
+    delta = {
+        "type": "compaction_delta",
+        "content": block.get("content"),
+        "encrypted_content": block.get("encrypted_content"),
+    }
+    return start, [delta]
+
+
 BLOCK_STREAMERS: Mapping[str, BlockStreamer] = MappingProxyType(
-    {"text": _text, "tool_use": _tool_use, "thinking": _thinking, "redacted_thinking": _whole}
+    {
+        "text": _text,
+        "tool_use": _tool_use,
+        "thinking": _thinking,
+        "redacted_thinking": _whole,
+        "compaction": _compaction,
+    }
 )
 
 _INPUT_USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
@@ -120,6 +138,8 @@ def message_events(message: Mapping[str, Any]) -> Iterator[StreamEvent]:
             if index == 0 and i == 0:
                 yield "ping", {"type": "ping"}
     final_usage = {key: usage[key] for key in _INPUT_USAGE_KEYS if key in usage} | {"output_tokens": output_tokens}
+    if "iterations" in usage:  # the passes of a compacted response, known when it ends
+        final_usage["iterations"] = usage["iterations"]
     delta = {"stop_reason": message.get("stop_reason"), "stop_sequence": message.get("stop_sequence")}
     if "stop_details" in message:
         delta["stop_details"] = message["stop_details"]

@@ -67,9 +67,13 @@ class ThinkingSigner:
             return reply
         messages = payload.get("messages") or []
         thinking = _thinking_text(messages, reply)
-        preceding = _conversation(messages)
+        preceding, before = _conversation(messages), []
+        if messages and messages[-1].get("role") == "assistant":
+            # A request ending with an assistant message is continued (a prefill, a paused turn, a compaction
+            # block): the reply joins that message, so its blocks are what comes before the thinking.
+            preceding, before = preceding[:-1], preceding[-1]["content"]
         block: dict[str, Any] = {"type": "thinking", "thinking": thinking, "signature": ""}
-        block["signature"] = self._mac(preceding, [], block)
+        block["signature"] = self._mac(preceding, before, block)
         content: tuple[dict[str, Any], ...] = (block, *reply.content)
         return Reply(content=content, stop_reason=reply.stop_reason, output_tokens=None)
 

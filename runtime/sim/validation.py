@@ -135,7 +135,7 @@ def _normalize_messages(messages: Any, model: str) -> list[dict[str, Any]]:
         if role == "system":
             normalized.append(_check_system_message(messages, i, model))
             continue
-        if i == 0 and role != "user":
+        if i == 0 and role != "user" and not _opens_with_compaction(message):
             raise invalid_request(f"messages.0.role: the first message must use the 'user' role, got {role!r}")
         content = _normalize_content(message.get("content"), i, role)
         if not content and not (role == "assistant" and i == len(messages) - 1):
@@ -149,6 +149,14 @@ def _normalize_messages(messages: Any, model: str) -> list[dict[str, Any]]:
             normalized.append({"role": role, "content": list(content)})
     _check_tool_pairing(normalized)
     return normalized
+
+
+def _opens_with_compaction(message: Mapping[str, Any]) -> bool:
+    """An assistant message that starts with a compaction block may open a request (a client that keeps only
+    what follows its latest compaction sends it first)."""
+    content = message.get("content")
+    first = content[0] if isinstance(content, list) and content else None
+    return isinstance(first, Mapping) and first.get("type") == "compaction"
 
 
 def _check_system_message(messages: list[Any], i: int, model: str) -> dict[str, Any]:

@@ -43,6 +43,7 @@ from runtime.values.canonical import canonical_json, sha256_hex
 from runtime.values.messages import (
     AssistantResponse,
     ClipInfo,
+    CompactionPart,
     ImagePart,
     Instruction,
     Message,
@@ -169,6 +170,8 @@ def _part_from_content(part: Any) -> Part:
         return RedactedThinkingPart(part["data"])
     if isinstance(part, Mapping) and part.get("type") == "text" and set(part) == {"type", "text"}:
         return TextPart(part["text"])
+    if isinstance(part, Mapping) and part.get("type") == "compaction":
+        return CompactionPart(canonical_json(dict(part)))
     if (
         isinstance(part, Mapping)
         and part.get("type") == "tool_call"

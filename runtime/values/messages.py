@@ -157,7 +157,35 @@ class RedactedThinkingPart:
         return {"type": "redacted_thinking", "data": self.data}
 
 
-Part = TextPart | ToolCall | ThinkingPart | RedactedThinkingPart
+@attrs.frozen
+class CompactionPart:
+    """A ``compaction`` block of a reply (Anthropic's server-side compaction), exactly as the provider sent it.
+
+    ``block_json`` is the block's canonical JSON (its summary, opaque metadata and any field a later API adds),
+    sent back unchanged on later requests: the server reads the conversation from its latest such block on.
+    """
+
+    block_json: str
+
+    def __attrs_post_init__(self) -> None:
+        try:
+            block = json.loads(self.block_json)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"CompactionPart.block_json: {self.block_json!r:.80} is not JSON ({exc})") from exc
+        if not isinstance(block, dict) or block.get("type") != "compaction":
+            raise ValueError(f"CompactionPart.block_json: {self.block_json!r:.80} is not a compaction block")
+
+    @property
+    def summary(self) -> str | None:
+        """The block's summary (None: a failed compaction, which the server treats as a no-op)."""
+        content = json.loads(self.block_json).get("content")
+        return content if isinstance(content, str) else None
+
+    def content(self) -> dict[str, Any]:
+        return json.loads(self.block_json)
+
+
+Part = TextPart | ToolCall | ThinkingPart | RedactedThinkingPart | CompactionPart
 """One block of an assistant response, in the order the model produced them."""
 
 ThinkingBlock = ThinkingPart | RedactedThinkingPart

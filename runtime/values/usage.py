@@ -50,7 +50,10 @@ class Usage:
 
         The per-lifetime split comes from ``cache_creation``; when a provider
         reports only the total ``cache_creation_input_tokens``, it is taken as
-        five-minute writes (the API's default lifetime).
+        five-minute writes (the API's default lifetime). The ``compaction``
+        entries of ``usage.iterations`` (a server-side compaction's passes,
+        billed but not in the top-level fields) are added in: the usage is
+        what the call costs.
         """
         creation_total = int(usage.get("cache_creation_input_tokens") or 0)
         split = usage.get("cache_creation") or None
@@ -59,13 +62,17 @@ class Usage:
             w1 = int(split.get("ephemeral_1h_input_tokens") or 0)
         else:
             w5, w1 = creation_total, 0
-        return cls(
+        top = cls(
             input_tokens=int(usage.get("input_tokens") or 0),
             cache_read_input_tokens=int(usage.get("cache_read_input_tokens") or 0),
             cache_write_5m_tokens=w5,
             cache_write_1h_tokens=w1,
             output_tokens=int(usage.get("output_tokens") or 0),
         )
+        for entry in usage.get("iterations") or ():
+            if isinstance(entry, Mapping) and entry.get("type") == "compaction":
+                top = top + cls.from_anthropic({k: v for k, v in entry.items() if k != "iterations"})
+        return top
 
     def to_dict(self) -> dict[str, int]:
         """The counts by name; ``reasoning_tokens`` only when a provider reported some."""
