@@ -12,6 +12,7 @@ from runtime.bench.strategies import (
     CLEAR_VARIANTS,
     STRATEGIES,
     ServerEdit,
+    Strategy,
     StrategyNotBuilt,
     profile_ceiling,
 )
@@ -47,11 +48,18 @@ def test_each_api_strategy_sends_its_edits_and_nothing_of_foldlines_own() -> Non
     assert len(CLEAR_VARIANTS) == 6
 
 
-def test_compaction_is_refused_as_not_built_while_the_simulator_lacks_it() -> None:
-    scenario = workloads.build("fits", workloads.SMALL)
-    for name in (API_COMPACTION, f"{API_COMPACTION}/ceiling"):
-        with pytest.raises(StrategyNotBuilt, match=r"compact_20260112\) is not simulated"):
-            STRATEGIES[name].apply(scenario)
+def test_compaction_is_sent_at_its_default_and_at_the_ceiling_never_below_the_minimum() -> None:
+    scenario = workloads.build("reading-20k", workloads.SMALL)
+    default = STRATEGIES[API_COMPACTION].apply(scenario).profiles["default"].server_context_edits
+    assert default == '[{"type":"compact_20260112"}]'
+    at_ceiling = STRATEGIES[f"{API_COMPACTION}/ceiling"].apply(scenario).profiles["default"].server_context_edits
+    assert at_ceiling == '[{"trigger":{"type":"input_tokens","value":50000},"type":"compact_20260112"}]'
+
+
+def test_a_strategy_this_build_cannot_run_says_so() -> None:
+    missing = Strategy("later", "not here", {"prompt_caching": True}, not_built="its server feature is not simulated")
+    with pytest.raises(StrategyNotBuilt, match=r"strategy 'later' is not built yet: its server feature"):
+        missing.apply(workloads.build("fits", workloads.SMALL))
 
 
 def test_the_server_view_counts_a_cleared_or_dropped_result_once() -> None:
@@ -74,7 +82,7 @@ async def test_clearing_at_the_ceiling_loses_bytes_and_probes_need_a_rerun() -> 
     scenario = workloads.build("reading-20k", workloads.SMALL)
     names = ["naive", "foldline", "api-clear-tool-uses", "api-clear-tool-uses/ceiling", API_COMPACTION]
     result = await run_workload_set(scenario, strategies_named(names), provider_kind="scripted")
-    assert "not simulated" in result.not_run[API_COMPACTION]
+    assert API_COMPACTION in result.runs and not result.not_run
     ours, defaults, cleared = (
         result.runs[n] for n in ("foldline", "api-clear-tool-uses", "api-clear-tool-uses/ceiling")
     )
@@ -90,7 +98,38 @@ async def test_clearing_at_the_ceiling_loses_bytes_and_probes_need_a_rerun() -> 
     assert "api-clear-tool-uses/ceiling " in api.detail and f"{cleared.bytes_lost:,} B lost" in api.detail
     assert api.met is (None if ours.cost_bit < min(defaults.cost_bit, cleared.cost_bit) else False)
     compaction = targets["reading-20k: foldline cheaper than every api-compaction variant, 0 bytes lost"]
-    assert compaction.met is None and "not simulated" in compaction.detail
+    assert "api-compaction/ceiling not run" in compaction.detail
+    assert compaction.met is (None if ours.cost_bit < result.runs[API_COMPACTION].cost_bit else False)
     recall = targets["recall probes answered without re-running a tool: foldline 100% on every workload"]
     assert recall.met is True
     assert f"api-clear-tool-uses/ceiling {100 * cleared.probes.without_rerun:.0f}%" in recall.detail
+
+
+def test_after_a_compaction_the_reader_sees_only_the_summary_on_and_reruns_the_call() -> None:
+    from runtime.bench.facts import fact_line
+    from runtime.bench.reader import ReaderPolicy
+    from runtime.scripted.policies import ScriptCall, ScriptStep
+
+    steps = (
+        ScriptStep(text="read"),
+        ScriptStep(tool_calls=(ScriptCall("answer", '{"value":{"recall":"F1"}}'),)),
+    )
+    view = ServerView()
+    tap = view.tap(ReaderPolicy("n", steps))
+    history = [
+        {"role": "user", "content": [{"type": "text", "text": "task"}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "c1", "name": "read_doc", "input": {"facts": ["F1"]}}],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": fact_line("F1")}]},
+    ]
+    assert tap.respond({"messages": history}).stop_reason == "end_turn"  # step 0, F1 in view
+    summary = {"type": "compaction", "content": "the user asked for a document; it was read", "encrypted_content": None}
+    later = [*history, {"role": "assistant", "content": [summary, {"type": "text", "text": "read"}]}]
+    later.append({"role": "user", "content": [{"type": "text", "text": "go on"}]})
+    reply = tap.respond({"messages": later})
+    # the model reads from the compaction block on: F1 is gone, so it runs read_doc again
+    (call,) = [b for b in reply.content if b["type"] == "tool_use"]
+    assert (call["name"], call["input"]) == ("read_doc", {"facts": ["F1"]})
+    assert view.cleared == {"c1"}

@@ -10,6 +10,13 @@ the node's model saw earlier and no longer sees at all (a compaction dropped
 it). Nothing reads those bytes back: the API has no ``read_result``, so the
 only way to a cleared fact is to run its tool again (the reader's ``rerun``).
 
+The simulator hands a policy the request as sent when it carries a
+compaction block (a script finds its place by the replies it holds); a model
+reads it from its latest compaction block on, so the tap gives the reader
+that. On the request where a compaction fires the policy is still handed the
+request as sent (the block is not in it yet), so the reader answers that one
+request from the whole history: a gap that favours ``api-compaction``.
+
 The bytes lost are the sizes of those results as the tool returned them
 (``ToolCallFinished.output_bytes``), each call once however often it was
 cleared.
@@ -24,6 +31,7 @@ import attrs
 
 from runtime.bench.reader import ReaderPolicy
 from runtime.scripted.policies import Reply
+from runtime.sim.compaction import dropped_before_compaction
 from runtime.sim.context_edits import CLEARED_RESULT
 
 
@@ -77,5 +85,6 @@ class ViewTap:
     view: ServerView
 
     def respond(self, payload: Mapping[str, Any]) -> Reply:
-        self.view.see(self.reader.node_id, payload)
-        return self.reader.respond(payload)
+        read = dropped_before_compaction(payload) or payload
+        self.view.see(self.reader.node_id, read)
+        return self.reader.respond(read)

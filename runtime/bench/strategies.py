@@ -210,24 +210,18 @@ CLEAR_VARIANTS: tuple[Strategy, ...] = (
 )
 """``api-clear-tool-uses`` and its sensitivity variants, in table order."""
 
-COMPACTION_NOT_SIMULATED = (
-    "Anthropic's server-side compaction (compact_20260112) is not simulated by foldline's simulator in this "
-    "build, so its cost cannot be measured"
-)
 COMPACTION_VARIANTS: tuple[Strategy, ...] = (
     Strategy(
         API_COMPACTION,
         f"compact_20260112 at its default trigger ({DEFAULT_COMPACT_TRIGGER:,} input tokens)",
         _API_OVERRIDE,
         edits=(ServerEdit(COMPACT),),
-        not_built=COMPACTION_NOT_SIMULATED,
     ),
     Strategy(
         f"{API_COMPACTION}/ceiling",
         f"compact_20260112 triggered at the ceiling (at least the API's minimum, {MIN_COMPACT_TRIGGER:,})",
         _API_OVERRIDE,
         edits=(ServerEdit(COMPACT, trigger=1.0, floor=MIN_COMPACT_TRIGGER),),
-        not_built=COMPACTION_NOT_SIMULATED,
     ),
 )
 """``api-compaction`` and its variant at the workload's ceiling."""

@@ -119,19 +119,28 @@ def _api_target(
     cells: list[str] = []
     met: bool | None = ours.bytes_lost == 0
     for variant in variants:
-        why = missing_run(result.workload, variant, by_name)
-        if why is not None:
-            cells.append(f"{variant} not run" + ("" if why.endswith("not selected") else f" ({why})"))
+        theirs = result.runs.get(variant)
+        if theirs is None:
+            why = result.not_run.get(variant, "not selected")
+            cells.append(f"{variant} not run" + ("" if why == "not selected" else f" ({why})"))
             if met is True:
                 met = None
             continue
-        theirs = result.runs[variant]
         ratio = ratio_of(ours.cost_bit, theirs.cost_bit)
         if ratio is None or ratio >= 1:
             met = False
-        cells.append(f"{variant} {fmt_x(ratio)}x ({theirs.bytes_lost:,} B lost)")
+        cells.append(f"{variant} {fmt_x(ratio)}x ({theirs.bytes_lost:,} B lost{_shortfall(result, theirs)})")
     detail = f"foldline {ours.cost_bit:,.0f} BIT, {ours.bytes_lost:,} B lost; foldline x " + "; ".join(cells)
     targets.append(Target(name, met, detail))
+
+
+def _shortfall(result: WorkloadResult, run: RunMetrics) -> str:
+    """What ``run`` left undone that the naive run did: failed nodes and recalls answered "unknown"."""
+    baseline = result.runs.get(BASELINE)
+    failed = run.nodes.get("failed", 0) - (baseline.nodes.get("failed", 0) if baseline is not None else 0)
+    recalls = run.probes.failed + run.keys.failed
+    out = f"; {failed} more node(s) failed than naive" if failed > 0 else ""
+    return out + (f"; {recalls} recall(s) failed" if recalls else "")
 
 
 def _recall_target(
