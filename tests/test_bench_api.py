@@ -133,3 +133,14 @@ def test_after_a_compaction_the_reader_sees_only_the_summary_on_and_reruns_the_c
     (call,) = [b for b in reply.content if b["type"] == "tool_use"]
     assert (call["name"], call["input"]) == ("read_doc", {"facts": ["F1"]})
     assert view.cleared == {"c1"}
+
+
+@pytest.mark.anyio
+async def test_the_chat_completions_face_does_not_run_the_api_strategies() -> None:
+    pytest.importorskip("openai")
+    scenario = workloads.build("reading-20k", workloads.SMALL)
+    result = await run_workload_set(
+        scenario, strategies_named(["naive", "api-clear-tool-uses"]), provider_kind="openai"
+    )
+    assert "api-clear-tool-uses" not in result.runs
+    assert "server-side context management is not on the openai face" in result.not_run["api-clear-tool-uses"]

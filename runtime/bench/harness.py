@@ -405,6 +405,9 @@ async def run_workload_set(
     for strategy in strategies:
         if strategy.name in runs:
             continue
+        if strategy.edits and provider_kind == "openai":
+            not_run[strategy.name] = f"Anthropic's server-side context management is not on the {provider_kind} face"
+            continue
         if strategy.derived:
             prices = prices_for_model(pricing, spec.model)
             strategy, choices = cost_strategy(scenario, runs[baseline.name].steps, prices)
