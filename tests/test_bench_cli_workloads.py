@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from runtime.bench import workloads
+from runtime.bench.strategies import STRATEGIES
 from runtime.cli import bench as command
 
 
@@ -57,14 +58,7 @@ def test_workload_files_run_under_every_strategy_and_repeat(tmp_path: Path, monk
     assert "== mine: lower bound" in out and "== theirs: lower bound" in out and "== fits" not in out
     document = json.loads(target.read_text(encoding="utf-8"))
     for w in document["workloads"]:
-        assert set(w["runs"]) | set(w["not_run"]) == {
-            "naive",
-            "cache-only",
-            "compaction",
-            "fold-immediate",
-            "foldline",
-            "foldline-cost",
-        }
+        assert set(w["runs"]) | set(w["not_run"]) == set(STRATEGIES)
 
 
 def test_model_picks_another_priced_model(tmp_path: Path) -> None:

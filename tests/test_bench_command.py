@@ -11,6 +11,7 @@ import anyio
 import pytest
 
 from runtime.bench import micro, workload_files, workloads
+from runtime.bench.strategies import STRATEGIES
 from runtime.cli import bench as command
 
 
@@ -37,14 +38,8 @@ def test_the_small_bench_prints_the_table_and_writes_the_same_figures_as_json(tm
     assert document["sizes"] == "small" and document["provider"] == "scripted"
     assert [w["workload"] for w in document["workloads"]] == ["fits", "staged-64"]
     for w in document["workloads"]:
-        assert set(w["runs"]) | set(w["not_run"]) == {
-            "naive",
-            "cache-only",
-            "compaction",
-            "fold-immediate",
-            "foldline",
-            "foldline-cost",
-        }
+        assert set(w["runs"]) | set(w["not_run"]) == set(STRATEGIES)
+        assert w["floor"]["bit"] > 0 and w["runs"]["foldline"]["cost"]["floor_ratio"] > 0
         naive = w["runs"]["naive"]
         assert f"{naive['cost']['bit']:,.0f}" in out
 

@@ -268,14 +268,25 @@ def test_the_table_and_the_json_carry_every_run_and_the_targets() -> None:
     assert "naive" in table and "compaction" in table and "foldline: strategy 'foldline' is not built yet" in table
     assert "targets:" in table and "[not measured]" in table and "wall time: 1.5 s" in table
     assert "hit/4k" in table and "hit/16k   infeasible: the kept context crosses the trigger" in table
-    assert ratios(results[0], results[0].runs["naive"]) == {"to_bound": 5.0, "to_compaction": 2.5, "to_peer": 2.0}
+    assert ratios(results[0], results[0].runs["naive"]) == {
+        "to_bound": 5.0,
+        "to_floor": None,
+        "to_compaction": 2.5,
+        "to_peer": 2.0,
+    }
     document = json.loads(
         json.dumps(
             bench_json(results, provider="scripted", model="m", wall_s=1.5, sizes="small", pricing_note="m: somewhere")
         )
     )
     (workload,) = document["workloads"]
-    assert workload["runs"]["naive"]["ratios"] == {"to_bound": 5.0, "to_compaction": 2.5, "to_peer": 2.0}
+    assert workload["runs"]["naive"]["ratios"] == {
+        "to_bound": 5.0,
+        "to_floor": None,
+        "to_compaction": 2.5,
+        "to_peer": 2.0,
+    }
+    assert workload["floor"] is None and workload["runs"]["naive"]["cost"]["floor_ratio"] is None
     peers = workload["peer_compaction"]
     assert peers["headline"] == "hit/4k" and [v["variant"] for v in peers["variants"]] == ["hit/4k", "hit/16k"]
     assert peers["foldline_ratio"] == {"hit/4k": None, "hit/16k": None}  # foldline did not run

@@ -7,6 +7,7 @@ import pytest
 
 from runtime.bench import workloads
 from runtime.bench.strategies import (
+    API_STRATEGIES,
     STRATEGIES,
     Strategy,
     StrategyNotBuilt,
@@ -16,11 +17,14 @@ from runtime.config import Profile
 from runtime.errors import ConfigError
 
 
-def test_there_are_the_six_strategies_in_table_order() -> None:
-    assert list(STRATEGIES) == ["naive", "cache-only", "compaction", "fold-immediate", "foldline", "foldline-cost"]
+def test_the_strategies_in_table_order() -> None:
+    names = list(STRATEGIES)
+    assert names[:6] == ["naive", "cache-only", "compaction", "fold-immediate", "foldline", "foldline-cost"]
+    assert names[6:] == [s.name for s in API_STRATEGIES] and names[6] == "api-clear-tool-uses"
+    assert all(name.startswith(("api-clear-tool-uses", "api-compaction")) for name in names[6:])
 
 
-@pytest.mark.parametrize("name", list(STRATEGIES))
+@pytest.mark.parametrize("name", [name for name, s in STRATEGIES.items() if not s.not_built])
 def test_each_override_reaches_every_profile_and_leaves_the_rest_alone(name: str) -> None:
     strategy = STRATEGIES[name]
     scenario = workloads.build("fanout", workloads.SMALL)
@@ -30,7 +34,8 @@ def test_each_override_reaches_every_profile_and_leaves_the_rest_alone(name: str
         original = scenario.profiles[profile_name]
         for key, value in strategy.override.items():
             assert getattr(profile, key) == value
-        untouched = {f.name for f in attrs.fields(Profile)} - set(strategy.override)
+        edited = {"server_context_edits"} if strategy.edits else set()
+        untouched = {f.name for f in attrs.fields(Profile)} - set(strategy.override) - edited
         assert all(getattr(profile, k) == getattr(original, k) for k in untouched)
     assert applied.nodes == scenario.nodes
 

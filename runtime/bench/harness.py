@@ -31,10 +31,14 @@ import attrs
 from actors.tools import ToolRegistry
 from runtime.bench.cost_strategy import ProfileChoice, cost_strategy
 from runtime.bench.facts import fact_value
+from runtime.bench.floor import FloorFigures, FloorTap, FloorTrace, lossless_floor
 from runtime.bench.lower_bound import BoundFigures, LowerBound
+from runtime.bench.model_choice import priced_model as priced_model  # re-exported for the CLI
+from runtime.bench.model_choice import with_model as with_model
 from runtime.bench.ordering import OrderedSends
 from runtime.bench.peers import VARIANTS, PeerFigures, PeerParams, Step, replay_all
 from runtime.bench.reader import OUTCOMES, ReaderPolicy, RecallOutcome
+from runtime.bench.server_view import ServerView
 from runtime.bench.strategies import BASELINE, STRATEGIES, Strategy, StrategyNotBuilt
 from runtime.bench.tools import BENCH_TOOLS, facts_printed
 from runtime.config import Scenario
@@ -72,6 +76,8 @@ class EventTally:
     side: set[str] = attrs.field(factory=set)
     steps: list[Step] = attrs.field(factory=list)
     """Every main request's total input and output, in the order the responses came (for the peer replay)."""
+    output_bytes: dict[str, int] = attrs.field(factory=dict)
+    """Each tool call's result size in bytes, by call id."""
 
     def feed(self, item: Event | Gap) -> None:
         """Take one item of the bench's subscription (``block``: a gap would mean lost figures)."""
@@ -99,6 +105,8 @@ class EventTally:
             if item.request_id not in self.side:
                 branch = item.request_id.rsplit(":", 1)[0]
                 self.steps.append(Step(branch, item.node_id, total, int(usage["output_tokens"])))
+        elif item.type == "ToolCallFinished":
+            self.output_bytes[str(data["call_id"])] = int(data["output_bytes"])
         elif item.type == "RunFinished":
             self.finished = True
 
@@ -147,6 +155,11 @@ class ProbeTally:
     def total(self) -> int:
         return self.view + self.read_result + self.rerun + self.failed
 
+    @property
+    def without_rerun(self) -> float | None:
+        """The share answered without re-running a tool (from view or after ``read_result``); None: no recalls."""
+        return (self.view + self.read_result) / self.total if self.total else None
+
     def to_json(self) -> dict[str, int]:
         return attrs.asdict(self)
 
@@ -183,6 +196,13 @@ class RunMetrics:
     """Each spawned child's first request: the share of its input read from the cache (its emitter's prefix)."""
     steps: tuple[Step, ...] = attrs.field(default=(), repr=False)
     """Each main request's total input and output (the peer replay's input; not in the JSON)."""
+    bytes_cleared_by_server: int = 0
+    """Tool-result bytes Anthropic's server-side context management took out of the model's view for good."""
+
+    @property
+    def bytes_lost(self) -> int:
+        """Bytes the model can no longer see or read back: the runtime's unrecoverable plus the server's cleared."""
+        return self.bytes_unrecoverable + self.bytes_cleared_by_server
 
     @property
     def fresh_input(self) -> int:
@@ -213,9 +233,12 @@ class RunMetrics:
             "fold_commits": self.fold_commits,
             "rewrites": {"explained": self.rewrites_explained, "unexplained": self.rewrites_unexplained},
             "bytes_unrecoverable": self.bytes_unrecoverable,
+            "bytes_cleared_by_server": self.bytes_cleared_by_server,
+            "bytes_lost": self.bytes_lost,
             "over_ceiling": {"by_estimate": self.over_ceiling_estimate, "by_server": self.over_ceiling_reported},
             "probes": self.probes.to_json(),
             "keys": self.keys.to_json(),
+            "probes_without_rerun": self.probes.without_rerun,
             "summary_requests": self.summaries,
             "wall_s": round(self.wall_s, 3),
             "children_first_cached_share": dict(self.children_first_cached_share),
@@ -236,6 +259,7 @@ def _metrics(
     tally: EventTally,
     readers: Sequence[ReaderPolicy],
     wall_s: float,
+    server: ServerView | None = None,
 ) -> RunMetrics:
     recalls = [outcome for reader in readers for outcome in reader.log]
     over_estimate, over_reported = tally.over_ceiling()
@@ -270,6 +294,7 @@ def _metrics(
         summaries=tally.summaries,
         wall_s=wall_s,
         steps=tuple(tally.steps),
+        bytes_cleared_by_server=server.bytes_lost(tally.output_bytes) if server is not None else 0,
     )
 
 
@@ -280,24 +305,35 @@ async def run_workload(
     provider_kind: str = "simulated",
     registry: ToolRegistry = BENCH_TOOLS,
     bound: LowerBound | None = None,
+    floor: FloorTrace | None = None,
 ) -> RunMetrics:
     """Run ``scenario`` under ``strategy`` and measure it.
 
     Each node's model is a reader policy over its script; summary requests
     (which name no node) are answered by the fold's extractive summarizer.
     ``bound``, when given, is fed every payload the run sends (use it only
-    with the baseline strategy, whose requests are the append-only sequence).
+    with the baseline strategy, whose requests are the append-only sequence),
+    and with it ``floor`` every main request (:mod:`runtime.bench.floor`).
+    A strategy sending server-side edits has what they took out of view counted
+    (:mod:`runtime.bench.server_view`).
     Raises :class:`~runtime.bench.strategies.StrategyNotBuilt` when the build
     lacks what the strategy needs.
     """
     applied = strategy.apply(scenario)
     readers = [ReaderPolicy(node.id, node.script, prints=facts_printed) for node in applied.nodes]
 
+    server = ServerView() if strategy.edits else None
+
     def tapped(policy: Policy) -> Policy:
         return policy if bound is None else TappedPolicy(policy, bound.add)
 
+    def node_policy(reader: ReaderPolicy) -> Policy:
+        if bound is not None and floor is not None:
+            return FloorTap(reader, floor, bound.add)
+        return server.tap(reader) if server is not None else tapped(reader)
+
     policies = PolicyRegistry(
-        {reader.node_id: tapped(reader) for reader in readers}, default=tapped(FoldSummaryPolicy())
+        {reader.node_id: node_policy(reader) for reader in readers}, default=tapped(FoldSummaryPolicy())
     )
     spec = applied.provider.with_kind(provider_kind)
     clock = ManualClock(CLOCK_START)
@@ -319,7 +355,7 @@ async def run_workload(
     wall_s = time.perf_counter() - started
     if not tally.finished:
         raise EventsLost(f"workload {scenario.name!r} under {strategy.name!r}: the bench saw no RunFinished event")
-    return _metrics(applied, strategy, report, tally, readers, wall_s)
+    return _metrics(applied, strategy, report, tally, readers, wall_s, server)
 
 
 @attrs.frozen
@@ -337,6 +373,8 @@ class WorkloadResult:
     """Why there are no peer figures, when there are none."""
     cost_choices: tuple[ProfileChoice, ...] = ()
     """What the cost model chose for ``foldline-cost``, by profile."""
+    floor: FloorFigures | None = None
+    """The floor of a lossless policy that shows every result once (:func:`runtime.bench.floor.lossless_floor`)."""
 
 
 def output_ratio(pricing: PricingTable, model: str) -> float | None:
@@ -360,18 +398,23 @@ async def run_workload_set(
     """Run one workload under each strategy (the baseline always, for the bound)."""
     pricing = pricing or scenario.prices()
     spec = scenario.provider
-    bound = LowerBound(SimTokenCounter(token_factor=spec.token_factor), lookback_collapse=spec.lookback_collapse)
+    counter = SimTokenCounter(token_factor=spec.token_factor)
+    bound = LowerBound(counter, lookback_collapse=spec.lookback_collapse)
+    trace = FloorTrace(counter, lookback_collapse=spec.lookback_collapse)
     runs: dict[str, RunMetrics] = {}
     not_run: dict[str, str] = {}
     baseline = STRATEGIES[BASELINE]
     runs[baseline.name] = await run_workload(
-        scenario, baseline, provider_kind=provider_kind, registry=registry, bound=bound
+        scenario, baseline, provider_kind=provider_kind, registry=registry, bound=bound, floor=trace
     )
     if progress is not None:
         progress(f"{scenario.name}: {baseline.name} done in {runs[baseline.name].wall_s:.1f}s")
     choices: list[ProfileChoice] = []
     for strategy in strategies:
         if strategy.name in runs:
+            continue
+        if strategy.edits and provider_kind == "openai":
+            not_run[strategy.name] = f"Anthropic's server-side context management is not on the {provider_kind} face"
             continue
         if strategy.derived:
             prices = prices_for_model(pricing, spec.model)
@@ -384,12 +427,16 @@ async def run_workload_set(
         if progress is not None:
             progress(f"{scenario.name}: {strategy.name} done in {runs[strategy.name].wall_s:.1f}s")
     output_tokens = int(runs[baseline.name].usage["output_tokens"])
-    figures = bound.figures(output_tokens=output_tokens, output_ratio=output_ratio(pricing, spec.model))
+    ratio = output_ratio(pricing, spec.model)
+    figures = bound.figures(output_tokens=output_tokens, output_ratio=ratio)
+    floor = lossless_floor(trace.requests(), output_tokens=output_tokens, output_ratio=ratio)
     ordered = {s.name: runs[s.name] for s in strategies if s.name in runs}
     if baseline.name not in ordered:
         ordered = {baseline.name: runs[baseline.name], **ordered}
     peers, note = peer_figures(scenario, runs[baseline.name], pricing, peer_variants)
-    return WorkloadResult(scenario.name, scenario.description, figures, ordered, not_run, peers, note, tuple(choices))
+    return WorkloadResult(
+        scenario.name, scenario.description, figures, ordered, not_run, peers, note, tuple(choices), floor
+    )
 
 
 def prices_for_model(pricing: PricingTable, model: str) -> CostPrices:
@@ -438,32 +485,3 @@ def strategies_named(names: Sequence[str] | None) -> list[Strategy]:
     if unknown:
         raise ConfigError(f"unknown strategy {unknown[0]!r}; strategies: {', '.join(STRATEGIES)}")
     return [s for s in STRATEGIES.values() if s.name in names]
-
-
-def priced_model(pricing: PricingTable, model: str) -> None:
-    """Check that ``model`` has every price the bench needs (output included) and that the simulator serves it.
-
-    ConfigError naming the model and what is missing otherwise.
-    """
-    from runtime.sim.models import served_models
-
-    served = served_models()
-    tier = pricing.first_tier(model)
-    if tier is None:
-        raise ConfigError(
-            f"--model: {model!r} is not in the pricing table; priced models: "
-            f"{', '.join(sorted(m for m in served if pricing.first_tier(m) is not None))}"
-        )
-    missing = [name for name in ("input", "output", "cache_read", "cache_write_5m") if getattr(tier, name) is None]
-    if missing:
-        raise ConfigError(
-            f"--model: {model!r} has no {', '.join(missing)} price in the pricing table; the bench "
-            "prices what users pay, so it needs every price"
-        )
-    if model not in served:
-        raise ConfigError(f"--model: the simulated server does not serve {model!r}; it serves {', '.join(served)}")
-
-
-def with_model(scenario: Scenario, model: str) -> Scenario:
-    """``scenario`` run on ``model`` (the provider's model; ceilings and scripts unchanged)."""
-    return scenario.evolve(provider=scenario.provider.evolve(model=model))

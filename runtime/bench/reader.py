@@ -18,6 +18,15 @@ and tool calls. A tool-call argument written as ``{recall = "F12"}`` is a
   original tool again with the same arguments, as agents do, paying a round
   and the whole output again.
 
+A fact whose result Anthropic's server-side context management cleared (the
+``api-*`` strategies: the request shows a placeholder where the result was,
+and there is no ``read_result``: the API keeps nothing to read back) or
+compacted away is not visible and nothing in the request leads back to it, so
+the policy re-runs the call that first showed it (it remembers which), as an
+agent would; a probe answered that way is not "answered without re-running a
+tool". When the re-run's own result is cleared before the step is taken (the
+server keeps fewer results than the step needs re-run), the recall fails.
+
 A recall none of these answers is **failed**; its placeholder is filled with
 ``"unknown"``. Every recall is logged as a :class:`RecallOutcome` in
 :attr:`ReaderPolicy.log`; the harness judges the values.
@@ -147,7 +156,7 @@ def _result_text(block: Mapping[str, Any]) -> str:
 
 
 def visible_text(payload: Mapping[str, Any]) -> str:
-    """Everything a model reads in the request's messages: text and tool results, in order."""
+    """Everything a model reads in the request's messages: text, tool results and compaction summaries, in order."""
     parts: list[str] = []
     for block in _blocks(payload):
         kind = block.get("type")
@@ -155,6 +164,8 @@ def visible_text(payload: Mapping[str, Any]) -> str:
             parts.append(block.get("text", ""))
         elif kind == "tool_result":
             parts.append(_result_text(block))
+        elif kind == "compaction":
+            parts.append(block.get("content") or "")
     return "\n".join(parts)
 
 

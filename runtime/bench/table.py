@@ -15,15 +15,16 @@ import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import attrs
-
 from runtime.bench.harness import ProbeTally, RunMetrics, WorkloadResult
 from runtime.bench.peers import HEADLINE, PeerFigures
-from runtime.bench.strategies import BASELINE
+from runtime.bench.targets import FOLDLINE, Target, context_targets, floor_ratio, share
+from runtime.bench.targets import by_workload as _runs
+from runtime.bench.targets import fmt_x as _x
+from runtime.bench.targets import missing_run as _missing
+from runtime.bench.targets import ratio_of as _ratio
 
 SCHEMA = "foldline.bench/v1"
 
-FOLDLINE = "foldline"
 COMPACTION = "compaction"
 FOLD_IMMEDIATE = "fold-immediate"
 FOLDLINE_COST = "foldline-cost"
@@ -33,12 +34,6 @@ CHILD_SHARE_TARGET = 0.9
 COMPACTION_LIMIT = 0.5
 FRESH_FACTOR = 5.0
 RECOVERY_WORKLOADS = ("reading-20k", "reading-40k", "staged-64")
-
-
-def _ratio(value: float, base: float | None) -> float | None:
-    if base is None or base <= 0:
-        return None
-    return value / base
 
 
 def peer(result: WorkloadResult, label: str = HEADLINE) -> PeerFigures | None:
@@ -55,6 +50,7 @@ def ratios(result: WorkloadResult, run: RunMetrics) -> dict[str, float | None]:
     headline = peer(result)
     return {
         "to_bound": _ratio(run.cost_bit, result.bound.bit),
+        "to_floor": floor_ratio(result, run),
         "to_compaction": _ratio(run.cost_bit, compaction.cost_bit if compaction is not None else None),
         "to_peer": _ratio(run.cost_bit, headline.bit if headline is not None else None),
     }
@@ -69,37 +65,6 @@ def peer_ratios(result: WorkloadResult, strategy: str = FOLDLINE) -> dict[str, f
 
 
 # -- targets ------------------------------------------------------------------------------
-
-
-@attrs.frozen
-class Target:
-    """One target: what it asks, the measured value, whether it is met (None: not measured), and why."""
-
-    name: str
-    met: bool | None
-    detail: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"target": self.name, "met": self.met, "detail": self.detail}
-
-
-def _runs(results: Sequence[WorkloadResult]) -> dict[str, WorkloadResult]:
-    return {r.workload: r for r in results}
-
-
-def _missing(workload: str, strategy: str, by_name: Mapping[str, WorkloadResult]) -> str | None:
-    result = by_name.get(workload)
-    if result is None:
-        return f"workload {workload} was not run"
-    if strategy not in result.runs:
-        why = result.not_run.get(strategy, "not selected")
-        return f"{strategy} on {workload} did not run: {why}"
-    baseline = result.runs.get(BASELINE)
-    failed = result.runs[strategy].nodes.get("failed", 0)
-    if baseline is not None and failed > baseline.nodes.get("failed", 0):
-        # A run that failed nodes the naive run completed did less work: its figures are not judged.
-        return f"{strategy} on {workload} failed {failed} node(s), the naive run {baseline.nodes.get('failed', 0)}"
-    return None
 
 
 def _recalls(run: RunMetrics) -> ProbeTally:
@@ -117,6 +82,7 @@ def evaluate_targets(results: Sequence[WorkloadResult]) -> list[Target]:
     _recovery_targets(by_name, targets)
     _staged_target(by_name, targets)
     _run_wide_targets(results, targets)
+    context_targets(results, targets)
     _child_cache_target(by_name, targets)
     return targets
 
@@ -263,12 +229,15 @@ def bench_json(
         for name, run in result.runs.items():
             entry = run.to_json()
             entry["ratios"] = {k: (round(v, 4) if v is not None else None) for k, v in ratios(result, run).items()}
+            to_floor = floor_ratio(result, run)
+            entry["cost"]["floor_ratio"] = round(to_floor, 4) if to_floor is not None else None
             runs[name] = entry
         workloads.append(
             {
                 "workload": result.workload,
                 "description": result.description,
                 "lower_bound": result.bound.to_json(),
+                "floor": result.floor.to_json() if result.floor is not None else None,
                 "runs": runs,
                 "not_run": dict(result.not_run),
                 "cost_model_choices": [c.to_json() for c in result.cost_choices],
@@ -297,10 +266,6 @@ def bench_json(
 # -- the table ----------------------------------------------------------------------------
 
 
-def _x(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
-
-
 def _usd(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
 
@@ -314,6 +279,7 @@ COLUMNS = (
     ("cost BIT", ">"),
     ("$", ">"),
     ("x bound", ">"),
+    ("x floor", ">"),
     ("x compact", ">"),
     ("x peer", ">"),
     ("cached", ">"),
@@ -327,6 +293,8 @@ COLUMNS = (
     ("probes v/r/x/f", ">"),
     ("keys v/r/x/f", ">"),
     ("unrec B", ">"),
+    ("lost B", ">"),
+    ("probes w/o rerun", ">"),
     ("nodes ok/fail", ">"),
     ("over est/srv", ">"),
 )
@@ -339,6 +307,7 @@ def _row(result: WorkloadResult, run: RunMetrics) -> list[str]:
         f"{run.cost_bit:,.0f}",
         _usd(run.cost_usd),
         _x(r["to_bound"]),
+        _x(r["to_floor"]),
         _x(r["to_compaction"]),
         _x(r["to_peer"]),
         f"{run.cached_share:.3f}",
@@ -352,6 +321,8 @@ def _row(result: WorkloadResult, run: RunMetrics) -> list[str]:
         _tally(run.probes),
         _tally(run.keys),
         f"{run.bytes_unrecoverable:,}",
+        f"{run.bytes_lost:,}",
+        share(run.probes.without_rerun),
         f"{run.nodes.get('ok', 0)}/{run.nodes.get('failed', 0) + run.nodes.get('skipped', 0)}",
         f"{run.over_ceiling_estimate}/{run.over_ceiling_reported}",
     ]
@@ -374,7 +345,18 @@ def peer_lines(result: WorkloadResult) -> list[str]:
     return lines
 
 
-NARROW_COLUMNS = ("strategy", "cost BIT", "$", "x bound", "x peer", "reqs", "peak", "folds/commits", "unrec B")
+NARROW_COLUMNS = (
+    "strategy",
+    "cost BIT",
+    "$",
+    "x bound",
+    "x floor",
+    "x peer",
+    "reqs",
+    "peak",
+    "folds/commits",
+    "lost B",
+)
 """The columns the table shows by default (it fits 100 columns); ``--wide`` shows every column, the JSON has all."""
 TABLE_WIDTH = 100
 
@@ -420,6 +402,16 @@ def _blocks(
             f"== {result.workload}: lower bound {b.bit:,.0f} BIT "
             f"({b.write_tokens:,} tokens written once, {b.read_tokens:,} read, {b.requests} requests)"
         )
+        if result.floor is not None:
+            f = result.floor
+            out.extend(
+                _wrapped(
+                    f"floor of a lossless policy {f.bit:,.0f} BIT: {f.first_written_tokens:,} written and "
+                    f"{f.first_read_tokens:,} read by first requests, heads read {f.head_read_tokens:,}, "
+                    f"{f.fresh_tokens:,} fresh, {f.needed_lines} lines needed again ({f.needed_written_tokens:,} "
+                    f"written, {f.needed_read_tokens:,} read), {f.output_tokens:,} output"
+                )
+            )
         out.append(line(head))
         out.extend(line(row) for row in block)
         for strategy, why in result.not_run.items():
@@ -448,13 +440,16 @@ def _footnotes(
     notes = [
         'foldline runs the runtime\'s defaults (fold_policy = "cost": the cost model moves the fold line live); '
         "foldline-cost applies the cost model once per profile, offline, as fixed settings.",
-        "folds/commits: fold decisions / fold commits; unrec B: bytes no longer recoverable.",
+        "folds/commits: fold decisions / fold commits; lost B: bytes the model can no longer see or read back "
+        "(the runtime's unrecoverable plus what Anthropic's server-side context management cleared); x floor: "
+        "over the floor of a lossless policy that shows every result once (runtime/bench/floor.py).",
     ]
     if wide:
         notes.append(
             "fresh in: input after the last cache mark (the API's input_tokens); new in: input not read from "
             "the cache (fresh + cache writes); probes/keys v/r/x/f: answered from view / after read_result / "
-            "after a re-run tool call / failed; over est/srv: requests sent over their ceiling by our estimate / "
+            "after a re-run tool call / failed; probes w/o rerun: the share answered from view or read_result; "
+            "unrec B: the runtime's unrecoverable bytes; over est/srv: requests sent over their ceiling by our estimate / "
             "by the server's count; x compact: over the runtime's own compaction run."
         )
     else:
