@@ -12,7 +12,9 @@ message also names the file.
 
 from __future__ import annotations
 
-from runtime.config.loader import SCHEMA, ScenarioError, load_scenario, loads_scenario
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from runtime.config.values import (
     ModelConfig,
     NodeSpec,
@@ -23,6 +25,13 @@ from runtime.config.values import (
     UnknownNode,
     check_known_tools,
 )
+
+if TYPE_CHECKING:
+    from runtime.config.loader import SCHEMA, ScenarioError, load_scenario, loads_scenario
+
+_LOADER = frozenset({"SCHEMA", "ScenarioError", "load_scenario", "loads_scenario"})
+"""The file loader's names, loaded on first use: a program that builds its values in code (``import
+runtime.runtime``) never pays for the TOML parser and the loader's tables."""
 
 __all__ = [
     "SCHEMA",
@@ -38,3 +47,11 @@ __all__ = [
     "load_scenario",
     "loads_scenario",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LOADER:
+        raise AttributeError(f"module 'runtime.config' has no attribute {name!r}")
+    value = getattr(importlib.import_module("runtime.config.loader"), name)
+    globals()[name] = value
+    return value

@@ -52,7 +52,6 @@ here is pure.
 from __future__ import annotations
 
 import datetime
-import tomllib
 from collections.abc import Mapping
 from importlib import resources
 from types import MappingProxyType
@@ -181,6 +180,8 @@ class ModelTable:
 
     @classmethod
     def from_toml(cls, text: str, where: str) -> ModelTable:
+        import tomllib  # on first use: an import that never reads a table never loads the parser
+
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:

@@ -35,7 +35,6 @@ from __future__ import annotations
 import datetime
 import math
 import re
-import tomllib
 from collections.abc import Mapping
 from importlib import resources
 from os import PathLike
@@ -258,6 +257,8 @@ class PricingTable:
     @classmethod
     def from_toml(cls, text: str, where: str) -> PricingTable:
         """Parse and validate pricing TOML text; ``where`` names it in every error."""
+        import tomllib  # on first use: an import that never reads a table never loads the parser
+
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:

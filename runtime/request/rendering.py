@@ -95,10 +95,17 @@ class RenderedMessage:
         return PreparedMessage(_ENVELOPES[self.role], tuple(block.prepared() for block in self.blocks))
 
 
+MEMO_ENTRIES = 32_768
+"""Rendered messages the memo keeps, least recently used dropped first. A branch re-renders its whole view
+at every request, so what pays is the live branches' messages: about 9 each at the flow's 1,024 nodes at
+once in ``scripts/scale.py``. A settled node's entries are never read again; at 200,000 a 10,000-node run
+kept every one (about 4 KB a node, the wire text beside the record's own)."""
+
+
 class _BlockMemo:
     """A bounded memo of rendered blocks by message identity, content and projection key."""
 
-    def __init__(self, max_entries: int = 200_000) -> None:
+    def __init__(self, max_entries: int = MEMO_ENTRIES) -> None:
         self._max = max_entries
         self._entries: OrderedDict[tuple[str, str, Hashable], tuple[Block, ...]] = OrderedDict()
 

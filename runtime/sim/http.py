@@ -3,7 +3,8 @@
 :func:`serve_connection` reads requests from one connection (keep-alive,
 Content-Length or chunked bodies, both decoded by h11), hands each to the
 handler, and writes its response: a whole body (:class:`HttpResponse`) or a
-chunked stream (:class:`StreamingResponse`, for server-sent events). A handler
+chunked stream (:class:`StreamingResponse`, for server-sent events; its chunks gathered into writes
+of up to 64 KiB, the head with them). A handler
 returning ``None`` drops the connection without a response (the "drop" fault).
 
 Limits (:class:`HttpLimits`), all on wall time whatever clock the app reads:
@@ -34,6 +35,10 @@ MAX_BODY_BYTES = 32 * 1024 * 1024
 
 TOO_LARGE_MESSAGE = "Request exceeds the maximum allowed number of bytes."
 _RECEIVE_BYTES = 262_144
+_WRITE_BYTES = 65_536
+"""A streamed body is gathered into writes of about this size: the simulator's event generators yield a
+reply's events at once, and one write per event cost a system call on this side and a read, a parse
+and a wake-up on the client's for each (``scripts/scale.py``)."""
 _REASONS: Mapping[int, bytes] = {
     200: b"OK",
     400: b"Bad Request",
@@ -267,14 +272,21 @@ async def _send(
         out += conn.send(h11.EndOfMessage())
         await stream.send(out)
         return
-    await stream.send(out)
     chunks = response.chunks()
+    pending = bytearray(out)
     try:
         async for chunk in chunks:
             if chunk:
-                await stream.send(conn.send(h11.Data(data=chunk)))
+                pending += conn.send(h11.Data(data=chunk))
+                if len(pending) >= _WRITE_BYTES:
+                    await stream.send(bytes(pending))
+                    pending.clear()
+    except Exception:
+        await stream.send(bytes(pending))  # what was made before the failure goes out, as it would unbuffered
+        raise
     finally:
         aclose = getattr(chunks, "aclose", None)
         if aclose is not None:
             await aclose()
-    await stream.send(conn.send(h11.EndOfMessage()))
+    pending += conn.send(h11.EndOfMessage())
+    await stream.send(bytes(pending))

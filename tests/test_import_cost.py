@@ -1,0 +1,68 @@
+"""What ``import runtime.runtime`` leaves out: the provider SDKs, the HTTP stack and the scenario file loader.
+
+A program that builds its flow in code and brings its own provider pays at
+import only for the runtime (start-up figures: ``python -X importtime -c
+'import runtime.runtime'``). Each check runs in a fresh interpreter.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+NOT_IMPORTED = (
+    "anthropic",
+    "httpx2",
+    "httpx",
+    "openai",
+    "sqlite3",
+    "tomllib",
+    "runtime.config.loader",
+    "runtime.sim",
+    "runtime.providers",
+)
+
+
+def _loaded_after(statement: str) -> set[str]:
+    probe = f"import sys\n{statement}\nprint('\\n'.join(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True)
+    return set(done.stdout.split())
+
+
+def test_importing_the_runtime_loads_no_sdk_http_stack_or_file_loader() -> None:
+    loaded = _loaded_after("import runtime.runtime")
+    assert "runtime.runtime" in loaded
+    assert sorted(name for name in NOT_IMPORTED if name in loaded) == []
+
+
+@pytest.mark.parametrize("name", ["load_scenario", "loads_scenario", "ScenarioError", "SCHEMA"])
+def test_the_loaders_names_still_resolve_from_the_config_package(name: str) -> None:
+    import runtime.config
+    import runtime.config.loader
+
+    assert getattr(runtime.config, name) is getattr(runtime.config.loader, name)
+    assert name in runtime.config.__all__
+
+
+def test_an_unknown_name_of_the_config_package_is_an_attribute_error() -> None:
+    import runtime.config
+
+    with pytest.raises(AttributeError, match="no attribute 'load_scenarios'"):
+        _ = runtime.config.load_scenarios  # type: ignore[attr-defined]
+
+
+def test_the_model_tables_still_read_and_refuse_toml_with_the_parser_deferred() -> None:
+    from runtime.errors import ConfigError
+    from runtime.models.limits import ModelTable, default_model_table
+    from runtime.models.pricing import PricingTable
+
+    assert PricingTable.load_default() is not None
+    assert default_model_table() is not None
+    for table in (ModelTable, PricingTable):
+        with pytest.raises(ConfigError, match="prices.toml: not valid TOML"):
+            table.from_toml("schema = [", "prices.toml")
