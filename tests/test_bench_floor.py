@@ -48,12 +48,13 @@ def test_a_child_reads_what_its_emitter_wrote_and_lines_it_inherits() -> None:
     requests = [
         FloorRequest("lead", 100, 100, 100),
         FloorRequest("lead", 400, 100, 300, shown={"F1": 10}),
-        # the child's first request inherits the lead's 400 tokens (written by the lead) plus 30 of its own
+        # the child's first request inherits the lead's 400 tokens (written by the lead) plus 30 of its own:
+        # it reads its 100-token head, writes its own 30, and needs none of the rest shown again
         FloorRequest("child", 430, 100, 30, shown={"F1": 10}),
         FloorRequest("child", 530, 100, 100, recalled=("F1",)),
     ]
     floor = lossless_floor(requests, output_tokens=0, output_ratio=5.0)
-    assert (floor.first_written_tokens, floor.first_read_tokens) == (100 + 30, 400)
+    assert (floor.first_written_tokens, floor.first_read_tokens) == (100 + 30, 100)
     assert floor.needed_read_tokens == 10 and floor.needed_written_tokens == 0
     assert floor.fresh_tokens == 300 + 100
 

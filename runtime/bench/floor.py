@@ -26,13 +26,17 @@ prices (fresh 1.0, five-minute write 1.25, read 0.1), is:
   in between reads it more often than ``k`` times;
 - the head: written once in ``r_0`` and read by each of ``r_1 .. r_m``.
 
-``r_0`` itself (the head, and for a child what it inherits from its emitter)
-is priced as the lower bound prices it: its tokens that an earlier request
-already wrote at 0.1, the rest at 1.25. A fact line shown in ``r_0`` and
-recalled later is read at each later need. Output is every strategy's own
+``r_0`` carries the head and, for a child (or a node inheriting a view), what
+it inherits from its emitter. Its new tokens (the lower bound's, those no
+earlier request wrote: a top-level node's head, a child's own setup) are
+written at 1.25, and the part of its head an earlier request wrote is read at
+0.1. The rest of an inherited view was already shown in full to the emitter,
+so a lossless policy need not show it again: it costs nothing here, and a
+fact line in it that the child recalls later is read at each later need
+(0.1, as the emitter wrote it). Output is every strategy's own
 work: the naive run's output tokens at the model's output/input ratio.
 
-So ``bit = sum over nodes of [ r_0's bound price + 0.1 x head x m
+So ``bit = sum over nodes of [ r_0's price + 0.1 x head x m
 + 1.0 x (new tokens not needed again) + 1.25 x (new tokens needed again)
 + 0.1 x (needed tokens x later needs) ] + ratio x output``.
 
@@ -159,7 +163,7 @@ def _node_floor(requests: Sequence[FloorRequest], parts: dict[str, int]) -> None
     first = requests[0]
     written = min(first.written, first.total_tokens)
     parts["first_written"] += written
-    parts["first_read"] += first.total_tokens - written
+    parts["first_read"] += min(first.head_tokens, first.total_tokens - written)
     shown_at: dict[str, tuple[int, int]] = {}
     for j, request in enumerate(requests):
         for fact, tokens in request.shown.items():
