@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from runtime.cli.main import main
+from runtime.inputs.toml_text import TOO_DEEP
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "scenarios" / "quickstart.toml"
@@ -113,7 +114,7 @@ def test_sim_refuses_a_huge_file_unread_and_a_deep_one_by_name(option: str, tmp_
     deep.write_text("x = " + "[" * 5000 + "]" * 5000 + "\n", encoding="utf-8")
     code, _, err = run_cli(["sim", "--port", "0", option, str(deep)])  # before: a RecursionError traceback
     assert code == 2
-    assert err == f"foldline: {deep}: not a TOML {what} file (arrays or tables nested too deep)\n"
+    assert err == f"foldline: {deep}: not a TOML {what} file ({TOO_DEEP})\n"
 
 
 def test_report_names_a_source_nested_too_deep(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from runtime.errors import ConfigError
+from runtime.inputs.toml_text import TOO_DEEP
 from runtime.models.pricing import ZERO_COST, Cost, PriceTier, PricingTable
 from runtime.values.usage import Usage
 
@@ -149,6 +150,18 @@ input = 4.0
     assert merged.entry("claude-opus-4-6").read_on == datetime.date(2026, 10, 20)
     assert merged.entry("claude-sonnet-4-5") == DEFAULT.entry("claude-sonnet-4-5")
     assert DEFAULT.entry("claude-opus-4-6").tiers[0].input == 5.0  # the packaged table is unchanged
+
+
+def test_a_user_file_nested_too_deep_or_malformed_is_refused_naming_it(tmp_path) -> None:
+    deep = write(tmp_path, "x = " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(ConfigError) as info:  # before: a RecursionError out of tomllib
+        PricingTable.load(deep)
+    assert str(info.value) == f"{deep}: not valid TOML: {TOO_DEEP}"
+    bad = write(tmp_path, 'schema = "foldline.pricing/v1"\n[models\n', name="bad.toml")
+    with pytest.raises(
+        ConfigError, match=rf"^{re.escape(str(bad))}: not valid TOML: line 2, column 8: TOML syntax error"
+    ):
+        PricingTable.load(bad)
 
 
 def test_an_empty_models_table_is_a_valid_file(tmp_path) -> None:

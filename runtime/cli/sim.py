@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import time
-import tomllib
 from typing import Any, TextIO
 
 import anyio
@@ -94,17 +93,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _read_toml(path: str, what: str) -> dict[str, Any]:
     from runtime.inputs.bounds import MAX_SCENARIO_BYTES
     from runtime.inputs.files import FileTooLarge, read_bounded
+    from runtime.inputs.toml_text import TomlRefused, parse_toml
 
     try:
-        return tomllib.loads(read_bounded(path, MAX_SCENARIO_BYTES, what=f"a {what} file").decode("utf-8"))
+        return parse_toml(read_bounded(path, MAX_SCENARIO_BYTES, what=f"a {what} file").decode("utf-8"))
     except FileTooLarge as exc:
         raise ConfigError(f"{path}: {exc}") from exc
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the {what} file ({exc.strerror or exc})") from exc
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{path}: not a TOML {what} file ({exc})") from exc
-    except RecursionError:
-        raise ConfigError(f"{path}: not a TOML {what} file (arrays or tables nested too deep)") from None
+    except (UnicodeDecodeError, TomlRefused) as exc:
+        raise ConfigError(f"{path}: not a TOML {what} file ({exc})") from None
 
 
 def load_script_file(path: str) -> dict[str, ScriptPolicy]:

@@ -17,8 +17,6 @@ a TOML syntax error names the line and column instead of a key path.
 from __future__ import annotations
 
 import os
-import re
-import tomllib
 from collections.abc import Collection, Mapping
 from pathlib import PurePath
 from typing import Any
@@ -47,13 +45,11 @@ from runtime.config.values import (
 from runtime.errors import ConfigError
 from runtime.inputs.bounds import MAX_SCENARIO_BYTES
 from runtime.inputs.files import FileTooLarge, read_bounded
+from runtime.inputs.toml_text import TomlRefused, parse_toml
 from runtime.models.pricing import PRICING_SCHEMA, PricingTable
 
 SCHEMA = "foldline.scenario/v1"
 TOP_LEVEL_KEYS = ("schema", "name", "description", "run", "provider", "mcp", "profiles", "nodes", "pricing")
-
-_TOML_POSITION = re.compile(r"^(?P<problem>.*) \(at line (?P<line>\d+), column (?P<column>\d+)\)$", re.DOTALL)
-_TOML_AT_END = re.compile(r"^(?P<problem>.*) \(at end of document\)$", re.DOTALL)
 
 
 class ScenarioError(ConfigError):
@@ -145,13 +141,9 @@ def _build(text: str, *, label: str, path: str | None, tool_names: Collection[st
 
 def _parse(text: str, label: str) -> dict[str, Any]:
     try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError(label, _syntax_detail(str(exc), text)) from None
-    except RecursionError:  # tomllib parses nested arrays and tables recursively
-        raise ScenarioError(
-            label, "arrays or tables nested too deep for the TOML parser (hundreds of levels)"
-        ) from None
+        return parse_toml(text)
+    except TomlRefused as exc:
+        raise ScenarioError(label, str(exc)) from None
 
 
 def _tool_name_set(tool_names: Collection[str]) -> frozenset[str]:
@@ -161,17 +153,6 @@ def _tool_name_set(tool_names: Collection[str]) -> frozenset[str]:
         if not isinstance(name, str):
             raise TypeError(f"tool_names must hold strings, got {name!r}")
     return frozenset(tool_names)
-
-
-def _syntax_detail(message: str, text: str) -> str:
-    positioned = _TOML_POSITION.match(message)
-    if positioned:
-        return f"line {positioned['line']}, column {positioned['column']}: TOML syntax error: {positioned['problem']}"
-    at_end = _TOML_AT_END.match(message)
-    if at_end:
-        last_line = text.count("\n") + 1
-        return f"line {last_line} (end of file): TOML syntax error: {at_end['problem']}"
-    return f"TOML syntax error: {message}"
 
 
 def _scenario_from_document(

@@ -180,12 +180,12 @@ class ModelTable:
 
     @classmethod
     def from_toml(cls, text: str, where: str) -> ModelTable:
-        import tomllib  # on first use: an import that never reads a table never loads the parser
+        from runtime.inputs.toml_text import TomlRefused, parse_toml
 
         try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{where}: not valid TOML: {exc}") from exc
+            data = parse_toml(text)
+        except TomlRefused as exc:
+            raise ConfigError(f"{where}: not valid TOML: {exc}") from None
         if data.get("schema") != MODELS_SCHEMA:
             raise ConfigError(f'{where}: schema: expected "{MODELS_SCHEMA}", got {data.get("schema")!r}')
         unknown = sorted(set(data) - {"schema", "models", "families"})

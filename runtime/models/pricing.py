@@ -257,12 +257,12 @@ class PricingTable:
     @classmethod
     def from_toml(cls, text: str, where: str) -> PricingTable:
         """Parse and validate pricing TOML text; ``where`` names it in every error."""
-        import tomllib  # on first use: an import that never reads a table never loads the parser
+        from runtime.inputs.toml_text import TomlRefused, parse_toml
 
         try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{where}: not valid TOML: {exc}") from exc
+            data = parse_toml(text)
+        except TomlRefused as exc:
+            raise ConfigError(f"{where}: not valid TOML: {exc}") from None
         return cls.from_mapping(data, where)
 
     @classmethod
