@@ -378,8 +378,9 @@ def _output_ratio(tier: PriceTier | None) -> float | None:
 
 
 def _usd(tier: PriceTier | None, usage: Usage) -> float | None:
-    if tier is None:
-        return None
+    """Dollars, or None when a price the usage needs is unknown (as :meth:`PricingTable.missing_prices` names)."""
+    if tier is None:  # an unknown model: a call that used nothing still costs nothing
+        return None if any(count for _, count in _usage_by_key(usage)) else 0.0
     total = 0.0
     for key, tokens in _usage_by_key(usage):
         price = getattr(tier, key)
