@@ -1,7 +1,7 @@
 """TOML text parsed with every way it can fail as one error saying why (no I/O).
 
-Every TOML document foldline reads (a scenario, the model and pricing tables,
-a user pricing file, the simulator's script and fault files) comes through
+The scenario loader, the model and pricing tables (a user pricing file
+included) and the simulator's script and fault files parse through
 :func:`parse_toml`, so each refuses a syntax error with its line and column,
 and arrays or tables nested too deep for the parser (``tomllib`` recurses:
 ``a = [[[[...`` a few thousand deep exhausts the interpreter's stack) with a
