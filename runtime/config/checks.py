@@ -24,6 +24,7 @@ import attrs
 from runtime.decision.ceiling import CeilingPolicy, parse_max_input_tokens
 from runtime.errors import ConfigError
 from runtime.inputs.bounds import MAX_MODEL_NAME_CHARS, MAX_NAME_CHARS
+from runtime.inputs.nesting import nested_deeper_than
 
 CeilingValue = CeilingPolicy
 """A ceiling as configured (the one type, :data:`runtime.decision.ceiling.CeilingPolicy`)."""
@@ -278,15 +279,8 @@ def check_model_name(value: Any, where: str, *, expected: str = "a model name") 
 
 def check_depth(value: Any, where: str, limit: int) -> None:
     """Refuse a JSON-like value (dicts and lists) nested deeper than ``limit`` levels, naming ``where``."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
-        if children is None:
-            continue
-        if depth > limit:
-            raise ConfigError(f"{where}: nested deeper than the upper bound of {limit} levels of objects and arrays")
-        stack.extend((child, depth + 1) for child in children)
+    if nested_deeper_than(value, limit):
+        raise ConfigError(f"{where}: nested deeper than the upper bound of {limit} levels of objects and arrays")
 
 
 def check_text(value: Any, where: str, *, expected: str = "non-empty text") -> str:

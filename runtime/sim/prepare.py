@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 
+from runtime.inputs.nesting import nested_deeper_than
 from runtime.sim.compaction import check_compaction_blocks, dropped_before_compaction
 from runtime.sim.context_edits import apply_edits
 from runtime.sim.errors import invalid_request
@@ -72,18 +73,8 @@ def _finite_float(text: str) -> float:
 
 
 def _check_depth(value: Any) -> None:
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        if depth > MAX_JSON_DEPTH:
-            raise invalid_request(f"request body: JSON nested deeper than {MAX_JSON_DEPTH} levels")
-        stack.extend((child, depth + 1) for child in children)
+    if nested_deeper_than(value, MAX_JSON_DEPTH):
+        raise invalid_request(f"request body: JSON nested deeper than {MAX_JSON_DEPTH} levels")
 
 
 def decode_body(body: bytes) -> Decoded:

@@ -37,6 +37,7 @@ import attrs
 
 from runtime.cache.ledger import CacheLedger
 from runtime.errors import FoldlineError
+from runtime.inputs.nesting import nested_deeper_than
 from runtime.request.compiler import ToolSpec
 from runtime.store.errors import StoreCorrupt, StoreEncodeError
 from runtime.values.canonical import canonical_json, sha256_hex
@@ -74,15 +75,8 @@ def loads_json(text: str) -> Any:
         value = json.loads(text)
     except RecursionError:
         raise ValueError(f"JSON nested deeper than {MAX_STORED_JSON_DEPTH} levels") from None
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
-        if children is None:
-            continue
-        if depth > MAX_STORED_JSON_DEPTH:
-            raise ValueError(f"JSON nested deeper than {MAX_STORED_JSON_DEPTH} levels")
-        stack.extend((child, depth + 1) for child in children)
+    if nested_deeper_than(value, MAX_STORED_JSON_DEPTH):
+        raise ValueError(f"JSON nested deeper than {MAX_STORED_JSON_DEPTH} levels")
     return value
 
 
