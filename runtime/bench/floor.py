@@ -51,18 +51,18 @@ expected to reach it, and one that beats it shows a fault in its inputs.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
 
 from runtime.bench.facts import fact_line, facts_in
+from runtime.bench.lower_bound import LowerBound
 from runtime.bench.reader import ReaderPolicy, recalls_of, visible_text
 from runtime.models.pricing import BIT_CACHE_READ, BIT_CACHE_WRITE_5M, BIT_FRESH
 from runtime.scripted.policies import Reply
-from runtime.sim.layout import build_layout
+from runtime.sim.layout import Layout
 from runtime.sim.tokens import SimTokenCounter
-from runtime.sim.validation import validate_request
 
 
 def _frozen_map(value: Mapping[str, int]) -> Mapping[str, int]:
@@ -196,15 +196,13 @@ class FloorTrace:
     """
 
     counter: SimTokenCounter
-    lookback_collapse: bool = True
     _rows: list[tuple[str, int, int, int, dict[str, int], tuple[str, ...]]] = attrs.field(factory=list, init=False)
     _seen: dict[str, set[str]] = attrs.field(factory=dict, init=False)
     _written: list[int] = attrs.field(factory=list, init=False)
 
-    def add(self, reader: ReaderPolicy, payload: Mapping[str, Any], written: int) -> None:
-        """Record one request ``reader`` is about to answer, ``written`` its new tokens by the lower bound."""
-        request = validate_request(dict(payload))
-        layout = build_layout(request, self.counter, lookback_collapse=self.lookback_collapse)
+    def add(self, reader: ReaderPolicy, request: Mapping[str, Any], layout: Layout, written: int) -> None:
+        """Record one request ``reader`` is about to answer (validated, with its layout), ``written`` its new
+        tokens by the lower bound (:meth:`runtime.bench.lower_bound.LowerBound.prepared` gives both)."""
         head = max(
             (b.prefix_tokens for b in layout.blocks if b.location[0] != "messages" or b.location[1] == 0),
             default=0,
@@ -235,14 +233,14 @@ class FloorTrace:
 
 @attrs.define(eq=False)
 class FloorTap:
-    """A reader whose every payload is shown to the lower bound and the floor's trace first."""
+    """A reader whose every payload is shown to the lower bound and the floor's trace first (laid out once)."""
 
     reader: ReaderPolicy
     trace: FloorTrace
-    bound_add: Callable[[Mapping[str, Any]], tuple[int, int]]
-    """The lower bound's ``add``."""
+    bound: LowerBound
 
     def respond(self, payload: Mapping[str, Any]) -> Reply:
-        written, _read = self.bound_add(payload)
-        self.trace.add(self.reader, payload, written)
+        request, layout = self.bound.prepared(payload)
+        written, _read = self.bound.add_layout(layout)
+        self.trace.add(self.reader, request, layout, written)
         return self.reader.respond(payload)

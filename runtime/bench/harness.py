@@ -329,7 +329,7 @@ async def run_workload(
 
     def node_policy(reader: ReaderPolicy) -> Policy:
         if bound is not None and floor is not None:
-            return FloorTap(reader, floor, bound.add)
+            return FloorTap(reader, floor, bound)
         return server.tap(reader) if server is not None else tapped(reader)
 
     policies = PolicyRegistry(
@@ -400,7 +400,7 @@ async def run_workload_set(
     spec = scenario.provider
     counter = SimTokenCounter(token_factor=spec.token_factor)
     bound = LowerBound(counter, lookback_collapse=spec.lookback_collapse)
-    trace = FloorTrace(counter, lookback_collapse=spec.lookback_collapse)
+    trace = FloorTrace(counter)
     runs: dict[str, RunMetrics] = {}
     not_run: dict[str, str] = {}
     baseline = STRATEGIES[BASELINE]

@@ -25,7 +25,7 @@ from typing import Any
 import attrs
 
 from runtime.models.pricing import BIT_CACHE_READ, BIT_CACHE_WRITE_5M
-from runtime.sim.layout import build_layout
+from runtime.sim.layout import Layout, build_layout
 from runtime.sim.tokens import SimTokenCounter
 from runtime.sim.validation import validate_request
 
@@ -77,7 +77,15 @@ class LowerBound:
         The payload is validated and normalized as the server does; a payload
         the server would refuse raises its error.
         """
-        layout = build_layout(validate_request(dict(payload)), self.counter, lookback_collapse=self.lookback_collapse)
+        return self.add_layout(self.prepared(payload)[1])
+
+    def prepared(self, payload: Mapping[str, Any]) -> tuple[dict[str, Any], Layout]:
+        """``payload`` validated and normalized as the server does, and its layout (for a caller that needs both)."""
+        request = validate_request(dict(payload))
+        return request, build_layout(request, self.counter, lookback_collapse=self.lookback_collapse)
+
+    def add_layout(self, layout: Layout) -> tuple[int, int]:
+        """Add one request by its layout (:meth:`prepared`); returns its ``(written, read)`` tokens."""
         read = 0
         for block in layout.blocks:
             if block.key in self._seen:
