@@ -129,6 +129,11 @@ async def _stage(arguments: Mapping[str, Any], context: ToolContext) -> str:
     size = _size(arguments, "stage")
     if n > 1:
         key = arguments.get("key")
+        if isinstance(key, Mapping) and set(key) == {"recall"}:
+            raise ToolFailed(
+                f"stage {n}: key {dict(key)!r} is a recall only the bench's reader resolves (run the file with "
+                f"`foldline bench --workload FILE`); the model must send the key stage {n - 1} printed"
+            )
         if key != fact_value(stage_fact(n - 1)):
             raise ToolFailed(f"stage {n}: key {key!r} is not the key stage {n - 1} printed (fact {stage_fact(n - 1)})")
     return stage_text(n, size)

@@ -24,13 +24,15 @@ workload's name, so every rendering is the same.
 - ``fanout``: a lead reads until its view is large, then spawns 8 children
   cloned from its view: 5 iterative ones under a ceiling below the lead's
   size (they fold their own copy and recall the lead's facts) and 3 bounded
-  ones with a per-call ceiling below it (they fail as their own nodes).
+  ones with a per-call ceiling below it (without folding they fail as their
+  own nodes).
 - ``emitter``: seed 000's shape (ADR-0130 P3: a dependent child inherited
   3,477,964 characters on a provider taking 1,048,576 a turn): an emitter with
   no ceiling reads until its view is about 3.3 times its children's ceiling,
-  then 3 dependent workers fold their own copy and a bounded checker fails as
-  its own node. The seed's absolute size is past the simulated model's
-  1M-token window, so the ratio is kept.
+  then 3 dependent workers fold their own copy and a bounded checker has a
+  per-call ceiling below it (without folding it fails as its own node). The
+  seed's absolute size is past the simulated model's 1M-token window, so the
+  ratio is kept.
 - ``staged-curl``: seed 004's staged task (pi-fold's 64-stage run over the
   curl repository: 1,249,415 fresh tokens over 56 stages against a 272,000-token
   budget, about 8% of the budget a stage): 64 stages each adding about 8% of a
@@ -150,6 +152,12 @@ SMALL = Sizes(
 )
 
 
+RUN_AS_IS: Mapping[str, Any] = {"prompt_caching": True, "context_management": True}
+"""Every workload profile's own settings: foldline's (caching and folding on), so that ``foldline run`` of a
+shipped file shows foldline at work. Each strategy sets both keys itself (:mod:`runtime.bench.strategies`), so
+the bench's figures do not depend on them."""
+
+
 def _scenario_text(
     name: str,
     description: str,
@@ -157,7 +165,8 @@ def _scenario_text(
     nodes: Sequence[Mapping[str, Any]],
     run: Mapping[str, Any] | None = None,
 ) -> str:
-    return _scenario_text_on(name, description, profiles, nodes, run, model=MODEL)
+    shown = {profile_name: {**profile, **RUN_AS_IS} for profile_name, profile in profiles.items()}
+    return _scenario_text_on(name, description, shown, nodes, run, model=MODEL)
 
 
 # -- the workloads ---------------------------------------------------------------------
@@ -452,7 +461,7 @@ def emitter(sizes: Sizes) -> str:
         f"{sizes.emitter_chars[0]:,} to {sizes.emitter_chars[1]:,} characters, then spawns {EMITTER_WORKERS} "
         f"dependent workers under a {sizes.emitter_child_ceiling:,}-token ceiling (they start at about "
         f"{SEED_000_RATIO:.1f} times it, as the seed's child did, and fold their own copy) and one bounded "
-        f"checker with a {sizes.emitter_bounded_ceiling:,}-token per-call ceiling (it fails as its own node).",
+        f"checker with a {sizes.emitter_bounded_ceiling:,}-token per-call ceiling (without folding it fails as its own node).",
         {
             "default": {"system": system, "tools": list(FANOUT_TOOLS), "max_input_tokens": sizes.emitter_child_ceiling},
             "emitter": {"system": system, "tools": list(FANOUT_TOOLS), "max_input_tokens": "none"},
