@@ -708,6 +708,32 @@ def test_worker_slots_are_parsed_or_refused() -> None:
         parse_slots("a,1")
 
 
+@needs_server
+def test_workers_report_our_build_id_without_hashing_every_loaded_module(
+    server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Temporal's default build id hashes the bytecode of every loaded module (0.1-1.4 s of CPU a process);
+    ours names our own sources and the SDK's version. asyncio only: the Temporal client is."""
+    import temporalio.worker._worker as sdk_worker
+
+    from actors.tools import BUILTIN_TOOLS
+    from runtime.temporal.activities import ActivityHost
+    from runtime.temporal.worker import build_id, build_worker, connect
+
+    def refuse(**_: Any) -> str:
+        raise AssertionError("the default build id was computed")
+
+    monkeypatch.setattr(sdk_worker, "load_default_build_id", refuse)
+
+    async def workers() -> list[Any]:
+        client = await connect(server, DirectoryBodyStore(tmp_path))
+        return build_worker(client, ActivityHost(providers={}, registry=BUILTIN_TOOLS), slots=[0]).workers
+
+    built = asyncio.run(workers())
+    assert len(built) == 2 and {w.config()["build_id"] for w in built} == {build_id()}
+    assert re.fullmatch(r"foldline-[0-9a-f]{16}", build_id()) and build_id.__wrapped__() == build_id()
+
+
 def test_a_continued_flow_carries_its_report_exactly(local_fold: tuple[dict[str, Any], Path]) -> None:
     """Cut the fold run's events anywhere: counters carried through JSON, then fed the rest, give the same report."""
     from runtime.models.pricing import PricingTable
