@@ -7,11 +7,12 @@ request would, and reads the rest of its first request from the emitter's cache.
 
 The runs use the scripted provider (the simulator's cache engine and counts) with a
 store, so the same run is replayed and resumed. Async tests run on asyncio and trio
-(the ``anyio_backend`` fixture).
+(the ``anyio_backend`` fixture); the Temporal engine's test runs on asyncio only, as Temporal does.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from test_resume import cut_stored_run, load, stored_run
+from test_temporal import _assert_same_contract, _foldline, _local_report, needs_server, server  # noqa: F401
 
 from actors.branch import Branch
 from actors.context_state import ContextState
@@ -32,6 +34,7 @@ from runtime.store.replay import Replayed, replay_all
 from runtime.store.run import resume_stored_run, run_scenario_stored
 from runtime.temporal.seed import branch_from_seed, seed_of
 from runtime.values.messages import Instruction, Note, ToolResult
+from signals.sinks import read_jsonl
 
 # An agent's system text is long (its rules and tool guidance); the emitter's cached prefix is mostly that,
 # as on the bench's emitter workload.
@@ -209,3 +212,23 @@ def test_nothing_is_pending_for_a_branch_that_was_not_cloned_with_its_emitters_c
     emitter = Branch(record=record_of([result]), view=[result.id], state=state)
     assert pending_inherited(emitter) == frozenset()  # no parent
     assert pending_inherited(emitter.clone()) == frozenset()  # no ledger: the "own" layout
+
+
+@needs_server
+@pytest.mark.slow
+def test_on_temporal_the_checker_folds_and_sends_what_it_sends_in_process(server: str, tmp_path: Path) -> None:  # noqa: F811
+    """The Temporal engine (asyncio only, as Temporal) clones the emitter into a seed that carries the pending fold."""
+    scenario = scenario_at(tmp_path, SCENARIO.replace('kind = "scripted"', 'kind = "simulated"'))
+    local_signals = tmp_path / "local.jsonl"
+    local = _local_report(scenario, local_signals)
+    signals, report = tmp_path / "temporal.jsonl", tmp_path / "temporal.json"
+    done = _foldline(
+        "run", str(scenario), "--engine", "temporal", "--temporal", server, "--bodies", str(tmp_path / "bodies"),
+        "--quiet", "--signals", str(signals), "--report", str(report), cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    remote = json.loads(report.read_text())
+    _assert_same_contract(remote, local, signals, local_signals)  # the checker's request included, byte for byte
+    assert remote["nodes"]["checker"]["first_request_cached_share"] >= 0.9, remote["nodes"]["checker"]
+    commits = [e.data for e in read_jsonl(signals) if e.type == "FoldCommitted" and e.node_id == "checker"]
+    assert [list(c["stages"]) for c in commits] == [["tool_io"]]
