@@ -139,6 +139,17 @@ async def test_a_child_with_its_own_stable_segment_folds_nothing_it_inherited(tm
     assert report["nodes"]["checker"]["first_request_cached_share"] == 0.0
 
 
+@pytest.mark.anyio
+async def test_a_child_of_an_emitter_keeping_a_verbatim_tail_folds_nothing_and_reads_its_cache(tmp_path: Path) -> None:
+    # Far under its fold line (a near line skips the turn mark for another reason, tail_skip's "line": not this case).
+    verbatim = SCENARIO.replace('fold_tail = "after-read"', 'fold_tail = "verbatim"').replace("60000", "400000")
+    report, events = await run_stored(scenario_at(tmp_path, verbatim), tmp_path / "verbatim.db")
+    assert report["status"] == "ok", report["nodes"]
+    assert not any(r["cache"].get("tail_skip") for r in of_node(events, "ResponseReceived", "emitter"))
+    assert of_node(events, "FoldCommitted", "checker") == []  # the emitter marked its newest round: nothing pending
+    assert report["nodes"]["checker"]["first_request_cached_share"] >= 0.9
+
+
 def test_the_checkers_requests_replay_exactly(tmp_path: Path) -> None:
     anyio.run(run_stored, scenario_at(tmp_path), tmp_path / "r.db")
     with StoreReader(tmp_path / "r.db") as reader:
