@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import attrs
 
 from runtime.fold.planner import FoldPlan
+from signals.events import FoldCommitted
 
 
 @attrs.frozen
@@ -82,6 +83,19 @@ def folds_reason(
         return f"{head}; the fold found nothing it may take; then the ceiling check: {ceiling_reason}"
     described = "; ".join(fold_sentence(p, in_force.target) for p in landed)
     return f"{head}; {described}; then the ceiling check: {ceiling_reason}"
+
+
+def fold_committed(plan: FoldPlan) -> FoldCommitted:
+    """The event of a landed ``plan``: its stages and sizes (the cost model's figures are the caller's to add)."""
+    return FoldCommitted(
+        stages=list(plan.stages),
+        agent_marks=plan.agent_marks,
+        host_stages=plan.host_stages,
+        tokens_freed=max(0, plan.estimate_before - plan.estimate_after),
+        target_reached=plan.target_reached,
+        estimate_before=plan.estimate_before,
+        estimate_after=plan.estimate_after,
+    )
 
 
 def inherited_sentence(plan: FoldPlan) -> str:

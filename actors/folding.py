@@ -45,7 +45,7 @@ from actors.branch import Turn
 from actors.cache_step import anchor_locations
 from actors.fold_recalls import recall_profile
 from actors.fold_tail import after_read_words, read_round_waiting, release_protected_round
-from actors.fold_words import FoldRun, InForce, stopped_short
+from actors.fold_words import FoldRun, InForce, fold_committed, stopped_short
 from actors.inherit import inherited_cached_ids, setup_ids
 from actors.publisher import Publisher
 from actors.shape import RequestShape
@@ -64,7 +64,6 @@ from runtime.measuring.measure import Measurement
 from runtime.request.compiler import Intent, Request
 from runtime.values.messages import AssistantResponse, Message, Note, ToolResult
 from runtime.values.usage import Usage
-from signals.events import FoldCommitted
 
 log = get_logger("foldline.fold")
 
@@ -435,14 +434,8 @@ class Folding:
         )
         figures = self._cycle_figures(read)
         await self.publish(
-            FoldCommitted(
-                stages=list(plan.stages),
-                agent_marks=plan.agent_marks,
-                host_stages=plan.host_stages,
-                tokens_freed=max(0, plan.estimate_before - plan.estimate_after),
-                target_reached=plan.target_reached,
-                estimate_before=plan.estimate_before,
-                estimate_after=plan.estimate_after,
+            attrs.evolve(
+                fold_committed(plan),
                 policy="cost" if self.cost is not None else "fixed",
                 target_tokens=int(self._plan_settings().target_tokens),
                 fold_line_tokens=self.in_force().line,

@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from actors.branch import Branch, Turn
+from actors.fold_words import fold_committed
 from actors.inherit import inherited_cached_ids, setup_ids
 from actors.publisher import Publisher
 from actors.shape import RequestShape
@@ -40,7 +41,6 @@ from runtime.fold.protected import protected_ids
 from runtime.fold.settings import FoldSettings
 from runtime.request.compiler import Intent
 from runtime.values.messages import Message, Note, ToolResult
-from signals.events import FoldCommitted
 
 INHERITED_CAUSE = "the emitter's pending fold once read"
 """The rewrite cause the child's fold records (its first request has no earlier prefix of its own)."""
@@ -95,15 +95,5 @@ async def fold_inherited(
     if not plan.landed:
         return None
     turn.commit_fold(plan.added, plan.view_ids, (), f"fold {plan.fold_id} ({'+'.join(plan.stages)}): {INHERITED_CAUSE}")
-    await publish(
-        FoldCommitted(
-            stages=list(plan.stages),
-            agent_marks=plan.agent_marks,
-            host_stages=plan.host_stages,
-            tokens_freed=max(0, plan.estimate_before - plan.estimate_after),
-            target_reached=plan.target_reached,
-            estimate_before=plan.estimate_before,
-            estimate_after=plan.estimate_after,
-        )
-    )
+    await publish(fold_committed(plan))
     return plan

@@ -12,7 +12,6 @@ store, so the same run is replayed and resumed. Async tests run on asyncio and t
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from test_resume import cut_stored_run, load, stored_run
-from test_temporal import _assert_same_contract, _foldline, _local_report, needs_server, server  # noqa: F401
+from test_temporal import _assert_same_contract, _local_report, _run, needs_server, server  # noqa: F401
 
 from actors.branch import Branch
 from actors.context_state import ContextState
@@ -232,13 +231,8 @@ def test_on_temporal_the_checker_folds_and_sends_what_it_sends_in_process(server
     scenario = scenario_at(tmp_path, SCENARIO.replace('kind = "scripted"', 'kind = "simulated"'))
     local_signals = tmp_path / "local.jsonl"
     local = _local_report(scenario, local_signals)
-    signals, report = tmp_path / "temporal.jsonl", tmp_path / "temporal.json"
-    done = _foldline(
-        "run", str(scenario), "--engine", "temporal", "--temporal", server, "--bodies", str(tmp_path / "bodies"),
-        "--quiet", "--signals", str(signals), "--report", str(report), cwd=tmp_path,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    remote = json.loads(report.read_text())
+    # An absolute path: the helper's scenarios directory joined with it is the path itself.
+    remote, signals, _ = _run(str(scenario), tmp_path, "--temporal", server, "--bodies", str(tmp_path / "bodies"))
     _assert_same_contract(remote, local, signals, local_signals)  # the checker's request included, byte for byte
     assert remote["nodes"]["checker"]["first_request_cached_share"] >= 0.9, remote["nodes"]["checker"]
     commits = [e.data for e in read_jsonl(signals) if e.type == "FoldCommitted" and e.node_id == "checker"]
