@@ -19,6 +19,7 @@ import anyio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from test_caching_send import strip
 from test_resume import cut_stored_run, load, stored_run
 from test_temporal import _assert_same_contract, _local_report, _run, needs_server, server  # noqa: F401
 
@@ -156,14 +157,6 @@ def test_the_checkers_requests_replay_exactly(tmp_path: Path) -> None:
     assert results and all(isinstance(r, Replayed) for r in results), results
 
 
-def _unmarked(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _unmarked(v) for k, v in value.items() if k != "cache_control"}
-    if isinstance(value, list):
-        return [_unmarked(v) for v in value]
-    return value
-
-
 def _sent_bytes(store: Path) -> dict[str, list[Any]]:
     """Each node's sent requests as replayed from the store (each verified against the digest it was sent
     with), without their cache marks: a resumed ledger has no evidence, so a resumed request may mark
@@ -174,7 +167,7 @@ def _sent_bytes(store: Path) -> dict[str, list[Any]]:
     for result in results:
         assert isinstance(result, Replayed), result
         if result.row.status == "sent" and result.row.node_id:
-            out.setdefault(result.row.node_id, []).append(_unmarked(result.request.payload()))
+            out.setdefault(result.row.node_id, []).append(strip(result.request.payload()))
     return out
 
 
