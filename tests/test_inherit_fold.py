@@ -109,7 +109,7 @@ async def test_a_bounded_checker_folds_the_round_its_emitter_read_fresh_and_read
     # The emitter's request carrying a3.md (the one whose reply spawned the checker) placed no mark after it.
     emitter_replies = of_node(events, "ResponseReceived", "emitter")
     assert emitter_replies[4]["cache"]["tail_skip"]["reason"] == "fold_next"
-    # The checker folded that round before its first request, recorded as a fold, and read >= 0.9 from the cache.
+    # The checker folded that round before its first request, recorded as a fold.
     (commit,) = of_node(events, "FoldCommitted", "checker")
     assert list(commit["stages"]) == ["tool_io"] and commit["tokens_freed"] > 3_000  # a3.md: 12,000 characters
     (decision,) = of_node(events, "ContextDecision", "checker")
@@ -121,6 +121,7 @@ async def test_a_bounded_checker_folds_the_round_its_emitter_read_fresh_and_read
     with StoreReader(tmp_path / "run.db") as reader:
         branches = reader.restore_branches()
         (row,) = [r for r in reader.requests() if r.node_id == "checker"]
+        emitter_branch = next(r.branch_id for r in reader.requests() if r.node_id == "emitter")
     branch = branches[row.branch_id]
     sent = [branch.message_at(branch.index_of(mid) or 0) for mid in row.view_ids]
     note = sent[-3]
@@ -129,6 +130,12 @@ async def test_a_bounded_checker_folds_the_round_its_emitter_read_fresh_and_read
     folded = [branch.message_at(branch.index_of(mid) or 0) for mid in note.replaced]
     assert any(isinstance(m, ToolResult) and len(m.output) >= 12_000 for m in folded)
     assert isinstance(sent[-2], Instruction) and sent[-2].text.startswith("Your setup from here on")
+    # The stored states: the emitter's last request carried the spawn's result fresh (pending), the checker's
+    # request ended with its instruction (nothing pending).
+    emitter = branches[emitter_branch]
+    spawned = [m.id for m in emitter.view() if isinstance(m, ToolResult) and m.name == "spawn"]
+    assert emitter.state.fold_next == frozenset(spawned) and len(spawned) == 1
+    assert branch.state.fold_next == frozenset()
 
 
 @pytest.mark.anyio
