@@ -34,7 +34,7 @@ from runtime.measuring.calibration import Calibration
 from runtime.measuring.model_calibration import CalibrationBook, shared_evidence
 from runtime.request.compiler import ToolSpec
 from runtime.values.ids import current_ids
-from runtime.values.messages import Instruction, Message, SystemMessage
+from runtime.values.messages import AssistantResponse, Instruction, Message, SystemMessage, ToolResult
 from runtime.values.usage import Usage
 
 
@@ -207,6 +207,18 @@ class Branch:
     def record_messages(self) -> tuple[Message, ...]:
         return tuple(self._record)
 
+    def describe_part(self, label: str) -> str:
+        """A measured part's label for people: a message's record index and kind, not its id."""
+        index = self.index_of(label)
+        if index is None:
+            return label
+        message = self.message_at(index)
+        if isinstance(message, ToolResult):
+            return f"#{index} tool result {message.name}"
+        if isinstance(message, AssistantResponse):
+            return f"#{index} assistant response"
+        return f"#{index} {message.kind}"
+
     # -- structure ------------------------------------------------------------------
 
     def clone(self, *, branch_id: str | None = None, upto: int | None = None, cache: bool = False) -> Branch:
@@ -233,6 +245,7 @@ class Branch:
             calibrations=self._state.calibrations,
             delivered=frozenset(d for d in self._state.delivered if d in seen),
             protected_round=protected,
+            fold_next=frozenset(d for d in self._state.fold_next if d in seen),
         )
         return Branch(
             branch_id=branch_id or new_branch_id(),
@@ -417,6 +430,12 @@ class Turn:
         """A main request carrying ``ids`` completed: they may fold from now on, and nothing is recovered any more."""
         state = self._check()._state
         self._set_state(delivered=state.delivered | frozenset(ids), recovered=frozenset())
+
+    def carried_fresh(self, ids: Iterable[str]) -> None:
+        """The main request that completed carried ``ids`` fresh for the next to fold (empty: nothing pending)."""
+        fresh = frozenset(ids)
+        if fresh != self._check()._state.fold_next:
+            self._set_state(fold_next=fresh)
 
     def recover(self, ids: Iterable[str]) -> None:
         """Originals restored or read (and recovery answers): no fold takes them before the next delivery."""

@@ -25,6 +25,11 @@ class ContextState:
       the last completed main request; no fold pass takes them before it.
     - ``last_request_digests``, ``rewrite_cause``: the append-only check and
       the recorded cause of the next rewrite (a fold commit or a restore).
+    - ``fold_next``: the tool results the last completed main request carried
+      fresh, with no cache mark after them, because the next request folds
+      them once read (:meth:`runtime.cache.TailSkip.fold_next`); empty
+      otherwise. A clone keeps those it sees: a child inherits its emitter's
+      pending fold (:mod:`actors.inherit_fold`).
     """
 
     scale: float = 1.0
@@ -45,3 +50,4 @@ class ContextState:
     """This branch's own evidence of the provider's counts, by model (exact counts and large responses)."""
     calibrated_digests: tuple[str, ...] = ()
     """Message digests of the last request that evidence came from (what the calibration has seen)."""
+    fold_next: frozenset[str] = frozenset()

@@ -45,7 +45,7 @@ from actors.branch import Turn
 from actors.cache_step import anchor_locations
 from actors.fold_recalls import recall_profile
 from actors.fold_tail import after_read_words, read_round_waiting, release_protected_round
-from actors.fold_words import InForce, folds_reason, stopped_short
+from actors.fold_words import FoldRun, InForce, fold_committed, stopped_short
 from actors.inherit import inherited_cached_ids, setup_ids
 from actors.publisher import Publisher
 from actors.shape import RequestShape
@@ -64,7 +64,6 @@ from runtime.measuring.measure import Measurement
 from runtime.request.compiler import Intent, Request
 from runtime.values.messages import AssistantResponse, Message, Note, ToolResult
 from runtime.values.usage import Usage
-from signals.events import FoldCommitted
 
 log = get_logger("foldline.fold")
 
@@ -136,32 +135,6 @@ class Summarizer(Protocol):
     """Sends a fold's summary request (the send pipeline does); never raises a provider failure."""
 
     async def summarize(self, need: NeedSummary) -> SummaryResult: ...
-
-
-@attrs.frozen
-class FoldRun:
-    """What the folds before one send did (for the decision event)."""
-
-    plans: tuple[FoldPlan, ...] = ()
-    ran: bool = False
-    why: str = ""
-    """The cost model's reason when it chose to fold (empty under the fixed fractions)."""
-    in_force: InForce | None = None
-    """The fold line and target in force before the send (None: the branch does not fold)."""
-    after_read: str = ""
-    """Why rounds were folded once read before the send (empty: none was)."""
-
-    @property
-    def stages(self) -> list[str]:
-        return [stage for plan in self.plans for stage in plan.stages]
-
-    @property
-    def folded_ids(self) -> list[str]:
-        return [mid for plan in self.plans for mid in plan.folded_ids]
-
-    def reason(self, ceiling_reason: str) -> str:
-        """The decision's reason: the line and target in force, what the folds did and why they stopped, the send."""
-        return folds_reason(ceiling_reason, self.plans, self.in_force, self.why, self.ran, self.after_read)
 
 
 @attrs.frozen
@@ -461,14 +434,8 @@ class Folding:
         )
         figures = self._cycle_figures(read)
         await self.publish(
-            FoldCommitted(
-                stages=list(plan.stages),
-                agent_marks=plan.agent_marks,
-                host_stages=plan.host_stages,
-                tokens_freed=max(0, plan.estimate_before - plan.estimate_after),
-                target_reached=plan.target_reached,
-                estimate_before=plan.estimate_before,
-                estimate_after=plan.estimate_after,
+            attrs.evolve(
+                fold_committed(plan),
                 policy="cost" if self.cost is not None else "fixed",
                 target_tokens=int(self._plan_settings().target_tokens),
                 fold_line_tokens=self.in_force().line,

@@ -6,7 +6,8 @@ steps, in this order:
 
 1. compile the messages it carries (:class:`actors.shape.RequestShape`) and
    measure them (:mod:`runtime.measuring.measure`), at the run's scale for the model;
-2. for a main request, fold while due (:class:`actors.folding.Folding`, when
+2. for a main request, fold what a child inherited for its emitter's next fold
+   (:mod:`actors.inherit_fold`), fold while due (:class:`actors.folding.Folding`, when
    installed) and decide against the ceiling (:func:`runtime.decision.ceiling.decide`),
    on the provider's exact count when the calibration asks for one
    (:mod:`actors.exact_count`; a folding branch of an uncalibrated model
@@ -39,7 +40,9 @@ from actors.branch import RequestRecord, Turn
 from actors.cache_step import CachePlan, cache_summary, mark_json, plan_cache, read_verdict, record_cache_outcome
 from actors.env import RunEnv
 from actors.exact_count import METHOD, ExactCounts, Settled
-from actors.folding import Folding, FoldRun
+from actors.fold_words import FoldRun
+from actors.folding import Folding
+from actors.inherit_fold import fold_inherited, fresh_results
 from actors.publisher import Publisher
 from actors.shape import RequestShape
 from actors.side_answers import recorded_answer, summary_of
@@ -55,7 +58,7 @@ from runtime.logs import get_logger
 from runtime.measuring.calibration import MIN_CALIBRATION_TOKENS
 from runtime.measuring.measure import Measurement
 from runtime.request.compiler import Intent, Request
-from runtime.values.messages import AssistantResponse, Instruction, Message, ToolResult
+from runtime.values.messages import AssistantResponse, Instruction, Message
 from runtime.values.usage import Usage
 from signals.events import CacheRewrite, ContextDecision, RequestSent, ResponseReceived
 
@@ -183,8 +186,12 @@ class SendPipeline:
     # -- compile, measure, fold, decide, place marks ------------------------------------
 
     async def _prepare_main(self, intent: Intent, request_id: str) -> Outgoing:
-        view = self.turn.branch.view()
         self.counts.adopt(self.shape.model)
+        # A child first folds what its emitter carried fresh to fold next (actors.inherit_fold).
+        inherited = await fold_inherited(
+            self.turn, self.shape, intent, self.publish, self.ceiling.ceiling, self.caching
+        )
+        view = self.turn.branch.view()
         if self.folding is not None:
             self.folding.decide_first_round(view, intent, request_id)
         request = self.shape.compile(view, intent)
@@ -193,11 +200,12 @@ class SendPipeline:
             # Fold on the provider's figures: an uncalibrated model counts before the fold decides.
             await self.counts.settle(request, m)
             m = self.counts.known(request, self.shape.measure(request))
-        before = m.estimate
+        before = m.estimate if inherited is None else inherited.estimate_before
         folds = FoldRun()
         if self.folding is not None:
             folded = await self.folding.before_send(view, request, m, intent, self)
             view, request, m, folds = folded.view, folded.request, folded.measurement, folded.run
+        folds = attrs.evolve(folds, inherited=inherited)
         settled = await self.counts.settle(request, m)
         m = settled.measurement
         decision = as_sent(decide(m, self.ceiling, can_fold=False), view)
@@ -384,6 +392,7 @@ class SendPipeline:
                 self.turn.observe_count(model, counted, reply.usage.total_input, outgoing.request.message_digests())
             if not outgoing.side:
                 self.turn.deliver(m.id for m in outgoing.carried)
+                self.turn.carried_fresh(fresh_results(plan.placement if plan is not None else None, outgoing.carried))
             if plan is not None:
                 self.turn.set_ledger(record_cache_outcome(plan, reply.usage, attempt_start=attempt_start, env=self.env))
             if outgoing.side:
@@ -476,7 +485,7 @@ class SendPipeline:
         """Refuse the branch (sticky), publish the refusal and raise it."""
         ceiling = self.ceiling.ceiling
         assert ceiling is not None
-        error = refusal(m, ceiling, branch_id=self.turn.branch.id, describe=self._describe_part)
+        error = refusal(m, ceiling, branch_id=self.turn.branch.id, describe=self.turn.branch.describe_part)
         self.turn.refuse(error)
         folds = folds or FoldRun()
         method, count = (settled.method, settled.provider_count) if settled is not None else (METHOD, None)
@@ -484,16 +493,3 @@ class SendPipeline:
         await self._decision(decided, False, request_id)
         log.info("request refused", branch=self.turn.branch.id, node=self.node_id, estimate=m.estimate, ceiling=ceiling)
         raise error
-
-    def _describe_part(self, label: str) -> str:
-        """A measured part's label for people: a message's record index and kind, not its id."""
-        branch = self.turn.branch
-        index = branch.index_of(label)
-        if index is None:
-            return label
-        message = branch.message_at(index)
-        if isinstance(message, ToolResult):
-            return f"#{index} tool result {message.name}"
-        if isinstance(message, AssistantResponse):
-            return f"#{index} assistant response"
-        return f"#{index} {message.kind}"
