@@ -27,11 +27,12 @@ from runtime.config import Profile
 from runtime.errors import ConfigError
 from runtime.fold.after_read import NOTE_TOKENS, after_read_per_request, choose_tail, release_first_round
 from runtime.fold.cost import CostPrices, RecallProfile, decide_fold
-from runtime.fold.formats import SPAN_HEX, note_header, parse_note_header
-from runtime.fold.notes import CALLS_HEADING, fold_id_of, salient_line_of, span_digest
+from runtime.fold.formats import SPAN_HEX, listing_lines, note_header, parse_note_calls, parse_note_header
+from runtime.fold.notes import CALLS_HEADING, build_note, fold_id_of, salient_line_of, span_digest
 from runtime.fold.planner import FoldPlanner
 from runtime.fold.recovery import RecoveryCorrupted, verify_note
 from runtime.fold.settings import FoldSettings
+from runtime.fold.units import units_of
 from runtime.measuring.measure import TokenCounter
 from runtime.scripted.policies import ScriptStep
 from runtime.values.messages import Note
@@ -185,6 +186,23 @@ def test_the_read_mode_folds_every_delivered_round_keeping_each_results_salient_
     assert CALLS_HEADING not in later[1].text and "Folded calls" not in later[1].text
     assert parse_note_header(lines[0]) is not None and lines[1].startswith("- #")
     verify_note(later[1], c.branch())
+
+
+def test_a_headingless_note_keeps_its_calls_when_a_later_note_absorbs_it_and_a_summary_needs_a_heading() -> None:
+    c = _reading_conversation(2)
+    c.land(_read_fold(c))
+    c.deliver()
+    c.round([("read_file", {"path": "later.md"}, synthetic_text("later.md", 2_000))])
+    c.land(_read_fold(c))
+    branch = c.branch()
+    first, second = (m for m in c.messages() if isinstance(m, Note))
+    assert "Folded calls" not in second.text
+    units = [u for u in units_of(branch.view(), branch) if u.kind == "note"]
+    merged = build_note("reset", units, branch)  # one note over both: every call and salient line kept
+    assert parse_note_calls(merged.text) == parse_note_calls(first.text) + parse_note_calls(second.text)
+    assert listing_lines(merged.text) == listing_lines(first.text) + listing_lines(second.text)
+    with pytest.raises(ValueError, match="needs a heading"):
+        build_note("all", units, branch, summary="what happened", heading=None)
 
 
 @pytest.mark.parametrize("digits", [64, SPAN_HEX])
