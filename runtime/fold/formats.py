@@ -170,14 +170,14 @@ def listing_lines(text: str) -> tuple[str, ...]:
 
 
 SPAN_HEX = 16
-"""Hex digits of the span digest the notes written before the span left the header show (64 bits);
-notes written before that show all 64. Both still parse, and are checked against what they show."""
+"""Hex digits of the span digest that older note headers show (64 bits); the oldest show all 64. New
+headers show none. Both older forms still parse and are checked against the digits they show."""
 
 
 def note_header(fold_id: str, stage: str, count: int, first_index: int) -> str:
     """A note's first line. ``fold_id`` is derived from ``stage`` and the span digest
     (:func:`runtime.fold.notes.fold_id_of`): the one hash a note needs, it names the fold and checks
-    the span (a second digest beside it cost a third of a one-round note's tokens)."""
+    the span (the span digits once shown beside it were 14 of a one-round note's 114 tokens)."""
     return f"[fold {fold_id} · {stage} · {count} messages from #{first_index}]"
 
 
