@@ -27,11 +27,12 @@ from runtime.config import Profile
 from runtime.errors import ConfigError
 from runtime.fold.after_read import NOTE_TOKENS, after_read_per_request, choose_tail, release_first_round
 from runtime.fold.cost import CostPrices, RecallProfile, decide_fold
-from runtime.fold.formats import SPAN_HEX, note_header, parse_note_header
-from runtime.fold.notes import CALLS_HEADING, CALLS_HEADING_AGAIN, salient_line_of, span_digest
+from runtime.fold.formats import SPAN_HEX, listing_lines, note_header, parse_note_calls, parse_note_header
+from runtime.fold.notes import CALLS_HEADING, build_note, fold_id_of, salient_line_of, span_digest
 from runtime.fold.planner import FoldPlanner
 from runtime.fold.recovery import RecoveryCorrupted, verify_note
 from runtime.fold.settings import FoldSettings
+from runtime.fold.units import units_of
 from runtime.measuring.measure import TokenCounter
 from runtime.scripted.policies import ScriptStep
 from runtime.values.messages import Note
@@ -173,18 +174,39 @@ def test_the_read_mode_folds_every_delivered_round_keeping_each_results_salient_
         assert f"fact F{i}: " in notes[0].text
     assert CALLS_HEADING in notes[0].text
     header = parse_note_header(notes[0].text)
-    assert header is not None and len(header.span_sha256) == SPAN_HEX
+    assert header is not None and header.span_sha256 is None  # the fold id is the one hash it shows
     verify_note(notes[0], c.branch())
-    # The next round, once delivered, becomes a note of its own, under the short heading.
+    # The next round, once delivered, becomes a note of its own, its calls right under its header.
     c.deliver()
     c.round([("read_file", {"path": "later.md"}, synthetic_text("later.md", 2_000))])
     c.land(_read_fold(c))
     later = [m for m in c.messages() if isinstance(m, Note)]
     assert len(later) == 2 and later[0].id == notes[0].id  # the first note stays: no rewrite
-    assert CALLS_HEADING not in later[1].text and CALLS_HEADING_AGAIN in later[1].text
+    lines = later[1].text.splitlines()
+    assert CALLS_HEADING not in later[1].text and "Folded calls" not in later[1].text
+    assert parse_note_header(lines[0]) is not None and lines[1].startswith("- #")
+    verify_note(later[1], c.branch())
 
 
-def test_a_note_with_a_full_64_digit_span_digest_is_still_checked_in_full() -> None:
+def test_a_headingless_note_keeps_its_calls_when_a_later_note_absorbs_it_and_a_summary_needs_a_heading() -> None:
+    c = _reading_conversation(2)
+    c.land(_read_fold(c))
+    c.deliver()
+    c.round([("read_file", {"path": "later.md"}, synthetic_text("later.md", 2_000))])
+    c.land(_read_fold(c))
+    branch = c.branch()
+    first, second = (m for m in c.messages() if isinstance(m, Note))
+    assert "Folded calls" not in second.text
+    units = [u for u in units_of(branch.view(), branch) if u.kind == "note"]
+    merged = build_note("reset", units, branch)  # one note over both: every call and salient line kept
+    assert parse_note_calls(merged.text) == parse_note_calls(first.text) + parse_note_calls(second.text)
+    assert listing_lines(merged.text) == listing_lines(first.text) + listing_lines(second.text)
+    with pytest.raises(ValueError, match="needs a heading"):
+        build_note("all", units, branch, summary="what happened", heading=None)
+
+
+@pytest.mark.parametrize("digits", [64, SPAN_HEX])
+def test_a_note_written_with_a_span_digest_in_its_header_is_still_checked_against_it(digits: int) -> None:
     c = _reading_conversation(2)
     c.land(_read_fold(c))
     note = next(m for m in c.messages() if isinstance(m, Note))
@@ -192,16 +214,28 @@ def test_a_note_with_a_full_64_digit_span_digest_is_still_checked_in_full() -> N
     replaced = [branch.message_at(branch.index_of(mid)) for mid in note.replaced]  # type: ignore[arg-type]
     digest = span_digest(replaced)
     header = parse_note_header(note.text)
-    assert header is not None
-    old = note_header(header.fold_id, header.stage, header.count, header.first_index, digest).replace(
-        digest[:SPAN_HEX], digest
-    )
-    assert parse_note_header(old) is not None and parse_note_header(old).span_sha256 == digest  # type: ignore[union-attr]
+    assert header is not None and header.fold_id == fold_id_of(header.stage, digest)
+    base = note_header(header.fold_id, header.stage, header.count, header.first_index)
+    old = base[:-1] + f" · span sha256 {digest[:digits]}]"  # the header as notes before this one wrote it
+    parsed = parse_note_header(old)
+    assert parsed is not None and parsed.span_sha256 == digest[:digits] and parsed.fold_id == header.fold_id
     body = note.text.split("\n", 1)[1]
     verify_note(attrs.evolve(note, text=old + "\n" + body), branch)
-    wrong = old.replace(digest, ("0" if digest[0] != "0" else "1") + digest[1:])
+    wrong = old.replace(digest[:digits], ("0" if digest[0] != "0" else "1") + digest[1:digits])
     with pytest.raises(RecoveryCorrupted, match="hashes to"):
         verify_note(attrs.evolve(note, text=wrong + "\n" + body), branch)
+
+
+def test_a_note_whose_fold_id_no_longer_matches_its_span_is_refused() -> None:
+    c = _reading_conversation(2)
+    c.land(_read_fold(c))
+    note = next(m for m in c.messages() if isinstance(m, Note))
+    branch = c.branch()
+    header = parse_note_header(note.text)
+    assert header is not None
+    other = "f-" + ("0" if header.fold_id[2] != "0" else "1") + header.fold_id[3:]
+    with pytest.raises(RecoveryCorrupted, match=f"giving fold id {header.fold_id}, not the {other}"):
+        verify_note(attrs.evolve(note, text=note.text.replace(header.fold_id, other, 1)), branch)
 
 
 def test_fold_next_selects_the_request_and_says_why_in_its_record() -> None:

@@ -55,11 +55,37 @@ def test_message_lines_are_listed_but_are_not_calls() -> None:
 
 
 def test_a_note_header_round_trips() -> None:
-    header = note_header("f-0123456789ab", "tool_io", 12, 3, "a" * 64)
+    header = note_header("f-0123456789ab", "tool_io", 12, 3)
+    assert header == "[fold f-0123456789ab · tool_io · 12 messages from #3]"
     parsed = parse_note_header(header + "\nFolded calls ...")
     assert parsed is not None
     assert (parsed.fold_id, parsed.stage, parsed.count, parsed.first_index) == ("f-0123456789ab", "tool_io", 12, 3)
+    assert parsed.span_sha256 is None
     assert parse_note_header("not a note") is None
+
+
+@pytest.mark.parametrize("span", ["a" * 64, "b" * 16])
+def test_every_older_note_header_still_parses_with_the_span_digits_it_shows(span: str) -> None:
+    old = f"[fold f-0123456789ab · reset · 5 messages from #40 · span sha256 {span}]"
+    parsed = parse_note_header(old + "\nFolded calls (as above):\n- #41 run {} -> 3 chars")
+    assert parsed is not None
+    assert (parsed.fold_id, parsed.stage, parsed.count, parsed.first_index) == ("f-0123456789ab", "reset", 5, 40)
+    assert parsed.span_sha256 == span
+    for bad in (span[:-1], span + "0", span.upper()):  # only the lengths and digits written are read
+        assert parse_note_header(old.replace(span, bad)) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.text("0123456789abcdef", min_size=12, max_size=12),
+    st.sampled_from(["tool_io", "all", "reset", "clip"]),
+    st.integers(1, 10**6),
+    st.integers(0, 10**9),
+)
+def test_note_headers_round_trip(hex12: str, stage: str, count: int, first: int) -> None:
+    parsed = parse_note_header(note_header("f-" + hex12, stage, count, first))
+    assert parsed is not None
+    assert (parsed.fold_id, parsed.stage, parsed.count, parsed.first_index) == ("f-" + hex12, stage, count, first)
 
 
 def test_a_clip_marker_carries_the_exact_read_call() -> None:

@@ -343,7 +343,7 @@ def test_partial_tool_io_and_clip_passes_record_their_details() -> None:
     assert passes[0.7] == [("tool_io", "landed", "tail 6, the oldest 2 of 6 rounds")]
     assert passes[0.9] == [
         ("tool_io", "landed", "tail 6, the oldest 3 of 6 rounds"),
-        ("clip", "landed", "#9 4000 chars kept 3244"),
+        ("clip", "landed", "#9 4000 chars kept 3296"),
     ]
 
 

@@ -14,10 +14,12 @@ with the parsers here instead of guessing:
   tool call is listed as ``- #N user: "..."`` or ``- #N assistant: "..."``
   (its text clipped to 160 characters, as JSON).
 - **A note's header** (:func:`note_header`): ``[fold f-<12 hex> · <stage> ·
-  <count> messages from #<first> · span sha256 <16 hex>]``; the span digest
-  (its first :data:`SPAN_HEX` hex digits) checks that the record still holds
-  exactly the messages the note replaced. Notes written before it was
-  shortened carry all 64 digits and are checked against all of them.
+  <count> messages from #<first>]``. The fold id is the first 12 hex digits of
+  SHA-256 over the stage and the span digest (the SHA-256 over the replaced
+  messages' digests, in order), so recomputing it checks that the record still
+  holds exactly the messages the note replaced. Older notes also carry
+  ``· span sha256 <hex>`` before the ``]`` (all 64 digits, later the first
+  :data:`SPAN_HEX`); they parse and are checked against those digits as before.
 - **A clip marker** (:func:`clip_marker`, :func:`parse_clip_marker`): the line
   between a clipped copy's head and tail; it names the omitted interval of
   the original's recovery text and the exact context call that returns it::
@@ -168,29 +170,33 @@ def listing_lines(text: str) -> tuple[str, ...]:
 
 
 SPAN_HEX = 16
-"""Hex digits of the span digest a note's header shows: 64 bits, enough to catch a record that no
-longer holds what was folded, at about a quarter of the full digest's tokens (a note stands in
-every later request; fold after read writes one a round)."""
+"""Hex digits of the span digest that older note headers show (64 bits); the oldest show all 64. New
+headers show none. Both older forms still parse and are checked against the digits they show."""
 
 
-def note_header(fold_id: str, stage: str, count: int, first_index: int, span_sha256: str) -> str:
-    span = span_sha256[:SPAN_HEX]
-    return f"[fold {fold_id} · {stage} · {count} messages from #{first_index} · span sha256 {span}]"
+def note_header(fold_id: str, stage: str, count: int, first_index: int) -> str:
+    """A note's first line. ``fold_id`` is derived from ``stage`` and the span digest
+    (:func:`runtime.fold.notes.fold_id_of`): the one hash a note needs, it names the fold and checks
+    the span (the span digits once shown beside it were 14 of a one-round note's 114 tokens)."""
+    return f"[fold {fold_id} · {stage} · {count} messages from #{first_index}]"
 
 
 _NOTE_HEADER = re.compile(
     r"^\[fold (?P<fold_id>f-[0-9a-f]{12}) · (?P<stage>[a-z_]+) · (?P<count>\d+) messages from #(?P<first>\d+)"
-    r" · span sha256 (?P<span>[0-9a-f]{64}|[0-9a-f]{16})\]$"
+    r"(?: · span sha256 (?P<span>[0-9a-f]{64}|[0-9a-f]{16}))?\]$"
 )
 
 
 @attrs.frozen
 class NoteHeader:
+    """A parsed note header; ``span_sha256`` is the span digest's digits an older header shows (None: a
+    header without one, checked by its fold id)."""
+
     fold_id: str
     stage: str
     count: int
     first_index: int
-    span_sha256: str
+    span_sha256: str | None
 
 
 def parse_note_header(text: str) -> NoteHeader | None:

@@ -41,10 +41,9 @@ CALLS_HEADING = (
     'Folded calls (read any original with context {"action":"read_result","index":N}; '
     'restore with context {"action":"restore","index":N}):'
 )
-
-CALLS_HEADING_AGAIN = "Folded calls (as above):"
-"""The heading of a note built while another note in the view shows :data:`CALLS_HEADING` (each
-fold-after-read round is a note of its own; the instructions once are enough)."""
+"""A note built while another note in the view shows this heading lists its calls under its header
+with no heading at all (each fold-after-read round is a note of its own; the instructions once are
+enough). Older notes may carry ``Folded calls (as above):`` there: a line no parser reads."""
 
 
 def structural_digest(message: Message) -> str:
@@ -77,10 +76,13 @@ def span_digest(messages: Sequence[Message]) -> str:
 
 def fold_id(stage: str, messages: Sequence[Message]) -> str:
     """A fold's id: deterministic from its stage and the digests of what it replaced."""
-    return _fold_id_of(stage, span_digest(messages))
+    return fold_id_of(stage, span_digest(messages))
 
 
-def _fold_id_of(stage: str, digest: str) -> str:
+def fold_id_of(stage: str, digest: str) -> str:
+    """The fold id of a note by ``stage`` over a span with SHA-256 ``digest``: ``f-`` and the first 12
+    hex digits (48 bits) of SHA-256 over both. A note's header shows it, and recomputing it from the
+    record checks the span (:func:`runtime.fold.recovery.verify_note`)."""
     return "f-" + sha256_hex(stage + "\n" + digest)[:12]
 
 
@@ -194,7 +196,7 @@ def build_note(
     summary_note: str | None = None,
     salient: bool = True,
     lines_of: Callable[[Unit], Sequence[str]] | None = None,
-    heading: str = CALLS_HEADING,
+    heading: str | None = CALLS_HEADING,
 ) -> Note:
     """A note standing for ``units`` (in view order), written by ``stage``.
 
@@ -203,15 +205,17 @@ def build_note(
     request failed). ``salient`` keeps each result's salient line under its call
     (off for the compaction baseline). ``lines_of`` gives a unit's :func:`unit_lines` (a memo of
     them, for a caller building many notes over the same units). ``heading``
-    opens the call listing (:data:`CALLS_HEADING_AGAIN` when the view keeps a
-    note with the full one).
+    opens the call listing; None lists the calls right under the header (when the view keeps a
+    note with :data:`CALLS_HEADING`, and no summary precedes the listing).
     """
     if not units:
         raise ValueError("build_note: a note must replace at least one unit")
+    if heading is None and (summary is not None or summary_note):
+        raise ValueError("build_note: a note with a summary (or a line saying why none) needs a heading")
     replaced = [m for unit in units for m in unit.members]
     first_index = min(unit.key for unit in units)
     digest = span_digest(replaced)
-    parts = [note_header(_fold_id_of(stage, digest), stage, len(replaced), first_index, digest)]
+    parts = [note_header(fold_id_of(stage, digest), stage, len(replaced), first_index)]
     if summary is not None and summary.strip():
         text = summary.strip()
         if len(text) > SUMMARY_MAX_CHARS:
@@ -222,7 +226,7 @@ def build_note(
     listed = lines_of if lines_of is not None else (lambda unit: unit_lines(unit, record, salient=salient))
     lines = [line for unit in units for line in listed(unit)]
     if lines:
-        parts.append(heading + "\n" + "\n".join(lines))
+        parts.append("\n".join(lines if heading is None else [heading, *lines]))
     return Note(text="\n".join(parts), replaced=tuple(m.id for m in replaced), first_index=first_index, stage=stage)
 
 

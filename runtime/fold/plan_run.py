@@ -8,7 +8,7 @@ import attrs
 
 from runtime.fold.marks import FoldMark
 from runtime.fold.measurer import Measurer
-from runtime.fold.notes import CALLS_HEADING, CALLS_HEADING_AGAIN, build_note, unit_lines
+from runtime.fold.notes import CALLS_HEADING, build_note, unit_lines
 from runtime.fold.plan_values import FoldInput, FoldPlan, PassRecord
 from runtime.fold.settings import (
     FoldSettings,
@@ -161,7 +161,7 @@ class PlanRun:
             for m in unit.members
         )
         for run in runs:
-            heading = CALLS_HEADING_AGAIN if shown else CALLS_HEADING
+            heading = None if shown else CALLS_HEADING
             note = build_note(
                 stage, [units[i] for i in run], self.inp.record, lines_of=self.unit_lines, heading=heading
             )

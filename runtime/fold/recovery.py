@@ -23,7 +23,7 @@ import attrs
 from runtime.errors import FoldlineError
 from runtime.fold.bodies import recovery_text
 from runtime.fold.formats import parse_note_header, read_result_header, read_result_text
-from runtime.fold.notes import span_digest
+from runtime.fold.notes import fold_id_of, span_digest
 from runtime.fold.projection import READ_LIMIT
 from runtime.fold.units import RecordAccess, Unit, chronology_key, units_of
 from runtime.values.canonical import canonical_json, sha256_hex
@@ -213,7 +213,12 @@ def stood_for(view: Sequence[Message], record: RecordAccess) -> set[str]:
 
 
 def verify_note(note: Note, record: RecordAccess) -> None:
-    """Check a note's span: every replaced message present and intact, the span digest equal."""
+    """Check a note's span: every replaced message present and intact, the span digest equal.
+
+    A header that shows span digits (older notes: 64 or :data:`~runtime.fold.formats.SPAN_HEX`) is
+    checked against them; one that shows none, by its fold id (derived from the stage and the span
+    digest, :func:`~runtime.fold.notes.fold_id_of`).
+    """
     messages = []
     for mid in note.replaced:
         index = record.index_of(mid)
@@ -223,10 +228,19 @@ def verify_note(note: Note, record: RecordAccess) -> None:
         verify(message, index)
         messages.append(message)
     header = parse_note_header(note.text)
-    if header is not None and not span_digest(messages).startswith(header.span_sha256):
+    if header is None:
+        return
+    digest = span_digest(messages)
+    if header.span_sha256 is not None:
+        if not digest.startswith(header.span_sha256):
+            raise RecoveryCorrupted(
+                f"note {note.id}: the span it replaced hashes to {digest}, "
+                f"not the {header.span_sha256} its header records"
+            )
+    elif fold_id_of(header.stage, digest) != header.fold_id:
         raise RecoveryCorrupted(
-            f"note {note.id}: the span it replaced hashes to {span_digest(messages)}, "
-            f"not the {header.span_sha256} its header records"
+            f"note {note.id}: the span it replaced hashes to {digest}, giving fold id "
+            f"{fold_id_of(header.stage, digest)}, not the {header.fold_id} its header records"
         )
 
 
