@@ -6,7 +6,7 @@ import pytest
 
 from actors.tools import synthetic_text
 from runtime.bench.conversations import Conversation, fold_input, measurer_for, run_planner
-from runtime.fold.formats import parse_clip_marker, parse_note_calls, read_call
+from runtime.fold.formats import call_line, parse_clip_marker, parse_note_calls, read_call
 from runtime.fold.marks import FoldMark
 from runtime.fold.planner import FoldPlanner, SummaryResult
 from runtime.fold.protected import protected_ids
@@ -327,6 +327,30 @@ def test_reset_runs_first_when_notes_pass_fifteen_percent_of_the_ceiling() -> No
     assert plan.stages[0] == "reset"
     reset_note = next(m for m in plan.added if isinstance(m, Note) and m.stage == "reset")
     assert not set(protected) & set(reset_note.replaced)
+
+
+def test_reset_asks_for_no_summary_when_merging_the_notes_could_not_land_one() -> None:
+    """Notes of one call line each: a reset would list every call again under one header and add a summary,
+    so it cannot lower the estimate; the summary is not asked for (it would only be rolled back)."""
+    c = Conversation()
+    c.task("Read.")
+    c.round([read("first.md", 300)])
+    for i in range(40):
+        line = call_line(100 + i, "read_file", {"path": f"docs/chapter-{i}/section.md"}, 4000 + i, False)
+        c.add(Note(f"[n{i}]\n{line}", (), 3, "tool_io"))
+    c.deliver()
+    c.round([read("newest.md", 1500)])  # in the tail no reset takes
+    branch = c.branch()
+    measurer = measurer_for(branch, counter=COUNTER)
+    estimate = measurer.estimate(branch.view())
+    notes_tokens = sum(measurer.block_tokens(m)[0] for m in branch.view() if isinstance(m, Note))
+    ceiling = int(estimate / 0.85)
+    assert notes_tokens > 0.15 * ceiling  # the reset's trigger holds
+    settings = FoldSettings(ceiling=ceiling, caching=True)
+    protected = protected_ids(None, branch.view())
+    _, _, plan, needs = plan_for(c, settings, lambda need: SummaryResult(text="Reset summary."), protected=protected)
+    assert [need.stage for need in needs if need.stage == "reset"] == []
+    assert "reset" not in plan.stages
 
 
 def test_pending_marks_land_together_and_marks_in_the_tail_or_on_the_task_wait_or_are_skipped() -> None:

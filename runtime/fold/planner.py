@@ -277,6 +277,8 @@ def _summarized_pass(
         # Nothing to gain from summarizing a lone note into another note.
         if len(take) == 1 and units[take[0]].kind == "note":
             return
+        if take and not _reset_can_land(run, stage, units, take):
+            return
     if not take:
         return
     if not reset:
@@ -308,6 +310,15 @@ def _summarized_pass(
         keep_rejected=[note] if result.text is not None else [],
         detail=f"tail {tail}" + ("" if result.text is not None else f"; summary failed: {result.failure}"),
     )
+
+
+def _reset_can_land(run: PlanRun, stage: str, units: Sequence[Unit], take: Sequence[int]) -> bool:
+    """Whether a reset note could lower the estimate with a summary of its allowance: a reset lists every
+    call it absorbs under one header, so it gains only the headers of the notes it merges and the rounds
+    it takes; when that is less than a summary adds, the summary is not asked for (it would be rolled back)."""
+    note = build_note(stage, [units[i] for i in take], run.inp.record, summary_note="(summary)")
+    estimate = run.measurer.estimate(rebuild_view(run.view, units, set(take), {take[0]: note}))
+    return estimate + SUMMARY_ALLOWANCE_TOKENS * run.measurer.scale < run.estimate
 
 
 def _notes_tokens(run: PlanRun) -> float:
