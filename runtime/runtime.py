@@ -32,7 +32,7 @@ import attrs
 from actors.branch import Branch, BranchJournal
 from actors.env import DEFAULT_COUNT_TIMEOUT_S, ModelScales, RunEnv
 from actors.tools import BUILTIN_TOOLS, ToolRegistry
-from runtime.config import ModelConfig
+from runtime.config.provider import ModelConfig
 from runtime.contract.provider import Provider
 from runtime.flows.flow import Flow, FlowResult, Node, Restored, run_flow
 from runtime.fold.audit import unrecoverable_bytes
@@ -49,7 +49,7 @@ from signals.sinks import JsonlSink
 
 if TYPE_CHECKING:
     from actors.conversation import Conversation
-    from runtime.config import Profile
+    from runtime.config.profile import Profile
 
 log = get_logger("foldline.runtime")
 
@@ -216,7 +216,7 @@ class Runtime:
     def branch(self, profile: Profile | None = None, *, name: str | None = None) -> Conversation:
         """A branch you can talk to: ``await rt.branch(profile).run("...")`` (see :mod:`actors.conversation`)."""
         from actors.conversation import Conversation
-        from runtime.config import Profile
+        from runtime.config.profile import Profile
 
         return Conversation.open(self, profile if profile is not None else Profile(), name=name)
 

@@ -2,27 +2,55 @@
 tools, loading a user's registry, and the executor that runs a round's calls.
 
 ``from actors.tools import X`` keeps working for every name the single module
-had; the new names are re-exported here too.
+had; the new names are re-exported here too, each loaded on first use (``import runtime.runtime``
+needs the registry, not the function-tool builder or the workspace tools).
 """
 
 from __future__ import annotations
 
-from actors.tools.functions import function_tool, tool, tool_output
-from actors.tools.registry import (
-    BUILTIN_TOOLS,
-    DEFAULT_MAX_CONCURRENT,
-    DEFAULT_TIMEOUT_S,
-    Tool,
-    ToolArgumentError,
-    ToolContext,
-    ToolFailed,
-    ToolFunc,
-    ToolRegistry,
-    synthetic_text,
-)
-from actors.tools.stopping import ToolStopped, check_stop, stop_requested
-from actors.tools.workspace import WORKSPACE_TOOL_NAMES, WorkspacePathError, workspace_tools
-from runtime.request.compiler import ToolSpec
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from actors.tools.functions import function_tool, tool, tool_output
+    from actors.tools.registry import (
+        BUILTIN_TOOLS,
+        DEFAULT_MAX_CONCURRENT,
+        DEFAULT_TIMEOUT_S,
+        Tool,
+        ToolArgumentError,
+        ToolContext,
+        ToolFailed,
+        ToolFunc,
+        ToolRegistry,
+        synthetic_text,
+    )
+    from actors.tools.stopping import ToolStopped, check_stop, stop_requested
+    from actors.tools.workspace import WORKSPACE_TOOL_NAMES, WorkspacePathError, workspace_tools
+    from runtime.request.compiler import ToolSpec
+
+_HOMES = {
+    **dict.fromkeys(("function_tool", "tool", "tool_output"), "actors.tools.functions"),
+    **dict.fromkeys(
+        (
+            "BUILTIN_TOOLS",
+            "DEFAULT_MAX_CONCURRENT",
+            "DEFAULT_TIMEOUT_S",
+            "Tool",
+            "ToolArgumentError",
+            "ToolContext",
+            "ToolFailed",
+            "ToolFunc",
+            "ToolRegistry",
+            "synthetic_text",
+        ),
+        "actors.tools.registry",
+    ),
+    **dict.fromkeys(("ToolStopped", "check_stop", "stop_requested"), "actors.tools.stopping"),
+    **dict.fromkeys(("WORKSPACE_TOOL_NAMES", "WorkspacePathError", "workspace_tools"), "actors.tools.workspace"),
+    "ToolSpec": "runtime.request.compiler",
+}
+"""Each name's module, imported when the name is first read."""
 
 __all__ = [
     "BUILTIN_TOOLS",
@@ -46,3 +74,12 @@ __all__ = [
     "tool_output",
     "workspace_tools",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'actors.tools' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value

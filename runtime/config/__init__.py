@@ -15,23 +15,38 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from runtime.config.values import (
-    ModelConfig,
-    NodeSpec,
-    Profile,
-    ProviderSpec,
-    RunSettings,
-    Scenario,
-    UnknownNode,
-    check_known_tools,
-)
-
 if TYPE_CHECKING:
     from runtime.config.loader import SCHEMA, ScenarioError, load_scenario, loads_scenario
+    from runtime.config.values import (
+        ModelConfig,
+        NodeSpec,
+        Profile,
+        ProviderSpec,
+        RunSettings,
+        Scenario,
+        UnknownNode,
+        check_known_tools,
+    )
 
-_LOADER = frozenset({"SCHEMA", "ScenarioError", "load_scenario", "loads_scenario"})
-"""The file loader's names, loaded on first use: a program that builds its values in code (``import
-runtime.runtime``) never pays for the TOML parser and the loader's tables."""
+_HOMES = {
+    **dict.fromkeys(("SCHEMA", "ScenarioError", "load_scenario", "loads_scenario"), "runtime.config.loader"),
+    **dict.fromkeys(
+        (
+            "ModelConfig",
+            "NodeSpec",
+            "Profile",
+            "ProviderSpec",
+            "RunSettings",
+            "Scenario",
+            "UnknownNode",
+            "check_known_tools",
+        ),
+        "runtime.config.values",
+    ),
+}
+"""Each name's module, loaded on first use: a program that builds its values in code (``import
+runtime.runtime``) imports the one module each value lives in (``runtime.config.profile``, ...) and never
+pays for the TOML parser, the loader's tables, the scenario and the node values it does not build."""
 
 __all__ = [
     "SCHEMA",
@@ -50,8 +65,9 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name not in _LOADER:
+    home = _HOMES.get(name)
+    if home is None:
         raise AttributeError(f"module 'runtime.config' has no attribute {name!r}")
-    value = getattr(importlib.import_module("runtime.config.loader"), name)
+    value = getattr(importlib.import_module(home), name)
     globals()[name] = value
     return value

@@ -43,10 +43,10 @@ from actors.branch import Branch
 from actors.env import RunEnv
 from actors.inherit import setup_ids
 from actors.operations import Operation, OperationResult, run_operation
-from runtime.config import Profile
 from runtime.config.ceilings import check_call_under_profile, check_output_limit
 from runtime.config.checks import check_int, check_name
 from runtime.config.graph import GraphNode, check_graph
+from runtime.config.profile import Profile
 from runtime.config.reads import check_reads, dependencies_read, inherited_dependency
 from runtime.errors import ConfigError, FoldlineError
 from runtime.flows.rules import blocked_by, never_spawned, spawn_refusal, unknown_tools
