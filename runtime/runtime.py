@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any, Self
 import anyio
 import attrs
 
-from actors.branch import Branch, BranchJournal
 from actors.env import DEFAULT_COUNT_TIMEOUT_S, ModelScales, RunEnv
 from actors.tools import BUILTIN_TOOLS, ToolRegistry
 from runtime.config.provider import ModelConfig
@@ -48,6 +47,7 @@ from signals.events import RunFinished, RunStarted
 from signals.sinks import JsonlSink
 
 if TYPE_CHECKING:
+    from actors.branch import Branch, BranchJournal
     from actors.conversation import Conversation
     from runtime.config.profile import Profile
 
@@ -209,6 +209,8 @@ class Runtime:
 
     def new_branch(self, node: Node) -> Branch:
         """A fresh branch set up from a node's profile (system text and tools)."""
+        from actors.branch import Branch  # the branch and its record load with the first node (not with the import)
+
         profile = node.profile
         with use_ids(self.ids):
             return Branch.create(system=profile.system, tools=self.registry.specs(profile.tools))

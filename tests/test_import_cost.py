@@ -6,7 +6,9 @@ import only for the runtime (start-up figures: ``python -X importtime -c
 'import runtime.runtime'``). Deferred until used: the scenario and node values
 and their tables (a program building values in code imports each value's own
 module), the scripted provider's steps and faults, the function-tool builder
-and the workspace tools, the packaged data readers (``importlib.resources``,
+and the workspace tools, the node engine (the branch, the operation, the send
+pipeline, folding and the tool executor load with the first node a flow runs),
+the packaged data readers (``importlib.resources``,
 ``gzip``) and exact fractions. The names of the lazy packages still resolve.
 Each check runs in a fresh interpreter.
 """
@@ -43,6 +45,14 @@ NOT_IMPORTED = (
     "importlib.resources",
     "gzip",
     "fractions",
+    "actors.branch",
+    "actors.operations",
+    "actors.pipeline",
+    "actors.send",
+    "actors.folding",
+    "actors.inherit",
+    "actors.tools.executor",
+    "runtime.flows.start",
 )
 
 
@@ -65,6 +75,26 @@ def test_the_loaders_names_still_resolve_from_the_config_package(name: str) -> N
 
     assert getattr(runtime.config, name) is getattr(runtime.config.loader, name)
     assert name in runtime.config.__all__
+
+
+def test_a_flow_built_and_run_after_the_import_loads_the_engine_then() -> None:
+    run = """
+import anyio, sys
+import runtime.runtime
+before = "actors.operations" in sys.modules
+from runtime import Flow, Node, Operation, PolicyRegistry, Runtime, ScriptedProvider, ScriptPolicy, ScriptStep
+policies = PolicyRegistry({"a": ScriptPolicy("a", [ScriptStep(text="done")])})
+provider = ScriptedProvider(policies, clock=lambda: 0.0)
+async def main():
+    async with Runtime(provider=provider) as rt:
+        result = await rt.run(Flow([Node("a", Operation("bounded", ("Say done.",)))]))
+    return result["a"].status, result["a"].result.answer
+status, answer = anyio.run(main)
+print(before, "actors.operations" in sys.modules, status, answer)
+"""
+    done = subprocess.run([sys.executable, "-c", run], capture_output=True, text=True, cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["False", "True", "ok", "done"]
 
 
 @pytest.mark.parametrize("package", ["runtime.config", "actors.tools"])
