@@ -8,8 +8,9 @@ needs the registry, not the function-tool builder or the workspace tools).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from runtime.values.exports import lazy_getattr
 
 if TYPE_CHECKING:
     from actors.tools.functions import function_tool, tool, tool_output
@@ -76,10 +77,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'actors.tools' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _HOMES)

@@ -12,8 +12,9 @@ message also names the file.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from runtime.values.exports import lazy_getattr
 
 if TYPE_CHECKING:
     from runtime.config.loader import SCHEMA, ScenarioError, load_scenario, loads_scenario
@@ -64,10 +65,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'runtime.config' has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _HOMES)
