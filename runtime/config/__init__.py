@@ -29,26 +29,6 @@ if TYPE_CHECKING:
         check_known_tools,
     )
 
-_HOMES = {
-    **dict.fromkeys(("SCHEMA", "ScenarioError", "load_scenario", "loads_scenario"), "runtime.config.loader"),
-    **dict.fromkeys(
-        (
-            "ModelConfig",
-            "NodeSpec",
-            "Profile",
-            "ProviderSpec",
-            "RunSettings",
-            "Scenario",
-            "UnknownNode",
-            "check_known_tools",
-        ),
-        "runtime.config.values",
-    ),
-}
-"""Each name's module, loaded on first use: a program that builds its values in code (``import
-runtime.runtime``) imports the one module each value lives in (``runtime.config.profile``, ...) and never
-pays for the TOML parser, the loader's tables, the scenario and the node values it does not build."""
-
 __all__ = [
     "SCHEMA",
     "ModelConfig",
@@ -63,6 +43,12 @@ __all__ = [
     "load_scenario",
     "loads_scenario",
 ]
+
+_LOADER = frozenset({"SCHEMA", "ScenarioError", "load_scenario", "loads_scenario"})
+_HOMES = {name: "runtime.config.loader" if name in _LOADER else "runtime.config.values" for name in __all__}
+"""Each name's module, loaded on first use: a program that builds its values in code (``import
+runtime.runtime``) imports the one module each value lives in (``runtime.config.profile``, ...) and never
+pays for the TOML parser, the loader's tables, the scenario and the node values it does not build."""
 
 
 __getattr__ = lazy_getattr(__name__, _HOMES)
