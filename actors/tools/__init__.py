@@ -30,29 +30,6 @@ if TYPE_CHECKING:
     from actors.tools.workspace import WORKSPACE_TOOL_NAMES, WorkspacePathError, workspace_tools
     from runtime.request.compiler import ToolSpec
 
-_HOMES = {
-    **dict.fromkeys(("function_tool", "tool", "tool_output"), "actors.tools.functions"),
-    **dict.fromkeys(
-        (
-            "BUILTIN_TOOLS",
-            "DEFAULT_MAX_CONCURRENT",
-            "DEFAULT_TIMEOUT_S",
-            "Tool",
-            "ToolArgumentError",
-            "ToolContext",
-            "ToolFailed",
-            "ToolFunc",
-            "ToolRegistry",
-            "synthetic_text",
-        ),
-        "actors.tools.registry",
-    ),
-    **dict.fromkeys(("ToolStopped", "check_stop", "stop_requested"), "actors.tools.stopping"),
-    **dict.fromkeys(("WORKSPACE_TOOL_NAMES", "WorkspacePathError", "workspace_tools"), "actors.tools.workspace"),
-    "ToolSpec": "runtime.request.compiler",
-}
-"""Each name's module, imported when the name is first read."""
-
 __all__ = [
     "BUILTIN_TOOLS",
     "DEFAULT_MAX_CONCURRENT",
@@ -75,6 +52,15 @@ __all__ = [
     "tool_output",
     "workspace_tools",
 ]
+
+_ELSEWHERE = {
+    **dict.fromkeys(("function_tool", "tool", "tool_output"), "actors.tools.functions"),
+    **dict.fromkeys(("ToolStopped", "check_stop", "stop_requested"), "actors.tools.stopping"),
+    **dict.fromkeys(("WORKSPACE_TOOL_NAMES", "WorkspacePathError", "workspace_tools"), "actors.tools.workspace"),
+    "ToolSpec": "runtime.request.compiler",
+}
+_HOMES = {name: _ELSEWHERE.get(name, "actors.tools.registry") for name in __all__}
+"""Each name's module (the registry's, unless named above), imported when the name is first read."""
 
 
 __getattr__ = lazy_getattr(__name__, _HOMES)
