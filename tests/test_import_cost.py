@@ -8,9 +8,10 @@ and their tables (a program building values in code imports each value's own
 module), the scripted provider's steps and faults, the function-tool builder
 and the workspace tools, the node engine (the branch, the operation, the send
 pipeline, folding and the tool executor load with the first node a flow runs),
-the packaged data readers (``importlib.resources``,
-``gzip``) and exact fractions. The names of the lazy packages still resolve.
-Each check runs in a fresh interpreter.
+the packaged data readers (``importlib.resources``, ``gzip``), exact fractions
+and the close-match suggester (``difflib``: only a refusal suggests a name).
+The names of the lazy packages still resolve. Each check runs in a fresh
+interpreter.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ NOT_IMPORTED = (
     "importlib.resources",
     "gzip",
     "fractions",
+    "difflib",
     "actors.branch",
     "actors.operations",
     "actors.pipeline",
