@@ -79,7 +79,8 @@ def test_the_loaders_names_still_resolve_from_the_config_package(name: str) -> N
     assert name in runtime.config.__all__
 
 
-def test_a_flow_built_and_run_after_the_import_loads_the_engine_then() -> None:
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_flow_built_and_run_after_the_import_loads_the_engine_then(backend: str) -> None:
     run = """
 import anyio, sys
 import runtime.runtime
@@ -91,10 +92,10 @@ async def main():
     async with Runtime(provider=provider) as rt:
         result = await rt.run(Flow([Node("a", Operation("bounded", ("Say done.",)))]))
     return result["a"].status, result["a"].result.answer
-status, answer = anyio.run(main)
+status, answer = anyio.run(main, backend=sys.argv[1])
 print(before, "actors.operations" in sys.modules, status, answer)
 """
-    done = subprocess.run([sys.executable, "-c", run], capture_output=True, text=True, cwd=ROOT, check=False)
+    done = subprocess.run([sys.executable, "-c", run, backend], capture_output=True, text=True, cwd=ROOT, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["False", "True", "ok", "done"]
 
