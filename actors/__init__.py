@@ -19,8 +19,7 @@ The names below are loaded on first use, so ``import actors`` stays cheap::
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from runtime.values.exports import lazy_getattr
 
 _EXPORTS = {
     "Branch": "actors.branch",
@@ -43,13 +42,7 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'actors' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _EXPORTS)
 
 
 def __dir__() -> list[str]:

@@ -38,8 +38,8 @@ from actors.inherit import inherit_view
 from actors.operations import run_operation
 from actors.shape import offered_tools
 from actors.tools import ToolRegistry
-from runtime.config import Profile
 from runtime.config.operation import Operation, OperationResult
+from runtime.config.profile import Profile
 from runtime.decision.ceiling import CeilingPolicy
 from runtime.errors import FoldlineError
 from signals.bus import SignalBus

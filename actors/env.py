@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Protocol
 import attrs
 
 from actors.tools import ToolRegistry
-from runtime.config import ModelConfig, Profile
+from runtime.config.profile import Profile
+from runtime.config.provider import ModelConfig
 from runtime.contract.provider import Provider
 from runtime.measuring.measure import TokenCounter
 from runtime.measuring.model_calibration import CalibrationBook, ModelCalibration

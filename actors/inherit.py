@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from actors.branch import Branch
-from runtime.config import Profile
+from runtime.config.profile import Profile
 from runtime.fold.context_tool import CONTEXT_TOOL_NAME
 from runtime.request.compiler import ToolSpec
 from runtime.values.messages import Instruction

@@ -26,13 +26,13 @@ from actors.final_tool import final_call
 from actors.pipeline import TurnProgress
 from actors.send import Spawn, TurnDriver
 from actors.typed import typed_result
-from runtime.config import Profile
 from runtime.config.operation import (
     Operation,
     OperationError,
     OperationResult,
     RoundLimitExceeded,
 )
+from runtime.config.profile import Profile
 from runtime.decision.ceiling import ResolvedCeiling, resolve_ceiling
 from runtime.decision.send_bounds import bound_by_window
 from runtime.models.limits import default_model_table

@@ -40,8 +40,8 @@ from actors.publisher import Publisher
 from actors.shape import RequestShape, offered_tools
 from actors.tools import ToolContext
 from actors.tools.executor import OrderedRunner, RoundTools, run_calls
-from runtime.config import Profile
 from runtime.config.operation import Operation
+from runtime.config.profile import Profile
 from runtime.contract.provider import image_rule_of, scrubber_of
 from runtime.decision.ceiling import ResolvedCeiling
 from runtime.fold.context_tool import CONTEXT_TOOL_NAME

@@ -16,7 +16,7 @@ import attrs
 
 from actors.branch import Branch
 from actors.inherit import folds_with_tool
-from runtime.config import Profile
+from runtime.config.profile import Profile
 from runtime.fold.context_tool import CONTEXT_TOOL, CONTEXT_TOOL_NAME
 from runtime.fold.measurer import ViewMeasurer
 from runtime.fold.projection import BoundProjection, request_projection

@@ -29,10 +29,9 @@ from typing import TYPE_CHECKING, Any, Self
 import anyio
 import attrs
 
-from actors.branch import Branch, BranchJournal
 from actors.env import DEFAULT_COUNT_TIMEOUT_S, ModelScales, RunEnv
 from actors.tools import BUILTIN_TOOLS, ToolRegistry
-from runtime.config import ModelConfig
+from runtime.config.provider import ModelConfig
 from runtime.contract.provider import Provider
 from runtime.flows.flow import Flow, FlowResult, Node, Restored, run_flow
 from runtime.fold.audit import unrecoverable_bytes
@@ -48,8 +47,9 @@ from signals.events import RunFinished, RunStarted
 from signals.sinks import JsonlSink
 
 if TYPE_CHECKING:
+    from actors.branch import Branch, BranchJournal
     from actors.conversation import Conversation
-    from runtime.config import Profile
+    from runtime.config.profile import Profile
 
 log = get_logger("foldline.runtime")
 
@@ -209,6 +209,8 @@ class Runtime:
 
     def new_branch(self, node: Node) -> Branch:
         """A fresh branch set up from a node's profile (system text and tools)."""
+        from actors.branch import Branch  # the branch and its record load with the first node (not with the import)
+
         profile = node.profile
         with use_ids(self.ids):
             return Branch.create(system=profile.system, tools=self.registry.specs(profile.tools))
@@ -216,7 +218,7 @@ class Runtime:
     def branch(self, profile: Profile | None = None, *, name: str | None = None) -> Conversation:
         """A branch you can talk to: ``await rt.branch(profile).run("...")`` (see :mod:`actors.conversation`)."""
         from actors.conversation import Conversation
-        from runtime.config import Profile
+        from runtime.config.profile import Profile
 
         return Conversation.open(self, profile if profile is not None else Profile(), name=name)
 

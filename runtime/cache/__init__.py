@@ -15,8 +15,9 @@ process ids are arguments; there is no I/O, clock or event loop.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from runtime.values.exports import lazy_getattr
 
 if TYPE_CHECKING:
     from runtime.cache.apply import apply_marks
@@ -83,10 +84,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'runtime.cache' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _EXPORTS)

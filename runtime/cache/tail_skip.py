@@ -30,12 +30,14 @@ whatever the binary rounding of the product.
 from __future__ import annotations
 
 import math
-from fractions import Fraction
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
 from runtime.cache.errors import CacheInputError
+
+if TYPE_CHECKING:
+    from fractions import Fraction
 
 DEFAULT_TAIL_MARGIN = 0.045
 
@@ -126,6 +128,8 @@ class TailSkip:
 
 
 def _exact(name: str, value: Any) -> Fraction:
+    from fractions import Fraction  # exact arithmetic, loaded with the first tail-skip decision
+
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise CacheInputError(f"tail_skip {name}: {value!r} is not a number")
     if isinstance(value, float) and not math.isfinite(value):

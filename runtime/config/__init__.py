@@ -12,26 +12,22 @@ message also names the file.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from runtime.config.values import (
-    ModelConfig,
-    NodeSpec,
-    Profile,
-    ProviderSpec,
-    RunSettings,
-    Scenario,
-    UnknownNode,
-    check_known_tools,
-)
+from runtime.values.exports import lazy_getattr
 
 if TYPE_CHECKING:
     from runtime.config.loader import SCHEMA, ScenarioError, load_scenario, loads_scenario
-
-_LOADER = frozenset({"SCHEMA", "ScenarioError", "load_scenario", "loads_scenario"})
-"""The file loader's names, loaded on first use: a program that builds its values in code (``import
-runtime.runtime``) never pays for the TOML parser and the loader's tables."""
+    from runtime.config.values import (
+        ModelConfig,
+        NodeSpec,
+        Profile,
+        ProviderSpec,
+        RunSettings,
+        Scenario,
+        UnknownNode,
+        check_known_tools,
+    )
 
 __all__ = [
     "SCHEMA",
@@ -48,10 +44,11 @@ __all__ = [
     "loads_scenario",
 ]
 
+_LOADER = frozenset({"SCHEMA", "ScenarioError", "load_scenario", "loads_scenario"})
+_HOMES = {name: "runtime.config.loader" if name in _LOADER else "runtime.config.values" for name in __all__}
+"""Each name's module, loaded on first use: a program that builds its values in code (``import
+runtime.runtime``) imports the one module each value lives in (``runtime.config.profile``, ...) and never
+pays for the TOML parser, the loader's tables, the scenario and the node values it does not build."""
 
-def __getattr__(name: str) -> Any:
-    if name not in _LOADER:
-        raise AttributeError(f"module 'runtime.config' has no attribute {name!r}")
-    value = getattr(importlib.import_module("runtime.config.loader"), name)
-    globals()[name] = value
-    return value
+
+__getattr__ = lazy_getattr(__name__, _HOMES)

@@ -12,7 +12,6 @@ name with a close match suggested. Pure: no I/O, no clock.
 from __future__ import annotations
 
 import datetime
-import difflib
 import json
 import math
 import re
@@ -138,6 +137,8 @@ def bad_value(where: str, value: Any, expected: str) -> ConfigError:
 
 
 def _did_you_mean(word: str, choices: Collection[str]) -> str:
+    import difflib  # only a refusal suggests a name
+
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f' (did you mean "{close[0]}"?)' if close else ""
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 import attrs
@@ -33,10 +33,11 @@ from runtime.config.checks import (
     render_value,
     wrong_type,
 )
-from runtime.config.tables import fault_rule_from_obj
 from runtime.errors import ConfigError
 from runtime.inputs.bounds import MAX_IN_FLIGHT, MAX_LATENCY_S, MAX_RETRIES, MAX_TOKEN_FACTOR, TOKEN_FACTOR_REASON
-from runtime.scripted.faults import FaultRule
+
+if TYPE_CHECKING:
+    from runtime.scripted.faults import FaultRule
 
 
 @attrs.frozen(kw_only=True)
@@ -123,6 +124,8 @@ class ProviderSpec:
         """Build from a plain dict (the ``[provider]`` table); ``where`` is its key path."""
         fields = _table_fields(obj, where, cls)
         if "faults" in fields:
+            from runtime.config.tables import fault_rule_from_obj  # the fault table's reader: only a file names faults
+
             faults_where = join_key(where, "faults")
             raw = check_array(fields["faults"], faults_where, expected="an array of fault rules")
             kind = fields.get("kind", "simulated")
@@ -211,6 +214,8 @@ def _check_provider(v: Mapping[str, Any], where: str) -> None:
     if faults:
         if kind != "simulated":
             raise _faults_kind_error(at("faults"), kind)
+        from runtime.scripted.faults import FaultRule  # loaded only where faults are given
+
         for i, rule in enumerate(faults):
             if not isinstance(rule, FaultRule):
                 raise wrong_type(join_index(at("faults"), i), rule, "a FaultRule")

@@ -34,23 +34,19 @@ the flow owns, so no task outlives its flow.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import anyio
 import attrs
 
-from actors.branch import Branch
-from actors.env import RunEnv
-from actors.inherit import setup_ids
-from actors.operations import Operation, OperationResult, run_operation
-from runtime.config import Profile
 from runtime.config.ceilings import check_call_under_profile, check_output_limit
 from runtime.config.checks import check_int, check_name
 from runtime.config.graph import GraphNode, check_graph
+from runtime.config.operation import Operation, OperationResult
+from runtime.config.profile import Profile
 from runtime.config.reads import check_reads, dependencies_read, inherited_dependency
 from runtime.errors import ConfigError, FoldlineError
 from runtime.flows.rules import blocked_by, never_spawned, spawn_refusal, unknown_tools
-from runtime.flows.start import dependency_results, inherited_branch, instruction_pending, result_text, with_inputs
 from runtime.inputs.bounds import MAX_CONCURRENCY, MAX_SPAWN_LIMIT
 from runtime.logs import bound_contextvars, get_logger
 from runtime.measuring.model_calibration import shared_evidence
@@ -61,6 +57,14 @@ from signals.events import (
     NodeSkipped,
     NodeStarted,
 )
+
+if TYPE_CHECKING:
+    from actors.branch import Branch
+    from actors.env import RunEnv
+
+# The node engine (``actors.operations``, ``actors.inherit``, ``runtime.flows.start`` and what they import: the send
+# pipeline, folding, the tool executor) is imported by the scheduler's methods, so it loads with the first node a
+# flow runs: ``import runtime.runtime`` and building a flow's values do not pay for it (tests/test_import_cost.py).
 
 log = get_logger("foldline.flow")
 
@@ -214,7 +218,7 @@ class Flow:
         check_int(self.spawn_limit, "flow: spawn_limit", minimum=0, maximum=MAX_SPAWN_LIMIT, expected="an integer >= 0")
 
 
-BranchFactory = Callable[[Node], Branch]
+BranchFactory = Callable[[Node], "Branch"]
 
 
 @attrs.define(eq=False)
@@ -310,6 +314,8 @@ class _Scheduler:
         await self.supervise(node, self._attach(branch))
 
     def _start_branch(self, node: Node) -> Branch:
+        from runtime.flows.start import inherited_branch
+
         source = node.inherits_from
         if node.branch is not None:
             return node.branch
@@ -332,6 +338,9 @@ class _Scheduler:
             await self._supervise(node, branch, resume)
 
     async def _supervise(self, node: Node, branch: Branch, resume: bool) -> None:
+        from actors.operations import run_operation
+        from runtime.flows.start import dependency_results, instruction_pending, with_inputs
+
         self.branches[node.id] = branch
         async with self.limiter:
             await self.publish(NodeStarted(operation=node.operation.kind, parent=node.spawned_by), node.id, branch.id)
@@ -359,6 +368,8 @@ class _Scheduler:
 
     def _finished(self, reads: Iterable[str]) -> dict[str, tuple[str, str | None, str | None]]:
         """Each of ``reads``' (finished) outcome as ``(status, reason, result text)``."""
+        from runtime.flows.start import result_text
+
         out: dict[str, tuple[str, str | None, str | None]] = {}
         for nid in reads:
             outcome = self.outcomes[nid]
@@ -384,6 +395,8 @@ class _Scheduler:
             await self.fail(child, None, exc)
             return f"child node {child_id!r} failed before it started: {exc}"
         self._attach(branch)
+        from actors.inherit import setup_ids
+
         await self.publish(
             ChildSpawned(
                 child=child_id, inherit=child.inherit, view_length=len(branch.view_ids()) - len(setup_ids(branch))
@@ -396,6 +409,8 @@ class _Scheduler:
         return f"spawned child node {child_id!r}"
 
     def _child_branch(self, child: Node, emitter_branch: Branch) -> Branch:
+        from runtime.flows.start import inherited_branch
+
         missing = unknown_tools(child.id, child.profile.tools, self.env.registry.names())
         if missing is not None:
             raise ConfigError(missing)

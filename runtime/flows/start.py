@@ -27,8 +27,8 @@ from actors.env import RunEnv
 from actors.inherit import inherit_view
 from actors.operations import operation_ceiling
 from actors.shape import offered_tools
-from runtime.config import Profile
 from runtime.config.operation import Operation, OperationResult
+from runtime.config.profile import Profile
 from runtime.flows.inputs import DependencyResult, InputPlan, input_budget, plan_inputs
 from runtime.values.messages import AssistantResponse, Instruction, ToolResult
 

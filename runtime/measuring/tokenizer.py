@@ -28,12 +28,10 @@ from __future__ import annotations
 
 import binascii
 import contextlib
-import gzip
 import hashlib
 import os
 import threading
 from collections.abc import Callable
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -83,6 +81,9 @@ _PROBE = "Hello, world: 12345 tokens; <|endoftext|> caf\u00e9\n\t}],{"
 
 
 def _load_ranks() -> dict[bytes, int]:
+    import gzip  # the data file's reader, imported with the encoding's load (not by importing the counter)
+    from importlib import resources
+
     try:
         packed = resources.files(_DATA_PACKAGE).joinpath(_DATA_FILE).read_bytes()
     except (ModuleNotFoundError, FileNotFoundError) as exc:

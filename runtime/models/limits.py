@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping
-from importlib import resources
 from types import MappingProxyType
 from typing import Any
 
@@ -244,6 +243,8 @@ def default_model_table() -> ModelTable:
     """The table packaged with foldline (read once)."""
     global _DEFAULT
     if _DEFAULT is None:
+        from importlib import resources  # the packaged file's reader, loaded with the table
+
         text = resources.files("runtime.data").joinpath("models.toml").read_text(encoding="utf-8")
         _DEFAULT = ModelTable.from_toml(text, DEFAULT_MODELS_WHERE)
     return _DEFAULT

@@ -36,7 +36,6 @@ import datetime
 import math
 import re
 from collections.abc import Mapping
-from importlib import resources
 from os import PathLike
 from types import MappingProxyType
 from typing import Any
@@ -287,6 +286,8 @@ class PricingTable:
     @classmethod
     def load_default(cls) -> PricingTable:
         """The table packaged with foldline."""
+        from importlib import resources  # the packaged file's reader, loaded with the table
+
         text = resources.files("runtime.data").joinpath("pricing.toml").read_text(encoding="utf-8")
         return cls.from_toml(text, DEFAULT_PRICING_WHERE)
 
