@@ -112,7 +112,9 @@ class Branch:
     _view: list[str] = attrs.field(factory=list, alias="view")
     _state: ContextState = attrs.field(factory=ContextState, alias="state")
     _ledger: CacheLedger | None = attrs.field(default=None, alias="ledger")
-    _lock: anyio.Lock = attrs.field(factory=anyio.Lock, init=False)
+    _lock: anyio.Lock | None = attrs.field(default=None, init=False)
+    """Held by the turn in progress; None at rest (made by the first turn that needs it, let go when no turn
+    holds or waits for it: a run of thousands of branches keeps none)."""
     _turn_serial: int = attrs.field(default=0, init=False)
     parent_id: str | None = attrs.field(default=None)
     fork_length: int = attrs.field(default=0)
@@ -184,7 +186,7 @@ class Branch:
     @property
     def busy(self) -> bool:
         """True while a turn holds the branch."""
-        return self._lock.locked()
+        return self._lock is not None and self._lock.locked()
 
     def view_ids(self) -> tuple[str, ...]:
         return tuple(self._view)
@@ -311,13 +313,22 @@ class Branch:
     @asynccontextmanager
     async def turn(self) -> AsyncIterator[Turn]:
         """Hold the branch for one turn; yields the only handle that can change it."""
-        async with self._lock:
-            self._turn_serial += 1
-            handle = Turn(self, self._turn_serial)
-            try:
-                yield handle
-            finally:
-                handle._closed = True
+        lock = self._lock
+        if lock is None:
+            lock = self._lock = anyio.Lock()
+        try:
+            async with lock:
+                self._turn_serial += 1
+                handle = Turn(self, self._turn_serial)
+                try:
+                    yield handle
+                finally:
+                    handle._closed = True
+        finally:
+            # Let the lock go when no turn holds it or waits for it. A task that read ``self._lock`` starts its
+            # acquire (or joins the waiters) with no checkpoint between, so none can be left holding this one.
+            if self._lock is lock and not lock.locked() and lock.statistics().tasks_waiting == 0:
+                self._lock = None
 
 
 @attrs.define(eq=False)

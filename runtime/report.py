@@ -126,19 +126,21 @@ class ReportBuilder:
         self.requests += 1
         usage = Usage(**{k: int(v) for k, v in data["usage"].items() if k in Usage.__annotations__})
         self.usage = self.usage + usage
-        model = self._request_models.get(event.request_id or "", self.default_model)
+        # A request has one response: its model and intent are let go here (a run keeps no per-request entry).
+        model = self._request_models.pop(event.request_id or "", self.default_model)
+        side = self._request_intents.pop(event.request_id or "", "") == "side"
         cost = self.pricing.cost(usage, model)
         if cost.usd is None:
             missing = self.pricing.missing_prices(usage, model)
             self.missing_prices.extend(name for name in missing if name not in self.missing_prices)
         self.cost_bit += cost.bit
-        if self._request_intents.get(event.request_id or "") == "side":
+        if side:
             self.summary_requests += 1
             self.summary_cost_bit += cost.bit
         if event.node_id is not None:
             self._node_usage[event.node_id] = self._node_usage.get(event.node_id, Usage()) + usage
             self._node_requests[event.node_id] = self._node_requests.get(event.node_id, 0) + 1
-            if self._request_intents.get(event.request_id or "") != "side":
+            if not side:
                 self._node_first.setdefault(event.node_id, usage)
         self.output_priced = self.output_priced and cost.output_priced
         if cost.usd is None or self.cost_usd is None:

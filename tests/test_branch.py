@@ -117,3 +117,37 @@ async def test_set_view_refuses_ids_outside_the_record() -> None:
     async with branch.turn() as turn:
         with pytest.raises(KeyError):
             turn.set_view(["nope"])
+
+
+@pytest.mark.anyio
+async def test_a_branch_at_rest_keeps_no_lock_and_turns_still_take_turns() -> None:
+    # A run of thousands of branches keeps them all; a lock each (with its waiters' queue) was kept too.
+    branch = Branch.create()
+    assert branch._lock is None and not branch.busy
+    inside: list[int] = []
+    overlaps: list[int] = []
+
+    async def hold(i: int) -> None:
+        for _ in range(3):
+            async with branch.turn() as turn:
+                if inside:
+                    overlaps.append(i)
+                inside.append(i)
+                assert branch.busy
+                await anyio.sleep(0)  # the others wait for this turn here
+                turn.append(Instruction(f"{i}"))
+                inside.remove(i)
+            await anyio.sleep(0)
+
+    async with anyio.create_task_group() as tg:
+        for i in range(5):
+            tg.start_soon(hold, i)
+    assert overlaps == [] and branch.record_length() == 15
+    assert branch._lock is None and not branch.busy  # let go once no turn held or waited for it
+    with anyio.CancelScope() as scope:  # a turn cancelled while it waits leaves no lock behind either
+        async with anyio.create_task_group() as tg:
+            async with branch.turn():
+                tg.start_soon(hold, 9)
+                await anyio.sleep(0)
+                scope.cancel()
+    assert branch._lock is None and branch.record_length() == 15

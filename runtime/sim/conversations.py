@@ -15,10 +15,18 @@ would get alone. The cursor is read from the request first
 the request holds), so any simulator answers a request as any other would
 (a flow that moves to another worker's simulator); the remembered cursor
 counts only for a conversation that holds no reply of its script.
+
+What is remembered is kept small, since a run of thousands of nodes keeps
+every conversation's entries: keys are raw 32-byte SHA-256 digests (not hex
+text), an answered request keeps the step that answered it (the reply is
+rebuilt from the step, as it was made: :func:`reply_for_step` is
+deterministic), and the step indexes of scripts are kept for the most
+recently used :data:`KEPT_INDEXES` scripts only (rebuilt when asked again).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
@@ -28,10 +36,13 @@ import attrs
 from runtime.scripted.policies import PolicyExhausted, Reply, ScriptPolicy, reply_for_step
 from runtime.sim.script_position import StepIndex, script_position
 from runtime.sim.tokens import strip_cache_control
-from runtime.values.canonical import canonical_bytes, sha256_hex
+from runtime.values.canonical import canonical_bytes
 
 DEFAULT_MEMORY = 65_536
 """How many conversations (and answered requests) are remembered; the least recently used is forgotten."""
+
+KEPT_INDEXES = 4_096
+"""How many scripts' step indexes are kept (least recently used dropped: one is rebuilt from its script)."""
 
 
 def _stripped(blocks: Any) -> list[Any]:
@@ -40,41 +51,42 @@ def _stripped(blocks: Any) -> list[Any]:
     return [strip_cache_control(block) if isinstance(block, Mapping) else block for block in blocks or []]
 
 
-def conversation_key(node_id: str, payload: Mapping[str, Any]) -> str:
-    """The conversation a request belongs to: its node and its first message's first block."""
+def conversation_key(node_id: str, payload: Mapping[str, Any]) -> bytes:
+    """The conversation a request belongs to: its node and its first message's first block (a SHA-256 digest)."""
     messages = payload.get("messages") or []
     first = messages[0] if messages else {}
     head = {"role": first.get("role"), "content": _stripped(first.get("content"))[:1]}
-    return sha256_hex(b"conversation:" + node_id.encode() + b"\n" + canonical_bytes(head))
+    return hashlib.sha256(b"conversation:" + node_id.encode() + b"\n" + canonical_bytes(head)).digest()
 
 
-def request_key(node_id: str, payload: Mapping[str, Any]) -> str:
+def request_key(node_id: str, payload: Mapping[str, Any]) -> bytes:
     """The request's content: its node, system and messages, ``cache_control`` excluded."""
     messages = [
         {"role": message.get("role"), "content": _stripped(message.get("content"))}
         for message in payload.get("messages") or []
     ]
     content = {"system": _stripped(payload.get("system")), "messages": messages}
-    return sha256_hex(b"request:" + node_id.encode() + b"\n" + canonical_bytes(content))
+    return hashlib.sha256(b"request:" + node_id.encode() + b"\n" + canonical_bytes(content)).digest()
 
 
 @attrs.define(eq=False)
 class ConversationScripts:
-    """Per-conversation cursors over script policies, and the answers already given."""
+    """Per-conversation cursors over script policies, and the steps that answered requests already given."""
 
     memory: int = DEFAULT_MEMORY
-    _cursors: OrderedDict[str, int] = attrs.field(factory=OrderedDict, init=False)
-    _answers: OrderedDict[str, Reply] = attrs.field(factory=OrderedDict, init=False)
-    _indexes: dict[int, tuple[ScriptPolicy, StepIndex]] = attrs.field(factory=dict, init=False)
+    kept_indexes: int = KEPT_INDEXES
+    _cursors: OrderedDict[bytes, int] = attrs.field(factory=OrderedDict, init=False)
+    _answers: OrderedDict[bytes, int] = attrs.field(factory=OrderedDict, init=False)
+    _indexes: OrderedDict[int, tuple[ScriptPolicy, StepIndex]] = attrs.field(factory=OrderedDict, init=False)
 
     def respond(self, policy: ScriptPolicy, payload: Mapping[str, Any]) -> Reply:
         """The answer of ``policy``'s script to ``payload``, by its conversation's cursor."""
         node = policy.node_id
         answered_key = request_key(node, payload)
         answered = self._answers.get(answered_key)
-        if answered is not None:
+        if answered is not None:  # the same request again (a retry): the step that answered it, once more
             self._answers.move_to_end(answered_key)
-            return answered
+            return reply_for_step(node, answered, policy.steps[answered])
         conversation, cursor = self._cursor(policy, payload)
         if cursor >= len(policy.steps):
             raise PolicyExhausted(
@@ -83,7 +95,7 @@ class ConversationScripts:
             )
         reply = reply_for_step(node, cursor, policy.steps[cursor])
         _remember(self._cursors, conversation, cursor + 1, self.memory)
-        _remember(self._answers, answered_key, reply, self.memory)
+        _remember(self._answers, answered_key, cursor, self.memory)
         return reply
 
     def compaction_summary(self, policy: ScriptPolicy, payload: Mapping[str, Any]) -> str | None:
@@ -91,7 +103,7 @@ class ConversationScripts:
         _, cursor = self._cursor(policy, payload)
         return policy.steps[cursor].compaction if cursor < len(policy.steps) else None
 
-    def _cursor(self, policy: ScriptPolicy, payload: Mapping[str, Any]) -> tuple[str, int]:
+    def _cursor(self, policy: ScriptPolicy, payload: Mapping[str, Any]) -> tuple[bytes, int]:
         """The request's conversation and the step that answers it: read from the request, else remembered."""
         conversation = conversation_key(policy.node_id, payload)
         remembered = self._cursors.get(conversation, policy.start)
@@ -99,14 +111,15 @@ class ConversationScripts:
         return conversation, remembered if read is None else max(read, remembered)
 
     def _index(self, policy: ScriptPolicy) -> StepIndex:
-        """The policy's step index, built once (the policy is kept with it, so its id is not reused)."""
+        """The policy's step index, kept while recently used (the policy is kept with it, so its id is not reused)."""
         held = self._indexes.get(id(policy))
         if held is None:
-            held = self._indexes[id(policy)] = (policy, StepIndex.of(policy))
+            held = (policy, StepIndex.of(policy))
+        _remember(self._indexes, id(policy), held, self.kept_indexes)
         return held[1]
 
 
-def _remember(store: OrderedDict[str, Any], key: str, value: Any, limit: int) -> None:
+def _remember(store: OrderedDict[Any, Any], key: Any, value: Any, limit: int) -> None:
     store[key] = value
     store.move_to_end(key)
     while len(store) > limit:

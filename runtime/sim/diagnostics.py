@@ -22,6 +22,8 @@ nothing to compare (null too).
 
 from __future__ import annotations
 
+import hashlib
+import sys
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
@@ -30,22 +32,46 @@ import attrs
 
 from runtime.sim.errors import invalid_request
 from runtime.sim.layout import Layout
-from runtime.values.canonical import canonical_json, sha256_hex
+from runtime.values.canonical import canonical_bytes
+
+KEY_BYTES = 32
+"""A prefix key's length in a fingerprint (a SHA-256 digest)."""
 
 
 @attrs.frozen
 class Fingerprint:
-    """What a request's prompt was, tier by tier, as the cache reads it."""
+    """What a request's prompt was, tier by tier, as the cache reads it.
+
+    Kept for every recent response (:class:`FingerprintLog`), so it is kept
+    small: the tiers' prefix keys as raw SHA-256 digests, the tools and the
+    system text each one digest of their blocks' keys (they are only compared
+    whole), the messages' keys back to back in one ``bytes``.
+    """
 
     model: str
-    tools: tuple[str, ...]
+    tools: bytes
+    """The digest of the tools' block keys, in order."""
     tools_tokens: int
-    system: tuple[str, ...]
+    system: bytes
+    """The digest of the system blocks' keys, in order."""
     system_tokens: int
-    seed: str
-    message_ends: tuple[tuple[str, int], ...]
-    """Per message: the prefix key at its last block and the prefix tokens through it."""
+    seed: bytes
+    message_keys: bytes
+    """Per message, :data:`KEY_BYTES` each: the prefix key at its last block."""
+    message_tokens: tuple[int, ...]
+    """Per message: the prefix tokens through its last block."""
     total: int
+
+    @property
+    def messages(self) -> int:
+        return len(self.message_tokens)
+
+    def message_key(self, m: int) -> bytes:
+        return self.message_keys[m * KEY_BYTES : (m + 1) * KEY_BYTES]
+
+
+def _keys_digest(keys: list[str]) -> bytes:
+    return hashlib.sha256("\x1e".join(keys).encode("ascii")).digest()
 
 
 def fingerprint(payload: Mapping[str, Any], layout: Layout) -> Fingerprint:
@@ -56,15 +82,17 @@ def fingerprint(payload: Mapping[str, Any], layout: Layout) -> Fingerprint:
         if block.location[0] == "messages":
             ends[block.location[1]] = (block.key, block.prefix_tokens)
     config = payload.get("output_config")
-    seed = sha256_hex(canonical_json([payload.get("thinking"), payload.get("tool_choice"), config]))
+    seed = canonical_bytes([payload.get("thinking"), payload.get("tool_choice"), config])
+    ordered = [ends[m] for m in sorted(ends)]
     return Fingerprint(
-        model=str(payload["model"]),
-        tools=tuple(b.key for b in tools),
+        model=sys.intern(str(payload["model"])),
+        tools=_keys_digest([b.key for b in tools]),
         tools_tokens=tools[-1].prefix_tokens if tools else 0,
-        system=tuple(b.key for b in system),
+        system=_keys_digest([b.key for b in system]),
         system_tokens=system[-1].prefix_tokens if system else (tools[-1].prefix_tokens if tools else 0),
-        seed=seed,
-        message_ends=tuple(ends[m] for m in sorted(ends)),
+        seed=hashlib.sha256(seed).digest(),
+        message_keys=b"".join(bytes.fromhex(key) for key, _ in ordered),
+        message_tokens=tuple(tokens for _, tokens in ordered),
         total=layout.total_tokens,
     )
 
@@ -94,9 +122,9 @@ def cache_miss_reason(previous: Fingerprint | None, current: Fingerprint) -> dic
         return _missed("system_changed", previous.total - previous.tools_tokens)
     if previous.seed != current.seed:
         return {"type": "unavailable"}
-    for m, (key, _) in enumerate(previous.message_ends):
-        if m >= len(current.message_ends) or current.message_ends[m][0] != key:
-            kept = previous.message_ends[m - 1][1] if m > 0 else previous.system_tokens
+    for m in range(previous.messages):
+        if m >= current.messages or current.message_key(m) != previous.message_key(m):
+            kept = previous.message_tokens[m - 1] if m > 0 else previous.system_tokens
             return _missed("messages_changed", previous.total - kept)
     return None
 

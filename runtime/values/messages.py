@@ -319,13 +319,17 @@ class ToolResult:
     id: str = attrs.field(factory=new_message_id, kw_only=True)
     sha256: str = attrs.field(init=False, eq=False, repr=False)
     kind: Literal["tool_result"] = attrs.field(default="tool_result", init=False)
-    output_json: str = attrs.field(init=False, eq=False, repr=False)
-    """The canonical JSON of ``output`` (a JSON string), escaped once when the result is made: its digest and
-    its rendered block (:mod:`runtime.request.rendering`) both splice it in rather than escape the output again."""
+
+    @property
+    def output_json(self) -> str:
+        """The canonical JSON of ``output`` (a JSON string): its digest and its rendered block
+        (:mod:`runtime.request.rendering`) splice it in. Not kept: a run keeps every result, and a second
+        copy of each output cost more memory than escaping it again where a block is rendered (once a
+        message while the rendering memo holds it)."""
+        return canonical_json(self.output)
 
     def __attrs_post_init__(self) -> None:
         output_json = canonical_json(self.output)
-        object.__setattr__(self, "output_json", output_json)
         rest = self.content()
         del rest["output"]
         output_format = rest.pop("output_format")
