@@ -11,7 +11,8 @@ object with mutating methods and is valid only while the lock is held.
 ``clone()`` shares the immutable messages (the record is forked in O(1)) and
 copies only the view's id list, so it costs O(view length) at most. A clone
 keeps the scale and the protected-round decision, gets its own refusal state,
-and starts with no cache evidence.
+and takes the cache ledger only when it keeps this branch's stable segment
+(:meth:`Branch.clone`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from runtime.measuring.calibration import Calibration
 from runtime.measuring.model_calibration import CalibrationBook, shared_evidence
 from runtime.request.compiler import ToolSpec
 from runtime.values.ids import current_ids
-from runtime.values.messages import AssistantResponse, Instruction, Message, SystemMessage, ToolResult
+from runtime.values.messages import Instruction, Message, SystemMessage
 from runtime.values.usage import Usage
 
 
@@ -208,18 +209,6 @@ class Branch:
 
     def record_messages(self) -> tuple[Message, ...]:
         return tuple(self._record)
-
-    def describe_part(self, label: str) -> str:
-        """A measured part's label for people: a message's record index and kind, not its id."""
-        index = self.index_of(label)
-        if index is None:
-            return label
-        message = self.message_at(index)
-        if isinstance(message, ToolResult):
-            return f"#{index} tool result {message.name}"
-        if isinstance(message, AssistantResponse):
-            return f"#{index} assistant response"
-        return f"#{index} {message.kind}"
 
     # -- structure ------------------------------------------------------------------
 

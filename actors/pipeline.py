@@ -31,6 +31,7 @@ constructor arguments.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import NoReturn
 
 import anyio
@@ -44,6 +45,7 @@ from actors.fold_words import FoldRun
 from actors.folding import Folding
 from actors.inherit_fold import fold_inherited, fresh_results
 from actors.publisher import Publisher
+from actors.record import describe_part
 from actors.shape import RequestShape
 from actors.side_answers import recorded_answer, summary_of
 from runtime.cache import Placement, ReadVerdict
@@ -485,7 +487,7 @@ class SendPipeline:
         """Refuse the branch (sticky), publish the refusal and raise it."""
         ceiling = self.ceiling.ceiling
         assert ceiling is not None
-        error = refusal(m, ceiling, branch_id=self.turn.branch.id, describe=self.turn.branch.describe_part)
+        error = refusal(m, ceiling, branch_id=self.turn.branch.id, describe=partial(describe_part, self.turn.branch))
         self.turn.refuse(error)
         folds = folds or FoldRun()
         method, count = (settled.method, settled.provider_count) if settled is not None else (METHOD, None)

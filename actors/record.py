@@ -12,10 +12,11 @@ appends in a list of its own. Messages are shared, never copied.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Protocol
 
 import attrs
 
-from runtime.values.messages import Message
+from runtime.values.messages import AssistantResponse, Message, ToolResult
 
 
 @attrs.define(eq=False)
@@ -71,3 +72,22 @@ class Record:
     def fork(self) -> Record:
         """A record sharing this one's messages as they are now (O(1))."""
         return Record(base=self, base_len=len(self))
+
+
+class Indexed(Protocol):
+    def index_of(self, message_id: str) -> int | None: ...
+
+    def message_at(self, index: int) -> Message: ...
+
+
+def describe_part(record: Indexed, label: str) -> str:
+    """A measured part's label for people: a message's record index and kind, not its id (any other label as is)."""
+    index = record.index_of(label)
+    if index is None:
+        return label
+    message = record.message_at(index)
+    if isinstance(message, ToolResult):
+        return f"#{index} tool result {message.name}"
+    if isinstance(message, AssistantResponse):
+        return f"#{index} assistant response"
+    return f"#{index} {message.kind}"
