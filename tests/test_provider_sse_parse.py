@@ -239,6 +239,7 @@ CITATION = {"type": "char_location", "cited_text": "x", "document_index": 0, "do
 async def test_kinds_the_provider_does_not_fold_read_as_the_sdk_reads_them() -> None:
     cited = ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "citations_delta", "citation": CITATION}})  # fmt: skip
     unknown = ("future_event", {"type": "future_event", "detail": 1})
+    odd_role = ("message_start", {**START[1], "message": {**START[1]["message"], "role": "robot"}})
     container = ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None, "container": {"id": "c", "expires_at": "2026-01-01T00:00:00Z"}}, "usage": {"output_tokens": 3}})  # fmt: skip
     for body in (
         _events(START, TEXT_START, TEXT, cited, STOP, DELTA, END),
@@ -246,6 +247,7 @@ async def test_kinds_the_provider_does_not_fold_read_as_the_sdk_reads_them() -> 
         _events(START, TEXT_START, TEXT, STOP, container, END),
         _events(START, TEXT_START, TEXT, STOP, DELTA, END).replace(b"\n", b"\r\n"),
         b": a comment\n\n" + _events(START, ("ping", {"type": "ping"}), TEXT_START, TEXT, STOP, DELTA, END),
+        _events(odd_role, TEXT_START, TEXT, STOP, DELTA, END),  # not the SDK's types: constructed, not validated
     ):
         async with replaying(body) as base_url:
             ours, sdks = await _ours(base_url, BASE), await _sdks(base_url, BASE)
