@@ -312,8 +312,14 @@ async def test_a_stream_that_is_not_a_message_fails_with_a_clear_error(body: byt
 LINE_ENDS = st.sampled_from([b"\n", b"\r\n", b"\r"])
 FIELD_LINES = st.one_of(
     st.builds(lambda v: b"event: " + v, st.sampled_from([b"ping", b"message_start", b"error", b"x", b""])),
-    st.builds(lambda v: b"data: " + v.encode(), st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"), max_size=12)),
-    st.builds(lambda v: b"data:" + v.encode(), st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"), max_size=12)),
+    st.builds(
+        lambda v: b"data: " + v.encode(),
+        st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"), max_size=12),
+    ),
+    st.builds(
+        lambda v: b"data:" + v.encode(),
+        st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"), max_size=12),
+    ),
     st.just(b": comment"),
     st.just(b""),
 )
@@ -330,6 +336,17 @@ def test_events_are_framed_as_the_sdks_decoder_frames_them(lines: list[tuple[byt
     theirs = [(e.event, e.data) for e in SSEDecoder().iter_bytes(iter(chunks))]
     keep = lambda events: [e for e in events if e[0] or e[1]]  # noqa: E731  (both frame nameless, empty events alike)
     assert keep(ours) == keep(theirs)
+
+
+def test_an_event_past_the_bound_is_refused_not_buffered(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("runtime.providers.sse_reply.MAX_EVENT_BYTES", 100)
+    with pytest.raises(ValueError, match="line runs past 100 bytes"):
+        SseDecoder().feed(b"data: " + b"x" * 200)
+    decoder = SseDecoder()
+    with pytest.raises(ValueError, match="event's data runs past 100 bytes"):
+        for _ in range(5):
+            decoder.feed(b"data: " + b"x" * 40 + b"\n")
+    assert SseDecoder().feed(b"data: " + b"x" * 90 + b"\n\n") == [(None, "x" * 90)]
 
 
 def test_the_events_a_stream_yields_skip_pings_nameless_and_empty_ones() -> None:

@@ -43,6 +43,10 @@ _BETA_USAGE_KEYS = (*_USAGE_KEYS, "iterations")
 _KNOWN_USAGE = frozenset({"output_tokens", *_BETA_USAGE_KEYS})
 
 
+MAX_EVENT_BYTES = 64 * 1024 * 1024
+"""The most one event (or one line of it) may hold: past it the stream is refused as malformed, not buffered on."""
+
+
 class StreamOrderError(ValueError):
     """The events are not a message: one before ``message_start``, or a delta for a block never started."""
 
@@ -55,6 +59,7 @@ class SseDecoder:
     _event: str | None = None
     _data: list[str] = attrs.field(factory=list)
     _fields: bool = False
+    _size: int = 0
 
     def feed(self, chunk: bytes) -> list[tuple[str | None, str]]:
         text = self._pending + chunk
@@ -63,6 +68,8 @@ class SseDecoder:
             self._pending = lines.pop()  # not ended yet (a final "\r" may be the first half of "\r\n")
         else:
             self._pending = b""
+        if len(self._pending) > MAX_EVENT_BYTES:
+            raise ValueError(f"a server-sent event line runs past {MAX_EVENT_BYTES:,} bytes")
         return [event for line in lines if (event := self._line(line.rstrip(b"\r\n"))) is not None]
 
     def end(self) -> list[tuple[str | None, str]]:
@@ -75,7 +82,7 @@ class SseDecoder:
             if not self._fields:
                 return None
             event = (self._event, "\n".join(self._data))
-            self._event, self._data, self._fields = None, [], False
+            self._event, self._data, self._fields, self._size = None, [], False, 0
             return event
         line = raw.decode("utf-8")
         if line.startswith(":"):
@@ -85,6 +92,9 @@ class SseDecoder:
         if name == "event":
             self._event, self._fields = value or None, True  # an empty name is no name, as in the SDK
         elif name == "data":
+            self._size += len(value)
+            if self._size > MAX_EVENT_BYTES:
+                raise ValueError(f"a server-sent event's data runs past {MAX_EVENT_BYTES:,} bytes")
             self._data.append(value)
             self._fields = True
         return None  # id and retry: the Messages API sends neither, and the SDK's stream ignores both
