@@ -2,9 +2,11 @@
 
 By default it talks to the built-in simulated server on loopback; pointed at
 the real API (``base_url`` unset and an API key in the environment) it is the
-same code. Every request is streamed (the SDK's ``messages.stream``: the SDK
-refuses non-streaming calls whose ``max_tokens`` could outlast its time
-limit); the final message is assembled from the events and its usage is what
+same code. Every request is streamed (the SDK refuses non-streaming calls whose
+``max_tokens`` could outlast its time limit): the SDK builds and sends it
+(``with_streaming_response``) and this provider reads the server-sent events
+itself (:mod:`runtime.providers.sse_reply`, the SDK's message model built once
+at the end rather than one per event); the final message's usage is what
 ``message_start`` and ``message_delta`` reported, as the non-streaming body
 would. Each text and thinking piece goes, as it arrives, to the progress hook
 of the send (:mod:`runtime.contract.progress`; the pipeline publishes them
@@ -31,7 +33,9 @@ from runtime.contract.in_flight import COUNTS_IN_FLIGHT, DEFAULT_MAX_IN_FLIGHT, 
 from runtime.contract.progress import current_progress
 from runtime.contract.provider import AttemptFailed, ProviderError, ProviderReply, count_body, count_payload
 from runtime.contract.retry import DEFAULT_MAX_RETRIES
-from runtime.providers.key_destination import node_header_for
+from runtime.providers.connection_stack import StackTransport
+from runtime.providers.key_destination import loopback_url, node_header_for
+from runtime.providers.sse_reply import ErrorEvent, ReplyAssembler, SseDecoder, stream_events
 from runtime.request.compiler import Request
 from runtime.values.image_rules import MESSAGES_IMAGES, ImageRule
 from runtime.values.scrub import scrub_secret
@@ -101,7 +105,13 @@ class AnthropicProvider:
         # start and end; sized to the requests that can be out, it never holds one it cannot use.
         connections = max_in_flight + COUNTS_IN_FLIGHT
         pool = httpx2.Limits(max_connections=connections, max_keepalive_connections=connections)
-        http = anthropic.DefaultAsyncHttpxClient(limits=pool, timeout=timeout)
+        # To a simulator on this machine, connections come from a stack (O(1) a request, not a walk of them all).
+        if loopback_url(base_url):
+            http = anthropic.DefaultAsyncHttpxClient(
+                limits=pool, timeout=timeout, transport=StackTransport(limits=pool)
+            )
+        else:
+            http = anthropic.DefaultAsyncHttpxClient(limits=pool, timeout=timeout)
         client = anthropic.AsyncAnthropic(
             api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout, http_client=http
         )
@@ -156,50 +166,43 @@ class AnthropicProvider:
 
     async def _stream(self, payload: dict[str, Any], node_id: str | None) -> ProviderReply:
         headers = {NODE_HEADER: node_id} if node_id and self.node_header else {}
-        started, events, stopped = False, 0, False
-        text_progress, pieces = self.progress, current_progress()
+        assembler = ReplyAssembler(beta=payload.get("context_management") is not None)
+        response: Any = None
         try:
-            async with self._open(payload, headers) as stream:
-                started = True
-                async for event in stream:
-                    events += 1
-                    stopped = stopped or event.type == "message_stop"
-                    if event.type == "text":
-                        if text_progress is not None:
-                            text_progress(event.text)
-                        if pieces is not None:
-                            pieces("text", event.text)
-                    elif event.type == "thinking" and pieces is not None:
-                        pieces("thinking", event.thinking)
-                if events and not stopped:
-                    raise AttemptFailed(
-                        f"stream cut: it ended after {events} event(s) without message_stop",
-                        status=None,
-                        error_type="connection_error",
-                    )
-                if not events:
-                    raise ProviderError(
-                        "malformed response body from the provider: it carries no server-sent events",
-                        status=200,
-                        error_type="malformed_response",
-                    )
-                message = await stream.get_final_message()
+            async with self._open(payload, headers) as response:
+                await self._read(response.http_response, assembler)
+            if assembler.events and not assembler.stopped:
+                raise AttemptFailed(
+                    f"stream cut: it ended after {len(assembler.events)} event(s) without message_stop",
+                    status=None,
+                    error_type="connection_error",
+                )
+            if not assembler.events:
+                raise ProviderError(
+                    "malformed response body from the provider: it carries no server-sent events",
+                    status=200,
+                    error_type="malformed_response",
+                )
+            message = assembler.final()
+        except ErrorEvent as event:  # the HTTP status was already 200: the error's type says which it counts as
+            error_type = _error_type(event.body)
+            status = STREAM_ERROR_STATUS.get(error_type or "", 500)
+            failure = f"HTTP {status} mid-stream {error_type or ''}: {_body_message(event.body, event.message)}"
+            headers_in = dict(response.http_response.headers) if response is not None else {}
+            raise AttemptFailed(
+                self._scrub(failure.strip()), status=status, error_type=error_type, headers=headers_in
+            ) from None
         except anthropic.APIStatusError as exc:
             error_type = _error_type(exc.body)
-            status = exc.status_code
-            if started and status < 400:
-                status = STREAM_ERROR_STATUS.get(error_type or "", 500)
-            where = "mid-stream " if started else ""
-            failure = f"HTTP {status} {where}{error_type or ''}: {_error_message(exc)}".strip()
+            failure = f"HTTP {exc.status_code} {error_type or ''}: {_error_message(exc)}".strip()
             raise AttemptFailed(
-                self._scrub(failure), status=status, error_type=error_type, headers=dict(exc.response.headers)
+                self._scrub(failure), status=exc.status_code, error_type=error_type, headers=dict(exc.response.headers)
             ) from None
         except (anthropic.APIConnectionError, httpx2.TransportError) as exc:
-            where = "stream cut" if started else "connection error"
+            where = "stream cut" if response is not None else "connection error"
             failure = f"{where}: {type(exc).__name__}: {exc}"
             raise AttemptFailed(self._scrub(failure), status=None, error_type="connection_error") from None
         except (ValueError, KeyError, TypeError, anthropic.AnthropicError) as exc:
-            # The SDK raises several types for events it cannot read.
             raise ProviderError(
                 self._scrub(f"malformed response stream from the provider: {type(exc).__name__}: {exc}"),
                 status=200,
@@ -207,14 +210,37 @@ class AnthropicProvider:
             ) from exc
         return self._reply(message)
 
+    async def _read(self, http: httpx2.Response, assembler: ReplyAssembler) -> None:
+        """Fold the response's events into ``assembler`` as they arrive, each text and thinking piece to
+        the progress hooks; an ``error`` event raises :class:`ErrorEvent`."""
+        text_progress, pieces = self.progress, current_progress()
+        decoder = SseDecoder()
+
+        def fold(decoded: list[tuple[str | None, str]]) -> None:
+            for event in stream_events(decoded):
+                piece = assembler.add(event)
+                if piece is None:
+                    continue
+                if piece[0] == "text" and text_progress is not None:
+                    text_progress(piece[1])
+                if pieces is not None:
+                    pieces(*piece)
+
+        async for chunk in http.aiter_bytes():
+            fold(decoder.feed(chunk))
+        fold(decoder.end())
+
     def _open(self, payload: dict[str, Any], headers: dict[str, str]) -> Any:
-        """The SDK's stream of ``payload``: its beta stream, naming the betas, when the payload carries
-        server-side ``context_management`` (the stable Messages API has no such field)."""
+        """The SDK's raw streamed response to ``payload`` (its events are read here, not by the SDK's models):
+        the beta endpoint, naming the betas, when the payload carries server-side ``context_management``
+        (the stable Messages API has no such field)."""
         managed = payload.get("context_management")
         if managed is None:
-            return self._client.messages.stream(**payload, extra_headers=headers)
+            return self._client.messages.with_streaming_response.create(**payload, stream=True, extra_headers=headers)
         betas = list(betas_for(managed.get("edits") or ()))
-        return self._client.beta.messages.stream(**payload, betas=betas, extra_headers=headers)
+        return self._client.beta.messages.with_streaming_response.create(
+            **payload, betas=betas, stream=True, extra_headers=headers
+        )
 
     def _reply(self, message: Any) -> ProviderReply:
         try:
@@ -259,7 +285,10 @@ def _error_type(body: Any) -> str | None:
 
 
 def _error_message(exc: anthropic.APIStatusError) -> str:
-    body = exc.body
+    return _body_message(exc.body, str(exc.message))
+
+
+def _body_message(body: Any, otherwise: str) -> str:
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
         return str(body["error"].get("message", ""))
-    return str(exc.message)
+    return otherwise

@@ -36,9 +36,9 @@ MAX_BODY_BYTES = 32 * 1024 * 1024
 TOO_LARGE_MESSAGE = "Request exceeds the maximum allowed number of bytes."
 _RECEIVE_BYTES = 262_144
 _WRITE_BYTES = 65_536
-"""A streamed body is gathered into writes of about this size: the simulator's event generators yield a
-reply's events at once, and one write per event cost a system call on this side and a read, a parse
-and a wake-up on the client's for each (``scripts/scale.py``)."""
+"""A streamed body is gathered into writes of about this size, each write one HTTP chunk: the simulator's
+event generators yield a reply's events at once, and one write (or one chunk) per event cost a system call
+and an h11 event on this side and a read, a parse and a wake-up on the client's for each (``scripts/scale.py``)."""
 _REASONS: Mapping[int, bytes] = {
     200: b"OK",
     400: b"Bad Request",
@@ -273,20 +273,22 @@ async def _send(
         await stream.send(out)
         return
     chunks = response.chunks()
-    pending = bytearray(out)
+    made: list[bytes] = []  # framed as one chunk a write: each h11 Data event costs both sides a parse
+    size = 0
     try:
         async for chunk in chunks:
             if chunk:
-                pending += conn.send(h11.Data(data=chunk))
-                if len(pending) >= _WRITE_BYTES:
-                    await stream.send(bytes(pending))
-                    pending.clear()
+                made.append(chunk)
+                size += len(chunk)
+                if size >= _WRITE_BYTES:
+                    await stream.send(out + conn.send(h11.Data(data=b"".join(made))))
+                    out, made, size = b"", [], 0
     except Exception:
-        await stream.send(bytes(pending))  # what was made before the failure goes out, as it would unbuffered
+        await stream.send(out + (conn.send(h11.Data(data=b"".join(made))) if made else b""))  # what was made goes out
         raise
     finally:
         aclose = getattr(chunks, "aclose", None)
         if aclose is not None:
             await aclose()
-    pending += conn.send(h11.EndOfMessage())
-    await stream.send(bytes(pending))
+    body = conn.send(h11.Data(data=b"".join(made))) if made else b""
+    await stream.send(out + body + conn.send(h11.EndOfMessage()))
