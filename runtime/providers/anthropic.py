@@ -33,8 +33,7 @@ from runtime.contract.in_flight import COUNTS_IN_FLIGHT, DEFAULT_MAX_IN_FLIGHT, 
 from runtime.contract.progress import current_progress
 from runtime.contract.provider import AttemptFailed, ProviderError, ProviderReply, count_body, count_payload
 from runtime.contract.retry import DEFAULT_MAX_RETRIES
-from runtime.providers.connection_stack import StackTransport
-from runtime.providers.key_destination import loopback_url, node_header_for
+from runtime.providers.key_destination import node_header_for
 from runtime.providers.sse_reply import ErrorEvent, ReplyAssembler, SseDecoder, stream_events
 from runtime.request.compiler import Request
 from runtime.values.image_rules import MESSAGES_IMAGES, ImageRule
@@ -105,13 +104,7 @@ class AnthropicProvider:
         # start and end; sized to the requests that can be out, it never holds one it cannot use.
         connections = max_in_flight + COUNTS_IN_FLIGHT
         pool = httpx2.Limits(max_connections=connections, max_keepalive_connections=connections)
-        # To a simulator on this machine, connections come from a stack (O(1) a request, not a walk of them all).
-        if loopback_url(base_url):
-            http = anthropic.DefaultAsyncHttpxClient(
-                limits=pool, timeout=timeout, transport=StackTransport(limits=pool)
-            )
-        else:
-            http = anthropic.DefaultAsyncHttpxClient(limits=pool, timeout=timeout)
+        http = anthropic.DefaultAsyncHttpxClient(limits=pool, timeout=timeout)
         client = anthropic.AsyncAnthropic(
             api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout, http_client=http
         )

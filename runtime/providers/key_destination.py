@@ -93,9 +93,4 @@ def node_header_for(base_url: str | None) -> bool:
     is on this machine. So: a loopback ``base_url`` only; the provider's own API
     (no ``base_url``) and every other host never learn the flow's node names.
     """
-    return loopback_url(base_url)
-
-
-def loopback_url(base_url: str | None) -> bool:
-    """Whether ``base_url`` names this machine (None, the provider's own API, does not)."""
     return base_url is not None and is_loopback((urlsplit(base_url).hostname or "").lower())
