@@ -64,6 +64,10 @@ def fresh_results(placement: Placement | None, carried: Sequence[Message]) -> fr
 def pending_inherited(branch: Branch) -> frozenset[str]:
     """The delivered results ``branch`` inherited for its emitter's next fold, before its own first request."""
     state = branch.state
+    # Cheap first (every main request asks): nothing pending, or the pending results are the branch's own
+    # (past its fork), needs no walk of the view.
+    if not state.fold_next or any((branch.index_of(i) or 0) >= branch.fork_length for i in state.fold_next):
+        return frozenset()
     return state.fold_next & state.delivered & inherited_cached_ids(branch)
 
 

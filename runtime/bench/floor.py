@@ -57,7 +57,7 @@ from typing import Any
 import attrs
 
 from runtime.bench.facts import fact_line, facts_in
-from runtime.bench.lower_bound import LowerBound
+from runtime.bench.lower_bound import LowerBound, priced_json
 from runtime.bench.reader import ReaderPolicy, recalls_of, visible_text
 from runtime.models.pricing import BIT_CACHE_READ, BIT_CACHE_WRITE_5M, BIT_FRESH
 from runtime.scripted.policies import Reply
@@ -108,11 +108,7 @@ class FloorFigures:
         return self.output_ratio is not None
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = attrs.asdict(self)
-        out.pop("output_ratio")
-        out["output_priced"] = self.output_priced
-        out["bit"] = round(self.bit, 3)
-        return out
+        return priced_json(self)
 
 
 def _check_count(value: int, where: str) -> None:

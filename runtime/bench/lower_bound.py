@@ -50,14 +50,20 @@ class BoundFigures:
         return self.output_ratio is not None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "requests": self.requests,
-            "write_tokens": self.write_tokens,
-            "read_tokens": self.read_tokens,
-            "output_tokens": self.output_tokens,
-            "output_priced": self.output_priced,
-            "bit": round(self.bit, 3),
-        }
+        return priced_json(self)
+
+
+def priced_json(figures: Any) -> dict[str, Any]:
+    """Priced figures (an attrs value with ``output_ratio`` and ``bit``) as JSON: each field in its order,
+    ``output_ratio`` read as ``output_priced`` in its place, ``bit`` to 3 places."""
+    out: dict[str, Any] = {}
+    for key, value in attrs.asdict(figures).items():
+        if key == "output_ratio":
+            out["output_priced"] = value is not None
+        else:
+            out[key] = value
+    out["bit"] = round(out["bit"], 3)
+    return out
 
 
 @attrs.define(eq=False)
