@@ -103,3 +103,13 @@ def test_the_digest_is_unchanged_by_how_it_is_computed() -> None:
         '"output_format":"text"}'
     )
     assert canonical_json(result.content()) == stored and result.sha256 == sha256_hex(stored)
+
+
+def test_a_result_keeps_its_output_once_and_gives_its_json_on_demand() -> None:
+    """A run keeps every result: no field holds a second, escaped copy of the output (issue 33, peak RSS)."""
+    import attrs
+
+    result = ToolResult(call_id="toolu_1", name="read", arguments_json="{}", output='line "one"\nline two')
+    stored = attrs.asdict(result, recurse=False)
+    assert "output_json" not in stored and list(stored.values()).count(result.output) == 1
+    assert result.output_json == canonical_json(result.output) == json.dumps(result.output, ensure_ascii=False)
