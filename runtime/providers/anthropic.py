@@ -16,6 +16,12 @@ and this provider sends exactly one attempt per call: the send pipeline retries 
 (:mod:`runtime.contract.retry`), so that each attempt is measured, decided and
 recorded before it is sent.
 
+The SDK's HTTP client is chosen by :func:`http_client`: on asyncio with the
+``aiohttp`` extra installed, the SDK's own ``DefaultAioHttpClient`` (aiohttp's
+connection pool and C parser under the SDK's httpx interface: about a third less
+CPU a request at ``scripts/scale.py``'s 500-2,000 nodes over loopback); otherwise,
+and always on trio (aiohttp runs on asyncio only), its ``DefaultAsyncHttpxClient``.
+
 The API key is held only by the SDK client; it never appears in logs, events,
 reports or errors (error text is scrubbed of it).
 """
@@ -28,6 +34,7 @@ from typing import Any
 import anthropic
 import attrs
 import httpx2
+import sniffio
 
 from runtime.contract.in_flight import COUNTS_IN_FLIGHT, DEFAULT_MAX_IN_FLIGHT, InFlight
 from runtime.contract.progress import current_progress
@@ -50,6 +57,9 @@ STREAM_ERROR_STATUS = {
     "timeout_error": 504,
 }
 """The status a mid-stream ``error`` event counts as for the retry rules (its HTTP status was already 200)."""
+
+HTTP_CLIENTS = ("auto", "httpx", "aiohttp")
+"""The SDK HTTP clients :func:`http_client` can give: ``auto`` is aiohttp on asyncio when installed, else httpx."""
 
 TextProgress = Callable[[str], None]
 """Receives each text delta of a streamed reply as it arrives (progress only; never recorded)."""
@@ -92,21 +102,24 @@ class AnthropicProvider:
         timeout: float = 600.0,
         node_header: bool | None = None,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        http: str = "auto",
     ) -> AnthropicProvider:
         """A provider for ``base_url`` with at most ``max_in_flight`` messages out (and a few counts), over a pool
         of that size; ``node_header`` None: only to a loopback ``base_url`` (a simulator,
-        :func:`~runtime.providers.key_destination.node_header_for`), never to the API."""
+        :func:`~runtime.providers.key_destination.node_header_for`), never to the API; ``http``: one of
+        :data:`HTTP_CLIENTS` (:func:`http_client`)."""
         if not api_key:
             raise ProviderError("no API key: set ANTHROPIC_API_KEY (or the scenario's api_key_env)")
         header = node_header_for(base_url) if node_header is None else node_header
         in_flight = InFlight(max_in_flight)
         # The SDK's own pool holds up to 1,000 connections and scans them all at every request's
         # start and end; sized to the requests that can be out, it never holds one it cannot use.
-        connections = max_in_flight + COUNTS_IN_FLIGHT
-        pool = httpx2.Limits(max_connections=connections, max_keepalive_connections=connections)
-        http = anthropic.DefaultAsyncHttpxClient(limits=pool, timeout=timeout)
         client = anthropic.AsyncAnthropic(
-            api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout, http_client=http
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=0,
+            timeout=timeout,
+            http_client=http_client(http, connections=max_in_flight + COUNTS_IN_FLIGHT, timeout=timeout),
         )
         return cls(client, api_key, name=name, max_retries=max_retries, node_header=header, in_flight=in_flight)
 
@@ -257,6 +270,34 @@ class AnthropicProvider:
 
     async def aclose(self) -> None:
         await self._client.close()
+
+
+def http_client(choice: str, *, connections: int, timeout: float) -> httpx2.AsyncClient:
+    """The SDK's HTTP client for ``choice`` (one of :data:`HTTP_CLIENTS`), its pool sized to ``connections``.
+
+    ``aiohttp`` (the SDK's ``DefaultAioHttpClient``, extra ``aiohttp``) runs on asyncio only; ``auto`` takes it
+    when this runs on asyncio and it is installed, and httpx (``DefaultAsyncHttpxClient``) otherwise. Both keep
+    the SDK's request building, headers, errors and retries-off; a transport error of either is an httpx one.
+    """
+    if choice not in HTTP_CLIENTS:
+        raise ProviderError(f"http_client: {choice!r} is not one of {', '.join(HTTP_CLIENTS)}")
+    pool = httpx2.Limits(max_connections=connections, max_keepalive_connections=connections)
+    if choice != "httpx":
+        try:
+            library = sniffio.current_async_library()
+        except sniffio.AsyncLibraryNotFoundError:
+            library = None
+        if library == "asyncio":
+            try:
+                return anthropic.DefaultAioHttpClient(limits=pool, timeout=timeout)
+            except RuntimeError as exc:  # the SDK's word for "the aiohttp extra is not installed"
+                if choice == "aiohttp":
+                    raise ProviderError(f"http_client 'aiohttp': {exc} (pip install 'foldline[aiohttp]')") from None
+        elif choice == "aiohttp":
+            raise ProviderError(
+                f"http_client 'aiohttp' runs on asyncio only; this runs on {library or 'no event loop'}"
+            )
+    return anthropic.DefaultAsyncHttpxClient(limits=pool, timeout=timeout)
 
 
 def _as_sent(block: dict[str, Any], raw: Any) -> dict[str, Any]:
