@@ -19,7 +19,8 @@ calls are reported beside, not counted as requests). The comparison is like for
 like: both providers run the same simulator code (scripts, cache engine, token
 counts) in the same process as the runtime, so the in-process figure is the
 runtime's work plus the simulator's, and the HTTP figure adds to it exactly the
-wire: the SDK's request building and HTTP client and the provider's event parsing on one side,
+wire: the SDK's request building and HTTP client (its aiohttp one when the ``aiohttp`` extra is installed: the
+script runs on asyncio) and the provider's event parsing on one side,
 the simulator's HTTP/1.1 server and event writing on the other. Start-up (the
 imports, the provider's opening, the tokenizer's load) falls outside the window. GC share is the CPU the
 cyclic collector took (timed by ``gc.callbacks``) over that CPU.

@@ -18,8 +18,8 @@ recorded before it is sent.
 
 The SDK's HTTP client is chosen by :func:`http_client`: on asyncio with the
 ``aiohttp`` extra installed, the SDK's own ``DefaultAioHttpClient`` (aiohttp's
-connection pool and C parser under the SDK's httpx interface: about a third less
-CPU a request at ``scripts/scale.py``'s 500-2,000 nodes over loopback); otherwise,
+connection pool and compiled parser under the SDK's httpx interface: about 15% less
+CPU a request over loopback at ``scripts/scale.py``'s 1,000-2,000 nodes); otherwise,
 and always on trio (aiohttp runs on asyncio only), its ``DefaultAsyncHttpxClient``.
 
 The API key is held only by the SDK client; it never appears in logs, events,
