@@ -38,7 +38,7 @@ from runtime.temporal.bodies import (
 )
 from runtime.temporal.flow_host import sdk_retry_policy
 from runtime.temporal.sinks import append_events
-from runtime.temporal.worker import DEV_SERVER_ARGS, parse_address
+from runtime.temporal.worker import parse_address
 from runtime.values.usage import Usage
 from signals.sinks import read_jsonl
 
@@ -421,42 +421,10 @@ HARNESS = str(ROOT / "tests" / "temporal_harness.py")
 SIM_KEY = "sim-test-key"
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_port(port: int, deadline: float) -> None:
-    import socket
-    import time
-
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    raise AssertionError(f"nothing listens on port {port}")
-
-
 @pytest.fixture(scope="module")
-def server() -> Any:
-    """A Temporal dev server started from the installed binary, for the module."""
-    import time
-
-    port = _free_port()
-    args = ["server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(port), "--log-level", "error"]
-    args += DEV_SERVER_ARGS
-    args += ["--http-port", str(_free_port()), "--metrics-port", str(_free_port())]
-    proc = subprocess.Popen([str(BIN / "temporal"), *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        _wait_port(port, time.monotonic() + 30)
-        yield f"127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+def server(temporal_server: str) -> str:
+    """The session's Temporal dev server (conftest.py), under the name this module's tests and its importers use."""
+    return temporal_server
 
 
 @pytest.fixture
@@ -513,11 +481,12 @@ def _worker(server: str, bodies: Path, sim_url: str, count: Path, crash: int = 0
     return proc
 
 
-def _cli_worker(server: str, bodies: Path, sim_url: str) -> subprocess.Popen[str]:
+def _cli_worker(server: str, bodies: Path, sim_url: str, *, ready: bool = True) -> subprocess.Popen[str]:
+    """``foldline worker`` in a subprocess; with ``ready``, once it serves (its first line says so)."""
     argv = [sys.executable, "-m", "runtime.cli", "worker", "--temporal", server, "--bodies", str(bodies)]
     env = {**os.environ, "FOLDLINE_SIM_KEY": SIM_KEY}
     proc = subprocess.Popen([*argv, "--sim-url", sim_url], stderr=subprocess.PIPE, text=True, env=env)
-    assert proc.stderr is not None and "serving task queue 'foldline'" in proc.stderr.readline()
+    assert proc.stderr is not None and (not ready or "serving task queue 'foldline'" in proc.stderr.readline())
     return proc
 
 
