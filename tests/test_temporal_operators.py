@@ -288,6 +288,7 @@ from test_temporal import (  # noqa: E402  (the Temporal module's fixtures and h
     _cli_worker,
     _digests,
     _local_run,
+    _ready,
     _worker,
     server,  # noqa: F401  (a fixture)
     sim,  # noqa: F401  (a fixture)
@@ -429,9 +430,10 @@ def test_workers_served_by_foldline_sim_scenario_give_the_in_process_run(server:
     scenario = ROOT / "scenarios" / "fold.toml"
     local = _local_run(scenario, tmp_path / "local.jsonl")
     with foldline_sim("--scenario", str(scenario)) as simulator:
-        run, _ = _submit(scenario, server, tmp_path, "--report", str(tmp_path / "report.json"))
-        worker = _cli_worker(server, tmp_path / "bodies", simulator.url)
+        worker = _cli_worker(server, tmp_path / "bodies", simulator.url, ready=False)  # starts up beside the client
         try:
+            run, _ = _submit(scenario, server, tmp_path, "--report", str(tmp_path / "report.json"))
+            _ready(worker)
             _, err = run.communicate(timeout=300)
         finally:
             worker.kill()
@@ -452,8 +454,9 @@ def test_a_killed_workers_node_goes_on_at_the_next_workers_own_simulator(server:
     first_url, _ = sim(scenario)
     second_url, second_served = sim(scenario)
     bodies = tmp_path / "bodies"
-    first = _worker(server, bodies, first_url, tmp_path / "first.count", crash=3)
-    run, _ = _submit(scenario, server, tmp_path, "--report", str(tmp_path / "report.json"))
+    first = _worker(server, bodies, first_url, tmp_path / "first.count", crash=3, ready=False)
+    run, _ = _submit(scenario, server, tmp_path, "--report", str(tmp_path / "report.json"))  # beside the worker
+    _ready(first)
     assert first.wait(timeout=180) == -signal.SIGKILL  # killed right after its simulator's 3rd response
     second = _cli_worker(server, bodies, second_url)
     try:
