@@ -24,7 +24,7 @@ def temporal_server() -> Iterator[str]:
 
     Its tests stay independent on it: every run has a workflow id of its own (``foldline-run-`` and a random
     hex), and a test's workers are stopped before it ends. Starting a server per test module cost its start-up
-    and its shutdown (about 1.2 s) in each of the six modules that use one."""
+    and its shutdown (about 1.2 s) in each of the five modules that use one."""
     from temporal_dev import free_port, start_dev_server
 
     port = free_port()

@@ -98,12 +98,16 @@ def _local(scenario: Path, signals: Path) -> Any:
     return asyncio.run(run_scenario(loaded, signals_path=signals))
 
 
-async def _histories(address: str) -> list[bytes]:
+async def _histories(address: str, run_id: str) -> list[bytes]:
+    """Every history of the run's workflows: its flow's (``foldline-RUN_ID``) and its nodes' (``.../NODE``); the
+    server is the session's, which holds other tests' workflows too."""
     from temporalio.client import Client
 
     client = await Client.connect(address)
     out = []
     async for listed in client.list_workflows():
+        if listed.id != f"foldline-{run_id}" and not listed.id.startswith(f"foldline-{run_id}/"):
+            continue
         history = await client.get_workflow_handle(listed.id, run_id=listed.run_id).fetch_history()
         out.append(history.to_json().encode())
     return out
@@ -147,8 +151,8 @@ def test_an_openai_scenario_on_temporal_sends_what_it_sends_in_process(server: s
     views = [message_content_json(m) for b in local_run.result.branches.values() for m in b.view()]
     assert any("foldline-chat-reasoning/1:" in v for v in views)  # replies carried reasoning, kept and given back
     # The key is the worker's alone: not in any workflow history, body, event or report.
-    histories = asyncio.run(_histories(server))
-    assert histories and all(CHAT_KEY.encode() not in h for h in histories)
+    histories = asyncio.run(_histories(server, remote["run_id"]))
+    assert len(histories) > len(remote["nodes"]) and all(CHAT_KEY.encode() not in h for h in histories)
     stored = [p.read_bytes() for p in bodies.rglob("*") if p.is_file()]
     assert stored and all(CHAT_KEY.encode() not in b for b in stored)
     assert CHAT_KEY not in signals.read_text() + report.read_text() + done.stderr + done.stdout
