@@ -10,8 +10,9 @@ response is completed at the simulator, never reported to Temporal).
 the scenario on the server (every branch workflow continuing as new at each fold commit
 it can; its events to SIGNALS; its report and every branch workflow run's history size
 printed), then replay the flow's history and every run of every branch workflow against
-the workflow code (Temporal's Replayer raises on any nondeterminism); run the second
-scenario with a worker that serves no affinity slot; print what was replayed, the seeds
+the workflow code (Temporal's Replayer raises on any nondeterminism); meanwhile, on task queues
+of their own, run the second scenario with a worker that serves no affinity slot (and with a
+probe that finds a remote worker); print what was replayed, the seeds
 spawned children started from, where every branch's activities were scheduled, and how
 a flow the workflow cannot load failed (with a worker of this process).
 """
@@ -201,10 +202,15 @@ async def replay(address: str, bodies: str, scenario_path: str, fallback_path: s
     store = DirectoryBodyStore(bodies)
     client = await connect(address, store)
     # Every branch workflow continues as new at each fold commit it can; the workers serve every affinity slot.
+    # The other flows (each on a task queue of its own) run meanwhile: the fold flow mostly waits on the server.
     Path(signals).write_text("", encoding="utf-8")
-    result = await _run_flow(
-        client, scenario_path, "replay-1", "replay", None, history_limit=1, flow_history_limit=40, signals_path=signals
-    )
+    others: dict[str, Any] = {}
+    async with anyio.create_task_group() as group:
+        group.start_soon(_other_flows, address, client, store, bodies, fallback_path, others)
+        result = await _run_flow(
+            client, scenario_path, "replay-1", "replay", None, history_limit=1, flow_history_limit=40,
+            signals_path=signals,
+        )  # fmt: skip
     branches = await branch_histories(client, "replay-1", result["report"])
     runs = await _node_runs(client, store, "replay-1", result["report"]["nodes"])
     flow_runs = await _runs(client, "replay-1")
@@ -221,11 +227,6 @@ async def replay(address: str, bodies: str, scenario_path: str, fallback_path: s
     seeds = [first["seed"] for node, _, first in runs if first.get("seed") is not None]
     seeds = list({json.dumps(seed, sort_keys=True): seed for seed in seeds}.values())
     rows = [row for seed in seeds for row in seed["record"]]
-    # A worker serving no affinity slot: the flow's probe waits 1 s on its slot, then its nodes run on the shared queue.
-    fallback = await _run_flow(client, fallback_path, "fallback-1", "fallback", [], affinity_wait_s=1)
-    fallback_runs = await _node_runs(client, store, "fallback-1", fallback["report"]["nodes"])
-    fallback_flow = await client.get_workflow_handle("fallback-1").fetch_history()
-    remote = await _remote_probe(address, client, store, fallback_path)
     out = {
         "report": result["report"],
         "branch_histories": branches,
@@ -244,15 +245,28 @@ async def replay(address: str, bodies: str, scenario_path: str, fallback_path: s
         "affinity_queue": affinity_queue("replay", "replay-1"),
         "branch_ids": {node: value.get("branch_id") for node, value in result["report"]["nodes"].items()},
         "roots": {node: first["root_branch"] for node, _, first in runs},
-        "fallback_status": fallback["report"]["status"],
-        "fallback_queue": affinity_queue("fallback", "fallback-1"),
-        "fallback": await _scheduled(store, fallback_runs),
-        "fallback_flow_activities": _flow_activities(fallback_flow),
         "flow_activities": [a for h in flow_runs for a in _flow_activities(h)],
-        "remote": remote,
     } | await _scheduled(store, runs)
-    out["bad"] = await submit_bad(address, bodies)
+    out |= others  # fallback_*, remote, bad
     print(json.dumps(out), flush=True)
+
+
+async def _other_flows(
+    address: str, client: Any, store: Any, bodies: str, fallback_path: str, out: dict[str, Any]
+) -> None:
+    """The fallback flow, the remote probe and the bad flow, one after the other (into ``out``)."""
+    from runtime.temporal.flow_host import affinity_queue
+
+    # A worker serving no affinity slot: the flow's probe waits 1 s on its slot, then its nodes run on the shared queue.
+    fallback = await _run_flow(client, fallback_path, "fallback-1", "fallback", [], affinity_wait_s=1)
+    fallback_runs = await _node_runs(client, store, "fallback-1", fallback["report"]["nodes"])
+    fallback_flow = await client.get_workflow_handle("fallback-1").fetch_history()
+    out["fallback_status"] = fallback["report"]["status"]
+    out["fallback_queue"] = affinity_queue("fallback", "fallback-1")
+    out["fallback"] = await _scheduled(store, fallback_runs)
+    out["fallback_flow_activities"] = _flow_activities(fallback_flow)
+    out["remote"] = await _remote_probe(address, client, store, fallback_path)
+    out["bad"] = await submit_bad(address, bodies)
 
 
 async def submit_bad(address: str, bodies: str) -> str:

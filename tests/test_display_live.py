@@ -10,6 +10,7 @@ import re
 import select
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,39 @@ def _under_pty(*argv: str, timeout: float = 240.0) -> tuple[int, str, str]:
     return code, out, b"".join(chunks).decode("utf-8", "replace")
 
 
+def _in_process_under_pty(*argv: str) -> tuple[int, str]:
+    """``main(argv)`` in this process with stderr on a pseudo-terminal; (exit code, what the terminal got).
+
+    The view is chosen from the stream the command writes to (a terminal here), as in a subprocess; the
+    subprocess only re-imported the package. The board itself is drawn under a subprocess (above)."""
+    from runtime.cli.main import main
+
+    master, slave = pty.openpty()
+    chunks: list[bytes] = []
+
+    def drain() -> None:
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: the terminal's last writer closed it
+                return
+            if not data:
+                return
+            chunks.append(data)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        with open(slave, "w", encoding="utf-8") as err:
+            assert err.isatty()
+            code = main(list(argv), out=io.StringIO(), err=err)
+        reader.join(timeout=30)
+        assert not reader.is_alive(), "the terminal was not closed"
+    finally:
+        os.close(master)
+    return code, b"".join(chunks).decode("utf-8", "replace")
+
+
 def _last_frame_lines(screen: str, node_ids: list[str]) -> dict[str, str]:
     """The last line drawn for each node (escape codes removed)."""
     last: dict[str, str] = {}
@@ -98,8 +132,10 @@ def test_live_board_under_a_terminal(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_plain_flag_keeps_the_plain_lines_on_a_terminal() -> None:
-    code, _, screen = _under_pty("run", str(SCENARIOS / "quickstart.toml"), "--plain")
+def test_plain_flag_keeps_the_plain_lines_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TERM", "xterm-256color")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    code, screen = _in_process_under_pty("run", str(SCENARIOS / "quickstart.toml"), "--plain")
     assert code == 0, screen
     assert "\x1b[" not in screen
     assert "[lead] started (iterative)" in screen and "[lead] spawned review-design" in screen
@@ -107,8 +143,10 @@ def test_plain_flag_keeps_the_plain_lines_on_a_terminal() -> None:
 
 
 @pytest.mark.slow
-def test_quiet_on_a_terminal_draws_nothing() -> None:
-    code, _, screen = _under_pty("run", str(SCENARIOS / "quickstart.toml"), "--quiet")
+def test_quiet_on_a_terminal_draws_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TERM", "xterm-256color")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    code, screen = _in_process_under_pty("run", str(SCENARIOS / "quickstart.toml"), "--quiet")
     assert code == 0 and screen.strip() == ""
 
 

@@ -223,7 +223,10 @@ async def test_a_server_that_cannot_start_is_refused_by_name(anyio_backend: str,
     with pytest.raises(McpServerError, match=r"^mcp\.gone: the server could not be started: "):
         async with mcp_servers(missing):
             raise AssertionError("not reached")
-    silent = {"mute": McpServerSpec(command=[sys.executable, "-c", "import time; time.sleep(60)"], startup_timeout_s=1)}
+    # A server that reads its requests and never answers; it exits once its stdin closes, so the refusal is not
+    # followed by the SDK's 2 s grace for a child that ignores the closed pipe (a sleeping one waited it out).
+    never = [sys.executable, "-c", "import sys; sys.stdin.read()"]
+    silent = {"mute": McpServerSpec(command=never, startup_timeout_s=1)}
     with pytest.raises(McpServerError, match=r"^mcp\.mute: the server did not start .* startup_timeout_s = 1 s"):
         async with mcp_servers(silent):
             raise AssertionError("not reached")

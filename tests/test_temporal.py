@@ -38,7 +38,7 @@ from runtime.temporal.bodies import (
 )
 from runtime.temporal.flow_host import sdk_retry_policy
 from runtime.temporal.sinks import append_events
-from runtime.temporal.worker import DEV_SERVER_ARGS, parse_address
+from runtime.temporal.worker import parse_address
 from runtime.values.usage import Usage
 from signals.sinks import read_jsonl
 
@@ -421,42 +421,10 @@ HARNESS = str(ROOT / "tests" / "temporal_harness.py")
 SIM_KEY = "sim-test-key"
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_port(port: int, deadline: float) -> None:
-    import socket
-    import time
-
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    raise AssertionError(f"nothing listens on port {port}")
-
-
 @pytest.fixture(scope="module")
-def server() -> Any:
-    """A Temporal dev server started from the installed binary, for the module."""
-    import time
-
-    port = _free_port()
-    args = ["server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(port), "--log-level", "error"]
-    args += DEV_SERVER_ARGS
-    args += ["--http-port", str(_free_port()), "--metrics-port", str(_free_port())]
-    proc = subprocess.Popen([str(BIN / "temporal"), *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        _wait_port(port, time.monotonic() + 30)
-        yield f"127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+def server(temporal_server: str) -> str:
+    """The session's Temporal dev server (conftest.py), under the name this module's tests and its importers use."""
+    return temporal_server
 
 
 @pytest.fixture
@@ -506,19 +474,31 @@ def sim() -> Any:
         finish()
 
 
-def _worker(server: str, bodies: Path, sim_url: str, count: Path, crash: int = 0) -> subprocess.Popen[str]:
+def _worker(
+    server: str, bodies: Path, sim_url: str, count: Path, crash: int = 0, *, ready: bool = True
+) -> subprocess.Popen[str]:
+    """The harness's worker in a subprocess; with ``ready``, once it serves (else :func:`_ready` waits for that,
+    so a test starts its workers and its client side by side: each start-up re-imports the package)."""
     argv = [sys.executable, HARNESS, "worker", server, str(bodies), sim_url, SIM_KEY, str(count)]
     proc = subprocess.Popen([*argv, *([str(crash)] if crash else [])], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    return proc
+    return _ready(proc) if ready else proc
 
 
-def _cli_worker(server: str, bodies: Path, sim_url: str) -> subprocess.Popen[str]:
+def _cli_worker(server: str, bodies: Path, sim_url: str, *, ready: bool = True) -> subprocess.Popen[str]:
+    """``foldline worker`` in a subprocess; with ``ready``, once it serves (else :func:`_ready` waits for that)."""
     argv = [sys.executable, "-m", "runtime.cli", "worker", "--temporal", server, "--bodies", str(bodies)]
     env = {**os.environ, "FOLDLINE_SIM_KEY": SIM_KEY}
     proc = subprocess.Popen([*argv, "--sim-url", sim_url], stderr=subprocess.PIPE, text=True, env=env)
-    assert proc.stderr is not None and "serving task queue 'foldline'" in proc.stderr.readline()
-    return proc
+    return _ready(proc) if ready else proc
+
+
+def _ready(worker: subprocess.Popen[str]) -> subprocess.Popen[str]:
+    """``worker`` once its first line says it serves: the harness's on stdout, ``foldline worker``'s on stderr."""
+    if worker.stdout is not None:
+        assert worker.stdout.readline().strip() == "ready"
+    else:
+        assert worker.stderr is not None and "serving task queue 'foldline'" in worker.stderr.readline()
+    return worker
 
 
 def _submit(scenario: Path, server: str, bodies: Path, tmp_path: Path) -> subprocess.Popen[str]:
@@ -535,8 +515,9 @@ def test_a_killed_worker_is_replaced_and_nothing_completed_is_repeated(server: s
     expected = _local_report(scenario)
     sim_url, served = sim(scenario)
     bodies = tmp_path / "bodies"
-    first = _worker(server, bodies, sim_url, tmp_path / "first.count", crash=4)
-    run = _submit(scenario, server, bodies, tmp_path)
+    first = _worker(server, bodies, sim_url, tmp_path / "first.count", crash=4, ready=False)
+    run = _submit(scenario, server, bodies, tmp_path)  # starts up beside the worker: the flow waits for it
+    _ready(first)
     assert first.wait(timeout=180) == -9  # SIGKILLed after its 4th provider response
     second = _cli_worker(server, bodies, sim_url)  # the `foldline worker` command takes over
     try:
@@ -619,7 +600,9 @@ def test_two_workers_share_a_flow_of_eight_nodes(server: str, sim: Any, tmp_path
     expected = _local_report(scenario)
     sim_url, _ = sim(scenario)
     bodies = tmp_path / "bodies"
-    workers = [_worker(server, bodies, sim_url, tmp_path / f"w{n}.count") for n in range(2)]
+    workers = [_worker(server, bodies, sim_url, tmp_path / f"w{n}.count", ready=False) for n in range(2)]
+    for worker in workers:  # both serve before the flow starts, so both get a share of it
+        _ready(worker)
     try:
         run = _submit(scenario, server, bodies, tmp_path)
         _, err = run.communicate(timeout=240)

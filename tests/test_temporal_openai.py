@@ -14,6 +14,7 @@ as every Temporal test.
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import subprocess
@@ -31,7 +32,8 @@ import pytest
 pytest.importorskip("temporalio", reason="the Temporal engine needs the temporal extra: pip install -e '.[temporal]'")
 pytest.importorskip("openai", reason="the openai provider needs the openai extra")
 
-from test_temporal import BIN, ROOT, _digests, _free_port, needs_server, server  # noqa: F401
+from temporal_dev import free_port
+from test_temporal import BIN, ROOT, _digests, needs_server, server  # noqa: F401
 
 KEY_ENV = "FOLDLINE_TEST_CHAT_KEY"
 ALLOWED = {"FOLDLINE_ALLOW_KEY_ENV": KEY_ENV}  # the user allows the scenario's api_key_env
@@ -96,12 +98,16 @@ def _local(scenario: Path, signals: Path) -> Any:
     return asyncio.run(run_scenario(loaded, signals_path=signals))
 
 
-async def _histories(address: str) -> list[bytes]:
+async def _histories(address: str, run_id: str) -> list[bytes]:
+    """Every history of the run's workflows: its flow's (``foldline-RUN_ID``) and its nodes' (``.../NODE``); the
+    server is the session's, which holds other tests' workflows too."""
     from temporalio.client import Client
 
     client = await Client.connect(address)
     out = []
     async for listed in client.list_workflows():
+        if listed.id != f"foldline-{run_id}" and not listed.id.startswith(f"foldline-{run_id}/"):
+            continue
         history = await client.get_workflow_handle(listed.id, run_id=listed.run_id).fetch_history()
         out.append(history.to_json().encode())
     return out
@@ -110,7 +116,7 @@ async def _histories(address: str) -> list[bytes]:
 @needs_server
 @pytest.mark.slow
 def test_an_openai_scenario_on_temporal_sends_what_it_sends_in_process(server: str, tmp_path: Path) -> None:  # noqa: F811
-    port = _free_port()
+    port = free_port()
     scenario = _scenario(tmp_path, f"http://127.0.0.1:{port}/v1")
     os.environ.update({KEY_ENV: CHAT_KEY, **ALLOWED})
     try:
@@ -145,8 +151,8 @@ def test_an_openai_scenario_on_temporal_sends_what_it_sends_in_process(server: s
     views = [message_content_json(m) for b in local_run.result.branches.values() for m in b.view()]
     assert any("foldline-chat-reasoning/1:" in v for v in views)  # replies carried reasoning, kept and given back
     # The key is the worker's alone: not in any workflow history, body, event or report.
-    histories = asyncio.run(_histories(server))
-    assert histories and all(CHAT_KEY.encode() not in h for h in histories)
+    histories = asyncio.run(_histories(server, remote["run_id"]))
+    assert len(histories) > len(remote["nodes"]) and all(CHAT_KEY.encode() not in h for h in histories)
     stored = [p.read_bytes() for p in bodies.rglob("*") if p.is_file()]
     assert stored and all(CHAT_KEY.encode() not in b for b in stored)
     assert CHAT_KEY not in signals.read_text() + report.read_text() + done.stderr + done.stdout
@@ -172,18 +178,22 @@ def test_a_standalone_worker_serves_the_provider_a_scenario_describes(tmp_path: 
     assert provider.base_url == "http://127.0.0.1:9/v1" and CHAT_KEY not in repr(provider)
 
 
-def test_a_worker_given_a_bad_provider_scenario_exits_2_naming_it(tmp_path: Path) -> None:
+def test_a_worker_given_a_bad_provider_scenario_exits_2_naming_it(tmp_path: Path, monkeypatch: Any) -> None:
+    """The command's exit code and its line, from ``main`` in process (what ``python -m runtime.cli`` exits with;
+    a subprocess here only re-imported the package, twice)."""
+    from runtime.cli.main import main
+
     scenario = _scenario(tmp_path, "http://127.0.0.1:9/v1")
-    env = {k: v for k, v in os.environ.items() if k not in (KEY_ENV, "ANTHROPIC_API_KEY")} | ALLOWED
+    for name in (KEY_ENV, "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in ALLOWED.items():
+        monkeypatch.setenv(name, value)
     cases = [
         (tmp_path / "missing.toml", "missing.toml"),
         (scenario, f"the environment variable {KEY_ENV} is not set"),  # its key from the worker's environment
     ]
     for path, expected in cases:
-        done = subprocess.run(
-            [sys.executable, "-m", "runtime.cli", "worker", "--temporal", "127.0.0.1:1", "--bodies", str(tmp_path),
-             "--provider-from", str(path)],
-            env=env, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-        assert done.returncode == 2, done.stderr
-        assert expected in done.stderr and "Traceback" not in done.stderr
+        argv = ["worker", "--temporal", "127.0.0.1:1", "--bodies", str(tmp_path), "--provider-from", str(path)]
+        out, err = io.StringIO(), io.StringIO()
+        assert main(argv, out=out, err=err) == 2, err.getvalue()
+        assert expected in err.getvalue() and "Traceback" not in err.getvalue() and out.getvalue() == ""

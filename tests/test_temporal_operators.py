@@ -28,7 +28,6 @@ from temporalio.service import RPCError, RPCStatusCode
 from runtime.cli.main import main
 from runtime.temporal.reconnect import Patience, ServerLost, first_line
 from runtime.temporal.sinks import insert_events
-from runtime.temporal.worker import DEV_SERVER_ARGS
 from signals.sinks import read_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -283,27 +282,17 @@ def test_follow_on_a_local_store_no_one_writes_ends_at_once(tmp_path: Path) -> N
 
 # -- on a dev server: a restart, a killed client --------------------------------------------------
 
+from temporal_dev import free_port, start_dev_server  # noqa: E402
 from test_temporal import (  # noqa: E402  (the Temporal module's fixtures and helpers, after its importorskip)
     _assert_same_contract,
     _cli_worker,
     _digests,
-    _free_port,
     _local_run,
-    _wait_port,
+    _ready,
     _worker,
     server,  # noqa: F401  (a fixture)
     sim,  # noqa: F401  (a fixture)
 )
-
-
-def _dev_server(port: int, db: Path) -> subprocess.Popen[bytes]:
-    """Temporal's dev server from the installed binary, its state in ``db`` (a restart keeps every workflow)."""
-    args = ["server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(port), "--log-level", "error"]
-    args += DEV_SERVER_ARGS
-    args += ["--db-filename", str(db), "--http-port", str(_free_port()), "--metrics-port", str(_free_port())]
-    proc = subprocess.Popen([str(BIN / "temporal"), *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _wait_port(port, time.monotonic() + 60)
-    return proc
 
 
 def _foldline(*argv: str, cwd: Path) -> subprocess.Popen[str]:
@@ -326,6 +315,25 @@ def _submit(scenario: Path, address: str, tmp_path: Path, *extra: str) -> tuple[
     return run, run_id
 
 
+def _stderr_until(run: subprocess.Popen[str], wanted: str, timeout: float = 120.0) -> str:
+    """What ``run`` writes on stderr up to and including its first line starting with ``wanted`` (read by a
+    thread, so a client that never says it fails the test at ``timeout`` instead of hanging it)."""
+    assert run.stderr is not None
+    stream, lines = run.stderr, []
+
+    def read() -> None:
+        for line in stream:
+            lines.append(line)
+            if line.startswith(wanted):
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout)
+    assert lines and lines[-1].startswith(wanted), f"no {wanted!r} within {timeout} s: {''.join(lines)[-2000:]}"
+    return "".join(lines)
+
+
 def _same_as_uninterrupted(report: dict[str, Any], signals: Path, local: Any, local_signals: Path) -> None:
     _assert_same_contract(report, local.report, signals, local_signals)
     assert report["status"] == local.report["status"] == "ok"
@@ -336,19 +344,24 @@ def _same_as_uninterrupted(report: dict[str, Any], signals: Path, local: Any, lo
 def test_the_client_rides_out_a_server_restart_and_writes_the_report(sim: Any, tmp_path: Path) -> None:  # noqa: F811
     scenario = ROOT / "scenarios" / "quickstart.toml"
     local = _local_run(scenario, tmp_path / "local.jsonl")
-    port, db = _free_port(), tmp_path / "temporal.db"
+    port, db = free_port(), tmp_path / "temporal.db"
     address = f"127.0.0.1:{port}"
-    server_proc = _dev_server(port, db)
+    server_proc = start_dev_server(port, db)
     sim_url, _ = sim(scenario)
     worker = None
     try:
         run, _ = _submit(scenario, address, tmp_path, "--report", str(tmp_path / "report.json"))
         server_proc.terminate()  # the flow has started and waits for a worker: the server goes away mid-run
         server_proc.wait(timeout=30)
-        time.sleep(12)  # longer than the SDK's own retries of a call last (10 s): the client sees the outage
-        server_proc = _dev_server(port, db)
-        worker = _cli_worker(address, tmp_path / "bodies", sim_url)
+        # The server comes back once the client has said it lost it (past the SDK's own retries of a call, about
+        # 10 s): the outage is the client's to ride out, not the SDK's. The worker starts meanwhile (it imports while
+        # the client waits) and connects once the server is back. (Before: a fixed 12 s sleep, then the worker.)
+        worker = _cli_worker(address, tmp_path / "bodies", sim_url, ready=False)
+        lost = _stderr_until(run, f"temporal: lost the server at {address} while waiting for the flow's result")
+        server_proc = start_dev_server(port, db)
+        _stderr_until(worker, f"foldline worker: serving task queue 'foldline' at {address}")
         out, err = run.communicate(timeout=300)
+        err = lost + err
     finally:
         for proc in (worker, server_proc):
             if proc is not None:
@@ -417,9 +430,10 @@ def test_workers_served_by_foldline_sim_scenario_give_the_in_process_run(server:
     scenario = ROOT / "scenarios" / "fold.toml"
     local = _local_run(scenario, tmp_path / "local.jsonl")
     with foldline_sim("--scenario", str(scenario)) as simulator:
-        run, _ = _submit(scenario, server, tmp_path, "--report", str(tmp_path / "report.json"))
-        worker = _cli_worker(server, tmp_path / "bodies", simulator.url)
+        worker = _cli_worker(server, tmp_path / "bodies", simulator.url, ready=False)  # starts up beside the client
         try:
+            run, _ = _submit(scenario, server, tmp_path, "--report", str(tmp_path / "report.json"))
+            _ready(worker)
             _, err = run.communicate(timeout=300)
         finally:
             worker.kill()
@@ -440,8 +454,9 @@ def test_a_killed_workers_node_goes_on_at_the_next_workers_own_simulator(server:
     first_url, _ = sim(scenario)
     second_url, second_served = sim(scenario)
     bodies = tmp_path / "bodies"
-    first = _worker(server, bodies, first_url, tmp_path / "first.count", crash=3)
-    run, _ = _submit(scenario, server, tmp_path, "--report", str(tmp_path / "report.json"))
+    first = _worker(server, bodies, first_url, tmp_path / "first.count", crash=3, ready=False)
+    run, _ = _submit(scenario, server, tmp_path, "--report", str(tmp_path / "report.json"))  # beside the worker
+    _ready(first)
     assert first.wait(timeout=180) == -signal.SIGKILL  # killed right after its simulator's 3rd response
     second = _cli_worker(server, bodies, second_url)
     try:
