@@ -280,6 +280,11 @@ def test_foldline_run_otlp_sends_the_fold_run_to_a_real_receiver(receiver: _Rece
     _check_usage_adds_up(totals, report["usage"])
     assert events["foldline.context_decision"] == report["decisions"]
     assert len({span.trace_id for span in spans}) == 1  # one trace per run
+    # The README quotes this run's closing line (twice: the collector's port and Phoenix's); its count is this one.
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    for port in ("4318", "6006"):
+        line = f"foldline: --otlp http://127.0.0.1:{port}/v1/traces: {len(spans)} of {len(spans)} spans exported"
+        assert line in readme, f"README.md's --otlp line for port {port} no longer gives {len(spans)} spans"
 
 
 def _closed_port() -> int:
