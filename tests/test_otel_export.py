@@ -285,6 +285,14 @@ def test_foldline_run_otlp_sends_the_fold_run_to_a_real_receiver(receiver: _Rece
     for port in ("4318", "6006"):
         line = f"foldline: --otlp http://127.0.0.1:{port}/v1/traces: {len(spans)} of {len(spans)} spans exported"
         assert line in readme, f"README.md's --otlp line for port {port} no longer gives {len(spans)} spans"
+    usage = report["usage"]
+    fresh, read, written = usage["input_tokens"], usage["cache_read_input_tokens"], usage["cache_write_5m_tokens"]
+    figures = (
+        f"`gen_ai.usage.input_tokens` {totals['gen_ai.usage.input_tokens']:,} (fresh {fresh:,} + cache read {read:,}"
+        f" + cache write {written:,}), `gen_ai.usage.output_tokens` {usage['output_tokens']:,}, and"
+        f" {events['foldline.context_decision']} `foldline.context_decision` events"
+    )
+    assert figures in readme, f"README.md's Phoenix figures are not this run's: {figures}"
 
 
 def _closed_port() -> int:
