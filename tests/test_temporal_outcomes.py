@@ -1,0 +1,103 @@
+"""How a node workflow ends and spawns on Temporal, in signals and answers (Temporal is asyncio-only).
+
+A node's last items (its last events and its outcome) come as its workflow's
+result, not in a signal; an emitter applies the flow's spawn rule itself when
+the flow's spawn limit cannot be reached by its declared children, so it sends
+its spawn requests without waiting for an answer; with a limit its children
+can reach, the flow answers each request as before. Both runs end as in process.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_temporal import needs_server
+
+pytest.importorskip("temporalio")
+
+ROOT = Path(__file__).resolve().parent.parent
+QUICKSTART = ROOT / "scenarios" / "quickstart.toml"
+
+
+def _received(history: Any, name: str) -> int:
+    return sum(
+        1
+        for e in history.events
+        if e.HasField("workflow_execution_signaled_event_attributes")
+        and e.workflow_execution_signaled_event_attributes.signal_name == name
+    )
+
+
+def _sent(history: Any) -> int:
+    return sum(1 for e in history.events if e.HasField("signal_external_workflow_execution_initiated_event_attributes"))
+
+
+async def _run(path: Path, tmp_path: Path) -> tuple[dict[str, Any], dict[str, Any], Any, dict[str, Any]]:
+    """The in-process report, the Temporal report, the flow's history, each started node's (history, result)."""
+    from actors.tools import BUILTIN_TOOLS
+    from runtime.config.loader import load_scenario
+    from runtime.providers.factory import open_provider
+    from runtime.scenarios.run import build_policies, run_scenario
+    from runtime.temporal.activities import ActivityHost
+    from runtime.temporal.bodies import DirectoryBodyStore
+    from runtime.temporal.node_host import node_workflow_id
+    from runtime.temporal.worker import build_worker, local_server
+    from runtime.temporal.workflows import FLOW_WORKFLOW
+
+    scenario = load_scenario(str(path), tool_names=BUILTIN_TOOLS.names())
+    local = (await run_scenario(scenario)).report
+    nodes: dict[str, Any] = {}
+    async with local_server(DirectoryBodyStore(tmp_path / "bodies")) as client:
+        async with open_provider(scenario.provider, build_policies(scenario), clock=time.time) as provider:
+            host = ActivityHost({scenario.provider.kind: provider}, BUILTIN_TOOLS)
+            async with build_worker(client, host, task_queue="outcomes"):
+                arg = {"scenario_text": path.read_text(encoding="utf-8"), "scenario_label": path.name, "run_id": "r"}
+                result = await client.execute_workflow(FLOW_WORKFLOW, arg, id="flow", task_queue="outcomes")
+                flow = await client.get_workflow_handle("flow").fetch_history()
+                for node, figures in result["report"]["nodes"].items():
+                    if figures["status"] != "skipped":
+                        handle = client.get_workflow_handle(node_workflow_id("flow", node))
+                        nodes[node] = (await handle.fetch_history(), await handle.result())
+    return local, result["report"], flow, nodes
+
+
+@needs_server
+@pytest.mark.slow
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.anyio
+async def test_a_node_ends_with_its_result_and_an_emitter_spawns_without_waiting(
+    tmp_path: Path, anyio_backend: str
+) -> None:
+    local, remote, flow, nodes = await _run(QUICKSTART, tmp_path)
+    assert {n: v["status"] for n, v in remote["nodes"].items()} == {n: v["status"] for n, v in local["nodes"].items()}
+    assert remote["requests"] == local["requests"] == 9
+    assert set(nodes) == {"lead", "review-design", "review-tests", "survey", "summary"}
+    for node, (history, result) in nodes.items():
+        assert result["items"][-1]["finished"]["status"] == "ok", node  # its outcome, after its last events
+        assert any("event" in item for item in result["items"]), node
+        assert _received(history, "spawn_answer") == 0, node  # no node waits for the flow's answer
+    # Only the lead signals (its spawn requests, with the events before them); every other node's items are its result.
+    assert {node: _sent(history) for node, (history, _) in nodes.items() if _sent(history)} == {
+        "lead": _sent(nodes["lead"][0])
+    }
+    assert _received(flow, "node_items") == _sent(nodes["lead"][0]) >= 1
+
+
+@needs_server
+@pytest.mark.slow
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.anyio
+async def test_a_spawn_limit_the_children_can_reach_is_answered_by_the_flow(tmp_path: Path, anyio_backend: str) -> None:
+    path = tmp_path / "limited.toml"
+    text = QUICKSTART.read_text(encoding="utf-8").replace("concurrency = 4\n", "concurrency = 4\nspawn_limit = 1\n")
+    path.write_text(text, encoding="utf-8")
+    local, remote, _, nodes = await _run(path, tmp_path)
+    statuses = {n: v["status"] for n, v in remote["nodes"].items()}
+    assert statuses == {n: v["status"] for n, v in local["nodes"].items()}
+    assert statuses["review-tests"] == "skipped"  # the second spawn was refused: never spawned
+    assert remote["requests"] == local["requests"]
+    lead_history, _ = nodes["lead"]
+    assert _received(lead_history, "spawn_answer") == 2  # one answer per request: accepted, then refused
