@@ -101,3 +101,69 @@ async def test_a_spawn_limit_the_children_can_reach_is_answered_by_the_flow(tmp_
     assert remote["requests"] == local["requests"]
     lead_history, _ = nodes["lead"]
     assert _received(lead_history, "spawn_answer") == 2  # one answer per request: accepted, then refused
+
+
+STUCK = """
+schema = "foldline.scenario/v1"
+name = "terminated"
+[provider]
+kind = "simulated"
+model = "claude-haiku-5-5"
+faults = [{ kind = "slow", node = "stuck", on_request = 1, delay_s = 30 }]
+[profiles.default]
+system = "You answer briefly."
+[[nodes]]
+id = "stuck"
+operation = "bounded"
+instruction = "Take your time."
+script = [{ text = "Done." }]
+[[nodes]]
+id = "after"
+depends_on = ["stuck"]
+operation = "bounded"
+instruction = "Go on."
+script = [{ text = "Went on." }]
+"""
+
+
+@needs_server
+@pytest.mark.slow
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.anyio
+async def test_a_terminated_node_workflow_is_a_failed_node(tmp_path: Path, anyio_backend: str) -> None:
+    """Its end reaches the flow as its workflow's failure (before, the flow waited for a signal that never came)."""
+    import anyio
+    from temporalio.service import RPCError
+
+    from actors.tools import BUILTIN_TOOLS
+    from runtime.config.loader import load_scenario
+    from runtime.providers.factory import open_provider
+    from runtime.scenarios.run import build_policies
+    from runtime.temporal.activities import ActivityHost
+    from runtime.temporal.bodies import DirectoryBodyStore
+    from runtime.temporal.node_host import node_workflow_id
+    from runtime.temporal.worker import build_worker, local_server
+    from runtime.temporal.workflows import FLOW_WORKFLOW
+
+    path = tmp_path / "stuck.toml"
+    path.write_text(STUCK, encoding="utf-8")
+    scenario = load_scenario(str(path), tool_names=BUILTIN_TOOLS.names())
+    async with local_server(DirectoryBodyStore(tmp_path / "bodies")) as client:
+        async with open_provider(scenario.provider, build_policies(scenario), clock=time.time) as provider:
+            host = ActivityHost({scenario.provider.kind: provider}, BUILTIN_TOOLS)
+            async with build_worker(client, host, task_queue="stuck"):
+                arg = {"scenario_text": STUCK, "scenario_label": path.name, "run_id": "r"}
+                flow = await client.start_workflow(FLOW_WORKFLOW, arg, id="flow", task_queue="stuck")
+                node = client.get_workflow_handle(node_workflow_id("flow", "stuck"))
+                with anyio.fail_after(20):  # its workflow starts, its first attempt waits on the slow simulator
+                    while True:
+                        try:
+                            await node.describe()
+                            break
+                        except RPCError:
+                            await anyio.sleep(0.1)
+                await node.terminate(reason="an operator stopped it")
+                with anyio.fail_after(20):
+                    result = await flow.result()
+    statuses = {n: v["status"] for n, v in result["report"]["nodes"].items()}
+    assert statuses == {"stuck": "failed", "after": "skipped"}

@@ -11,11 +11,7 @@ What the child tells its flow goes through one ordered channel (the
 ``node_items`` signal to the parent, in batches): the node's events, which
 the flow numbers on its bus (``seq`` is the flow's), and its spawn requests.
 Its last items (its last events and its outcome) go in the child workflow's
-result when the flow asked for that (``"outcome": "result"`` in its input,
-:data:`OUTCOME_BY_RESULT`): the result reaches the flow with no signal and no
-workflow task of either side to deliver and acknowledge it. A flow about to
-continue as new sends :data:`REPORT_SIGNAL` first; a node told so sends its
-last items by signal instead (the flow's next run is not the child's parent).
+result when the flow asked for that, else by signal (:mod:`runtime.temporal.node_end`).
 A spawn request carries the clone of the emitter's view as a seed of message
 digests (:mod:`runtime.temporal.seed`), the bodies put in the body store
 first; the flow answers with the ``spawn_answer`` signal. Because a spawn
@@ -59,6 +55,7 @@ from runtime.runtime import audit_recoverability
 from runtime.scenarios.run import build_flow
 from runtime.store.codec import dumps_value
 from runtime.temporal.flow_host import EVENT_BATCH, ActivityProvider, ActivityRoute, activity_registry
+from runtime.temporal.node_end import OUTCOME_BY_RESULT
 from runtime.temporal.parsed import default_pricing, scenario_of
 from runtime.temporal.seed import branch_from_seed, seed_digests, seed_of
 from runtime.values.canonical import sha256_hex
@@ -69,16 +66,10 @@ from signals.envelope import Event
 NODE_WORKFLOW = "foldline.Node"
 ITEMS_SIGNAL = "node_items"
 ANSWER_SIGNAL = "spawn_answer"
-REPORT_SIGNAL = "report_by_signal"
-"""The flow's word to a node that its last items go by signal (the flow continues as new: its next run gets them)."""
-OUTCOME_BY_RESULT = "result"
-"""A node input's ``outcome`` value: its last items go in its workflow's result (see the module docstring)."""
 SPAWNS_BY_EMITTER = "emitter"
 """A node input's ``spawns`` value: the node applies the flow's spawn rule itself and does not wait for an answer
 (the flow gives it when its spawn limit cannot be reached by its declared children: the rule's other checks are
 the emitter's own, declared children and which of them it spawned)."""
-SIGNALLED = "outcome signalled"
-"""The detail of a node workflow's failure whose outcome went to the flow by signal (the flow reads that one)."""
 FLUSH_EVERY = timedelta(seconds=1)
 """How long a node holds its events before it sends them to the flow (unless a spawn request or its end is due)."""
 BODY_RETRIES = RetryPolicy(
@@ -96,11 +87,6 @@ def flow_handle() -> workflow.ExternalWorkflowHandle[Any]:
     parent = workflow.info().parent
     assert parent is not None, "a node workflow runs as a child of its flow"
     return workflow.get_external_workflow_handle(parent.workflow_id)
-
-
-def failed_outcome(error_type: str, message: str) -> dict[str, Any]:
-    """A node's outcome when its operation could not run (the flow publishes ``NodeFailed`` from it)."""
-    return {"status": "failed", "error_type": error_type, "message": message or error_type, "unrecoverable": 0}
 
 
 async def send_outcome(node_id: str, outcome: Mapping[str, Any]) -> None:

@@ -18,7 +18,6 @@ Only called from inside a workflow; asyncio only, as every Temporal workflow.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
@@ -26,7 +25,7 @@ from typing import Any
 import anyio
 import attrs
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError, ChildWorkflowError, FailureError
+from temporalio.exceptions import FailureError
 from temporalio.workflow import ParentClosePolicy
 
 from runtime.flows.flow import Flow, Node
@@ -36,16 +35,8 @@ from runtime.report import ReportBuilder
 from runtime.scenarios.run import build_flow
 from runtime.temporal.flow_carry import report_state, restore_report
 from runtime.temporal.flow_host import AFFINITY_SLOTS, AFFINITY_WAIT, EventPump, affinity_queue, node_queue
-from runtime.temporal.node_host import (
-    ANSWER_SIGNAL,
-    NODE_WORKFLOW,
-    OUTCOME_BY_RESULT,
-    REPORT_SIGNAL,
-    SIGNALLED,
-    SPAWNS_BY_EMITTER,
-    failed_outcome,
-    node_workflow_id,
-)
+from runtime.temporal.node_end import OUTCOME_BY_RESULT, REPORT_SIGNAL, items_of_end
+from runtime.temporal.node_host import ANSWER_SIGNAL, NODE_WORKFLOW, SPAWNS_BY_EMITTER, node_workflow_id
 from runtime.temporal.parsed import default_pricing, scenario_of
 from runtime.values.ids import CountingIds
 from signals.bus import Gap, SignalBus
@@ -306,25 +297,14 @@ class FlowScheduler:
         """A node workflow ended (its handle's callback): its last items join the inbox, after every batch it
         signalled before (a signal is applied before the child's end in the same workflow task).
 
-        A node that sent them by signal (told so, :meth:`report_by_signal`) returns no items, and its failure
-        says :data:`SIGNALLED`; any other failure (a node that could not run, a workflow terminated or timed
-        out) is the node's outcome.
+        A node told to send them by signal (:meth:`report_by_signal`) gives none here
+        (:func:`~runtime.temporal.node_end.items_of_end`).
         """
         if self.by_result is not None and node_id in self.by_result:
             self.by_result.remove(node_id)
-        if handle.cancelled():
-            return
-        error = handle.exception()
-        if error is None:
-            items = handle.result().get("items")
-            if items is not None:
-                self.inbox.append({"node": node_id, "items": items})
-            return
-        cause = error.cause if isinstance(error, ChildWorkflowError) and error.cause is not None else error
-        if isinstance(cause, ApplicationError) and SIGNALLED in cause.details:
-            return
-        error_type = cause.type if isinstance(cause, ApplicationError) and cause.type else type(cause).__name__
-        self.inbox.append({"node": node_id, "items": [{"finished": failed_outcome(error_type, str(cause))}]})
+        items = items_of_end(handle)
+        if items is not None:
+            self.inbox.append({"node": node_id, "items": items})
 
     async def report_by_signal(self) -> bool:
         """Before the run continues as new: tell each node whose last items would come as its result to send
@@ -332,16 +312,25 @@ class FlowScheduler:
 
         A node told so sends them by signal (the signal is in its history before it ends: an end completed
         meanwhile is refused by the server and worked again with the signal); a node that ended first fails
-        the signal, and its result comes to this run, which handles it before it may cut.
+        the signal, and this waits for its result (it comes to this run, which may not cut before it has it).
         """
         if not self.by_result:
             return False
-        told, self.by_result = self.by_result, []
-        flow_id = workflow.info().workflow_id
         async with anyio.create_task_group() as tg:
-            for node_id in told:
-                tg.start_soon(_tell, node_workflow_id(flow_id, node_id))
+            for node_id in list(self.by_result):
+                tg.start_soon(self._tell, node_id)
         return True
+
+    async def _tell(self, node_id: str) -> None:
+        assert self.by_result is not None
+        target = node_workflow_id(workflow.info().workflow_id, node_id)
+        try:
+            await workflow.get_external_workflow_handle(target).signal(REPORT_SIGNAL)
+        except FailureError:  # it has ended: its result is on its way to this run
+            await workflow.wait_condition(lambda: self.by_result is None or node_id not in self.by_result)
+            return
+        if node_id in self.by_result:  # its result (no items: they go by signal) may have come already
+            self.by_result.remove(node_id)
 
     async def outcome_of(self, node: Node) -> dict[str, Any]:
         """The outcome the node's workflow sent as its last item; from here on a step is under way."""
@@ -388,12 +377,6 @@ class FlowScheduler:
         # To the emitter's current run (it may have continued as new since it started).
         target = node_workflow_id(workflow.info().workflow_id, emitter.id)
         await workflow.get_external_workflow_handle(target).signal(ANSWER_SIGNAL, answer)
-
-
-async def _tell(workflow_id: str) -> None:
-    """Tell node workflow ``workflow_id`` to send its last items by signal (a closed one fails the signal)."""
-    with contextlib.suppress(FailureError):
-        await workflow.get_external_workflow_handle(workflow_id).signal(REPORT_SIGNAL)
 
 
 @attrs.define(eq=False)

@@ -15,14 +15,12 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from runtime.errors import FoldlineError
+    from runtime.temporal.node_end import REPORT_SIGNAL, SIGNALLED, failed_outcome
     from runtime.temporal.node_host import (
         ANSWER_SIGNAL,
         ITEMS_SIGNAL,
         NODE_WORKFLOW,
-        REPORT_SIGNAL,
-        SIGNALLED,
         NodeHost,
-        failed_outcome,
         run_node_workflow,
         send_outcome,
     )
