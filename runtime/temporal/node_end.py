@@ -17,12 +17,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from temporalio.exceptions import ApplicationError, ChildWorkflowError
+from temporalio.exceptions import ApplicationError, ChildWorkflowError, FailureError
 
 REPORT_SIGNAL = "report_by_signal"
 """The flow's word to a node that its last items go by signal (the flow continues as new: its next run gets them)."""
 OUTCOME_BY_RESULT = "result"
 """A node input's ``outcome`` value: its last items go in its workflow's result."""
+LAST_ITEMS = "last_items"
+"""The key of a node workflow's result that holds its last items (a node that sent them by signal returns its
+outcome, whose ``items`` is a count)."""
 SIGNALLED = "outcome signalled"
 """The detail of a node workflow's failure whose outcome went to the flow by signal (the flow reads that one)."""
 
@@ -35,7 +38,7 @@ def failed_outcome(error_type: str, message: str) -> dict[str, Any]:
 def items_of_end(handle: Any) -> list[dict[str, Any]] | None:
     """The last items a finished node workflow's handle gives its flow (None: they came by signal).
 
-    A result with ``items``: those. A result without (a node told to signal) or a failure that says
+    A result with :data:`LAST_ITEMS`: those. A result without (a node told to signal) or a failure that says
     :data:`SIGNALLED`: none. Any other failure (a node that could not run, a workflow terminated or
     timed out) is the node's outcome, failed, with the error's type and message.
     """
@@ -43,10 +46,11 @@ def items_of_end(handle: Any) -> list[dict[str, Any]] | None:
         return None
     error = handle.exception()
     if error is None:
-        items: list[dict[str, Any]] | None = handle.result().get("items")
+        items: list[dict[str, Any]] | None = handle.result().get(LAST_ITEMS)
         return items
     cause = error.cause if isinstance(error, ChildWorkflowError) and error.cause is not None else error
     if isinstance(cause, ApplicationError) and SIGNALLED in cause.details:
         return None
     error_type = cause.type if isinstance(cause, ApplicationError) and cause.type else type(cause).__name__
-    return [{"finished": failed_outcome(error_type, str(cause))}]
+    message = cause.message if isinstance(cause, FailureError) else str(cause)
+    return [{"finished": failed_outcome(error_type, message)}]

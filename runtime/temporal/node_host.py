@@ -55,7 +55,7 @@ from runtime.runtime import audit_recoverability
 from runtime.scenarios.run import build_flow
 from runtime.store.codec import dumps_value
 from runtime.temporal.flow_host import EVENT_BATCH, ActivityProvider, ActivityRoute, activity_registry
-from runtime.temporal.node_end import OUTCOME_BY_RESULT
+from runtime.temporal.node_end import LAST_ITEMS, OUTCOME_BY_RESULT
 from runtime.temporal.parsed import default_pricing, scenario_of
 from runtime.temporal.seed import branch_from_seed, seed_digests, seed_of
 from runtime.values.canonical import sha256_hex
@@ -471,4 +471,4 @@ async def run_node_workflow(host: NodeHost, arg: Mapping[str, Any]) -> dict[str,
         await _put_bodies(host, bodies)
         carried = host.carried() | {"sent": outbox.sent, "continued": continued + 1}
         workflow.continue_as_new(dict(arg) | {"resume": snapshot, "seed": None, "carry": carried})
-    return outcome if host.by_signal else {"items": outbox.pending}
+    return outcome if host.by_signal else {LAST_ITEMS: outbox.pending}
