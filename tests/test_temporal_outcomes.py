@@ -9,7 +9,9 @@ can reach, the flow answers each request as before. Both runs end as in process.
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,31 @@ pytest.importorskip("temporalio")
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICKSTART = ROOT / "scenarios" / "quickstart.toml"
+
+
+def on_temporal(test: Any) -> Any:
+    """A slow test against a dev server this process starts, on asyncio only (Temporal's workflows are)."""
+    marked = pytest.mark.anyio(pytest.mark.parametrize("anyio_backend", ["asyncio"])(test))
+    return needs_server(pytest.mark.slow(marked))
+
+
+@contextlib.asynccontextmanager
+async def _served(path: Path, tmp_path: Path, queue: str) -> AsyncIterator[Any]:
+    """A dev server and a worker of this process for the scenario at ``path`` (its provider); yields the client."""
+    from actors.tools import BUILTIN_TOOLS
+    from runtime.config.loader import load_scenario
+    from runtime.providers.factory import open_provider
+    from runtime.scenarios.run import build_policies
+    from runtime.temporal.activities import ActivityHost
+    from runtime.temporal.bodies import DirectoryBodyStore
+    from runtime.temporal.worker import build_worker, local_server
+
+    scenario = load_scenario(str(path), tool_names=BUILTIN_TOOLS.names())
+    async with local_server(DirectoryBodyStore(tmp_path / "bodies")) as client:
+        async with open_provider(scenario.provider, build_policies(scenario), clock=time.time) as provider:
+            host = ActivityHost({scenario.provider.kind: provider}, BUILTIN_TOOLS)
+            async with build_worker(client, host, task_queue=queue):
+                yield client
 
 
 def _received(history: Any, name: str) -> int:
@@ -41,36 +68,25 @@ async def _run(path: Path, tmp_path: Path, **extra: Any) -> tuple[dict[str, Any]
 
     from actors.tools import BUILTIN_TOOLS
     from runtime.config.loader import load_scenario
-    from runtime.providers.factory import open_provider
-    from runtime.scenarios.run import build_policies, run_scenario
-    from runtime.temporal.activities import ActivityHost
-    from runtime.temporal.bodies import DirectoryBodyStore
+    from runtime.scenarios.run import run_scenario
     from runtime.temporal.node_host import node_workflow_id
-    from runtime.temporal.worker import build_worker, local_server
     from runtime.temporal.workflows import FLOW_WORKFLOW
 
-    scenario = load_scenario(str(path), tool_names=BUILTIN_TOOLS.names())
-    local = (await run_scenario(scenario)).report
+    local = (await run_scenario(load_scenario(str(path), tool_names=BUILTIN_TOOLS.names()))).report
     nodes: dict[str, Any] = {}
-    async with local_server(DirectoryBodyStore(tmp_path / "bodies")) as client:
-        async with open_provider(scenario.provider, build_policies(scenario), clock=time.time) as provider:
-            host = ActivityHost({scenario.provider.kind: provider}, BUILTIN_TOOLS)
-            async with build_worker(client, host, task_queue="outcomes"):
-                arg = {"scenario_text": path.read_text(encoding="utf-8"), "scenario_label": path.name, "run_id": "r"}
-                with anyio.fail_after(120):
-                    result = await client.execute_workflow(FLOW_WORKFLOW, arg | extra, id="flow", task_queue="outcomes")
-                flow = await client.get_workflow_handle("flow").fetch_history()
-                for node, figures in result["report"]["nodes"].items():
-                    if figures["status"] != "skipped":
-                        handle = client.get_workflow_handle(node_workflow_id("flow", node))
-                        nodes[node] = (await handle.fetch_history(), await handle.result())
+    async with _served(path, tmp_path, "outcomes") as client:
+        arg = {"scenario_text": path.read_text(encoding="utf-8"), "scenario_label": path.name, "run_id": "r"}
+        with anyio.fail_after(120):
+            result = await client.execute_workflow(FLOW_WORKFLOW, arg | extra, id="flow", task_queue="outcomes")
+        flow = await client.get_workflow_handle("flow").fetch_history()
+        for node, figures in result["report"]["nodes"].items():
+            if figures["status"] != "skipped":
+                handle = client.get_workflow_handle(node_workflow_id("flow", node))
+                nodes[node] = (await handle.fetch_history(), await handle.result())
     return local, result["report"], flow, nodes
 
 
-@needs_server
-@pytest.mark.slow
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])
-@pytest.mark.anyio
+@on_temporal
 async def test_a_node_ends_with_its_result_and_an_emitter_spawns_without_waiting(
     tmp_path: Path, anyio_backend: str
 ) -> None:
@@ -91,10 +107,7 @@ async def test_a_node_ends_with_its_result_and_an_emitter_spawns_without_waiting
     assert _received(flow, "node_items") == _sent(nodes["lead"][0]) >= 1
 
 
-@needs_server
-@pytest.mark.slow
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])
-@pytest.mark.anyio
+@on_temporal
 async def test_a_spawn_limit_the_children_can_reach_is_answered_by_the_flow(tmp_path: Path, anyio_backend: str) -> None:
     """With the flow continuing as new at every quiet point: nodes it told to signal end while it still runs too."""
     path = tmp_path / "limited.toml"
@@ -137,45 +150,31 @@ script = [{ text = "Went on." }]
 """
 
 
-@needs_server
-@pytest.mark.slow
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])
-@pytest.mark.anyio
+@on_temporal
 async def test_a_terminated_node_workflow_is_a_failed_node(tmp_path: Path, anyio_backend: str) -> None:
     """Its end reaches the flow as its workflow's failure (before, the flow waited for a signal that never came)."""
     import anyio
     from temporalio.service import RPCError
 
-    from actors.tools import BUILTIN_TOOLS
-    from runtime.config.loader import load_scenario
-    from runtime.providers.factory import open_provider
-    from runtime.scenarios.run import build_policies
-    from runtime.temporal.activities import ActivityHost
-    from runtime.temporal.bodies import DirectoryBodyStore
     from runtime.temporal.node_host import node_workflow_id
-    from runtime.temporal.worker import build_worker, local_server
     from runtime.temporal.workflows import FLOW_WORKFLOW
 
     path = tmp_path / "stuck.toml"
     path.write_text(STUCK, encoding="utf-8")
-    scenario = load_scenario(str(path), tool_names=BUILTIN_TOOLS.names())
-    async with local_server(DirectoryBodyStore(tmp_path / "bodies")) as client:
-        async with open_provider(scenario.provider, build_policies(scenario), clock=time.time) as provider:
-            host = ActivityHost({scenario.provider.kind: provider}, BUILTIN_TOOLS)
-            async with build_worker(client, host, task_queue="stuck"):
-                arg = {"scenario_text": STUCK, "scenario_label": path.name, "run_id": "r"}
-                flow = await client.start_workflow(FLOW_WORKFLOW, arg, id="flow", task_queue="stuck")
-                node = client.get_workflow_handle(node_workflow_id("flow", "stuck"))
-                with anyio.fail_after(20):  # its workflow starts, its first attempt waits on the slow simulator
-                    while True:
-                        try:
-                            await node.describe()
-                            break
-                        except RPCError:
-                            await anyio.sleep(0.1)
-                await node.terminate(reason="an operator stopped it")
-                with anyio.fail_after(20):
-                    result = await flow.result()
+    async with _served(path, tmp_path, "stuck") as client:
+        arg = {"scenario_text": STUCK, "scenario_label": path.name, "run_id": "r"}
+        flow = await client.start_workflow(FLOW_WORKFLOW, arg, id="flow", task_queue="stuck")
+        node = client.get_workflow_handle(node_workflow_id("flow", "stuck"))
+        with anyio.fail_after(20):  # its workflow starts, its first attempt waits on the slow simulator
+            while True:
+                try:
+                    await node.describe()
+                    break
+                except RPCError:
+                    await anyio.sleep(0.1)
+        await node.terminate(reason="an operator stopped it")
+        with anyio.fail_after(20):
+            result = await flow.result()
     statuses = {n: v["status"] for n, v in result["report"]["nodes"].items()}
     assert statuses == {"stuck": "failed", "after": "skipped"}
 
