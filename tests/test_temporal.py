@@ -648,9 +648,10 @@ def test_a_node_signals_its_flow_at_most_once_a_second_of_workflow_time(harness_
     spawns = Counter(e.node_id for e in read_jsonl(Path(harness_run["signals"])) if e.type == "ChildSpawned")
     runs = harness_run["node_signals"]
     assert {run["node"] for run in runs} == {"reader", "lead", "digest"} and spawns == {"lead": 1}
-    for run in runs:  # one flush an interval, one spawn request each, one at the run's end
+    for run in runs:  # one flush an interval, one spawn request each, one at a run's end (none at the node's end
+        # when its last items go in its workflow's result: a short node may send nothing)
         bound = int(run["seconds"] / FLUSH_EVERY.total_seconds()) + spawns[run["node"]] + 1
-        assert 1 <= run["signals"] <= bound, run
+        assert 0 <= run["signals"] <= bound, run
     assert harness_run["flow_signals"] == sum(run["signals"] for run in runs)  # every signal reached the flow once
 
 

@@ -46,7 +46,7 @@ from runtime.config.operation import Operation, OperationResult
 from runtime.config.profile import Profile
 from runtime.config.reads import check_reads, dependencies_read, inherited_dependency
 from runtime.errors import ConfigError, FoldlineError
-from runtime.flows.rules import blocked_by, never_spawned, spawn_refusal, unknown_tools
+from runtime.flows.rules import blocked_by, never_spawned, spawn_accepted, spawn_refusal, unknown_tools
 from runtime.inputs.bounds import MAX_CONCURRENCY, MAX_SPAWN_LIMIT
 from runtime.logs import bound_contextvars, get_logger
 from runtime.measuring.model_calibration import shared_evidence
@@ -406,7 +406,7 @@ class _Scheduler:
         )
         assert self.tg is not None
         self.tg.start_soon(self.supervise, child, branch)
-        return f"spawned child node {child_id!r}"
+        return spawn_accepted(child_id)
 
     def _child_branch(self, child: Node, emitter_branch: Branch) -> Branch:
         from runtime.flows.start import inherited_branch

@@ -92,6 +92,11 @@ def spawn_refusal(
     return None
 
 
+def spawn_accepted(child_id: str) -> str:
+    """What the spawn tool returns when the flow starts ``child_id``."""
+    return f"spawned child node {child_id!r}"
+
+
 def never_spawned(
     nodes: Iterable[FlowNode], emitter: str, spawned: Collection[str], finished: Collection[str]
 ) -> list[tuple[str, str]]:

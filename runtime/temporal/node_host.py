@@ -10,6 +10,8 @@ and pure core as in process. Its I/O edges are activities
 What the child tells its flow goes through one ordered channel (the
 ``node_items`` signal to the parent, in batches): the node's events, which
 the flow numbers on its bus (``seq`` is the flow's), and its spawn requests.
+Its last items (its last events and its outcome) go in the child workflow's
+result when the flow asked for that, else by signal (:mod:`runtime.temporal.node_end`).
 A spawn request carries the clone of the emitter's view as a seed of message
 digests (:mod:`runtime.temporal.seed`), the bodies put in the body store
 first; the flow answers with the ``spawn_answer`` signal. Because a spawn
@@ -22,7 +24,7 @@ Only called from inside a workflow; asyncio only, as every Temporal workflow.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -38,7 +40,8 @@ from actors.operations import Operation, OperationResult, run_operation
 from actors.request_record import RequestRecord
 from actors.shape import offered_tools
 from actors.tools import BUILTIN_TOOLS
-from runtime.flows.flow import Node, SpawnRefused
+from runtime.flows.flow import Flow, Node, SpawnRefused
+from runtime.flows.rules import spawn_accepted, spawn_refusal
 from runtime.flows.start import (
     completed_view_length,
     dependency_results,
@@ -52,6 +55,7 @@ from runtime.runtime import audit_recoverability
 from runtime.scenarios.run import build_flow
 from runtime.store.codec import dumps_value
 from runtime.temporal.flow_host import EVENT_BATCH, ActivityProvider, ActivityRoute, activity_registry
+from runtime.temporal.node_end import LAST_ITEMS, OUTCOME_BY_RESULT
 from runtime.temporal.parsed import default_pricing, scenario_of
 from runtime.temporal.seed import branch_from_seed, seed_digests, seed_of
 from runtime.values.canonical import sha256_hex
@@ -62,6 +66,10 @@ from signals.envelope import Event
 NODE_WORKFLOW = "foldline.Node"
 ITEMS_SIGNAL = "node_items"
 ANSWER_SIGNAL = "spawn_answer"
+SPAWNS_BY_EMITTER = "emitter"
+"""A node input's ``spawns`` value: the node applies the flow's spawn rule itself and does not wait for an answer
+(the flow gives it when its spawn limit cannot be reached by its declared children: the rule's other checks are
+the emitter's own, declared children and which of them it spawned)."""
 FLUSH_EVERY = timedelta(seconds=1)
 """How long a node holds its events before it sends them to the flow (unless a spawn request or its end is due)."""
 BODY_RETRIES = RetryPolicy(
@@ -99,6 +107,10 @@ class Outbox:
     closing: bool = False
     urgent: bool = False
     """Send what is pending now: a spawn request waits for its answer."""
+    ended: bool = False
+    """Closing at the node's end (not at a cut to continue as new, which sends everything first)."""
+    by_signal: Callable[[], bool] = lambda: True
+    """Whether the node's last items go by signal (else they stay pending, for its workflow's result)."""
 
     def take(self, item: Event | Gap) -> None:
         if isinstance(item, Gap):
@@ -129,7 +141,7 @@ class Outbox:
         Each signal costs the node a workflow task (its completion is an event
         of the node's history) and the flow one more; holding items up to the
         interval sends a node's events of a burst of quick requests in one
-        signal, and a node's last events with its outcome.
+        signal, and a node's last events with its outcome (in its workflow's result when the flow asked for that).
 
         A flush sends what was pending when it began; what the node publishes
         while a signal is on its way waits for the next interval (sending it
@@ -139,11 +151,11 @@ class Outbox:
         handle = flow_handle()
         while True:
             await workflow.wait_condition(lambda: bool(self.pending) or self.closing)
-            if not self.pending:
-                return
             if not self.due():
                 with contextlib.suppress(TimeoutError):  # the interval passed: send what is there
                     await workflow.wait_condition(self.due, timeout=FLUSH_EVERY)
+            if not self.pending or (self.ended and not self.by_signal()):
+                return  # nothing to send, or the rest goes in the workflow's result
             self.urgent = False
             items, self.pending = self.pending, []
             for start in range(0, len(items), EVENT_BATCH):
@@ -183,6 +195,35 @@ class NodeHost:
     answers: dict[int, dict[str, Any]] = attrs.field(factory=dict)
     asked: int = 0
     stored: set[str] = attrs.field(factory=set)
+    by_result: bool = False
+    """The flow asked for the node's last items in its workflow's result (:data:`OUTCOME_BY_RESULT`)."""
+    told: bool = False
+    """The flow said (:data:`REPORT_SIGNAL`) that they go by signal after all."""
+    spawn_rule: Callable[[str, list[str]], str | None] | None = None
+    """Why the flow refuses a spawn of this node's (``runtime.flows.rules.spawn_refusal``), when the node applies it
+    itself (:data:`SPAWNS_BY_EMITTER`); None: the flow answers each request."""
+    spawned: list[str] = attrs.field(factory=list)
+    """The children this node spawned by its own rule."""
+
+    def restore(self, arg: Mapping[str, Any], flow: Flow, node_id: str) -> None:
+        """Take over what the previous run of this node workflow carried (:meth:`carried`), and the flow's asks."""
+        carry = arg.get("carry") or {}
+        self.asked, self.stored = int(carry.get("asked", 0)), set(carry.get("stored", ()))
+        self.by_result = not carry.get("by_signal", arg.get("outcome") != OUTCOME_BY_RESULT)
+        self.spawned = list(carry.get("spawned", ()))
+        if arg.get("spawns") == SPAWNS_BY_EMITTER:
+            nodes = {n.id: n for n in flow.nodes}
+            self.spawn_rule = lambda child, spawned: spawn_refusal(nodes, node_id, child, spawned, flow.spawn_limit)
+
+    def carried(self) -> dict[str, Any]:
+        """What the node's next run takes over when it continues as new (besides its branch and its outbox's count)."""
+        carry = {"asked": self.asked, "stored": sorted(self.stored), "by_signal": self.by_signal}
+        return carry | {"spawned": self.spawned}
+
+    @property
+    def by_signal(self) -> bool:
+        """Whether the node's last items go to the flow by signal (else in its workflow's result)."""
+        return self.told or not self.by_result
 
     def answer(self, arg: Mapping[str, Any]) -> None:
         self.answers[int(arg["ref"])] = dict(arg)
@@ -194,6 +235,11 @@ class NodeHost:
         last = bus.next_seq - 1
         await workflow.wait_condition(lambda: outbox.taken_seq >= last)  # every earlier event goes first
         request: dict[str, Any] = {"child": child_id, "ref": self.asked + 1}
+        if self.spawn_rule is not None:  # the flow's rule, applied here: no answer to wait for
+            refused = self.spawn_rule(child_id, self.spawned)
+            if refused is not None:
+                raise SpawnRefused(refused)
+            request["decided"] = True
         if inherits_view:
             seed, bodies = seed_of(branch.clone(upto=completed_view_length(branch), cache=True))
             await _put_bodies(self, bodies)
@@ -201,6 +247,9 @@ class NodeHost:
         self.asked += 1
         outbox.pending.append({"spawn": request})
         outbox.urgent = True
+        if self.spawn_rule is not None:
+            self.spawned.append(child_id)
+            return spawn_accepted(child_id)
         ref = self.asked
         await workflow.wait_condition(lambda: ref in self.answers)
         answer = self.answers.pop(ref)
@@ -359,15 +408,16 @@ async def run_node_workflow(host: NodeHost, arg: Mapping[str, Any]) -> dict[str,
     digests; the new run resumes the operation where the cut left it.
     """
     scenario = scenario_of(arg["scenario_text"], arg["scenario_label"])
-    nodes = {n.id: n for n in build_flow(scenario).nodes}
+    flow = build_flow(scenario)
+    nodes = {n.id: n for n in flow.nodes}
     node = nodes[arg["node"]]
     children = {n.id: n.inherit == "view" and n.branch is None for n in nodes.values() if n.spawned_by == node.id}
     carry = arg.get("carry") or {}
-    host.asked, host.stored = int(carry.get("asked", 0)), set(carry.get("stored", ()))
+    host.restore(arg, flow, node.id)
     continued = int(carry.get("continued", 0))
     workflow_id = workflow.info().workflow_id
     ids = CountingIds(prefix=workflow_id if not continued else f"{workflow_id}.c{continued}")
-    host.outbox = outbox = Outbox(node.id, sent=int(carry.get("sent", 0)))
+    host.outbox = outbox = Outbox(node.id, sent=int(carry.get("sent", 0)), by_signal=lambda: host.by_signal)
     host.route = route = route_of(arg)
     route.on_lost = outbox.lost
     registry = activity_registry(BUILTIN_TOOLS, route)
@@ -414,15 +464,11 @@ async def run_node_workflow(host: NodeHost, arg: Mapping[str, Any]) -> dict[str,
                 await _put_bodies(host, bodies)
                 outcome["branch"] = snapshot
             outbox.pending.append({"finished": outcome})
+            outbox.ended = True
         outbox.closing = True
     if outcome is None:
         snapshot, bodies = seed_of(branch)
         await _put_bodies(host, bodies)
-        carried = {
-            "sent": outbox.sent,
-            "asked": host.asked,
-            "stored": sorted(host.stored),
-            "continued": continued + 1,
-        }
+        carried = host.carried() | {"sent": outbox.sent, "continued": continued + 1}
         workflow.continue_as_new(dict(arg) | {"resume": snapshot, "seed": None, "carry": carried})
-    return outcome
+    return outcome if host.by_signal else {LAST_ITEMS: outbox.pending}

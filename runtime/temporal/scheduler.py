@@ -5,10 +5,10 @@ It keeps :mod:`runtime.flows.flow`'s rules (:mod:`runtime.flows.rules`, shared b
 of a task on a shared branch: dependencies (a node starts when its
 dependencies finish; a dependent of a failed or skipped node is skipped), the
 concurrency limit (a workflow-side limiter held while a node runs), the spawn
-limit and the declared children (checked here, for the whole flow, when an
-emitter asks), and the children an emitter never spawned (skipped when it
+limit and the declared children (checked here when an emitter asks, or by the
+emitter when the limit cannot be reached), and the children an emitter never spawned (skipped when it
 finishes). The events a node publishes reach the flow's bus through the
-``node_items`` signal, in order; the flow numbers them (``seq``), so a
+``node_items`` signal and, last, its workflow's result, in order; the flow numbers them (``seq``), so a
 node's ``NodeFinished`` follows every event of its own. A node's result
 carries its final calibration evidence; a node starts with its dependencies'
 (:func:`runtime.measuring.model_calibration.shared_evidence`), as in process.
@@ -25,21 +25,31 @@ from typing import Any
 import anyio
 import attrs
 from temporalio import workflow
+from temporalio.exceptions import FailureError
 from temporalio.workflow import ParentClosePolicy
 
 from runtime.flows.flow import Flow, Node
-from runtime.flows.rules import blocked_by, never_spawned, spawn_refusal
+from runtime.flows.rules import blocked_by, never_spawned, spawn_accepted, spawn_refusal
 from runtime.measuring.model_calibration import CalibrationBook, shared_evidence
 from runtime.report import ReportBuilder
 from runtime.scenarios.run import build_flow
 from runtime.temporal.flow_carry import report_state, restore_report
 from runtime.temporal.flow_host import AFFINITY_SLOTS, AFFINITY_WAIT, EventPump, affinity_queue, node_queue
-from runtime.temporal.node_host import ANSWER_SIGNAL, NODE_WORKFLOW, node_workflow_id
+from runtime.temporal.node_end import OUTCOME_BY_RESULT, REPORT_SIGNAL, items_of_end
+from runtime.temporal.node_host import ANSWER_SIGNAL, NODE_WORKFLOW, SPAWNS_BY_EMITTER, node_workflow_id
 from runtime.temporal.parsed import default_pricing, scenario_of
 from runtime.values.ids import CountingIds
 from signals.bus import Gap, SignalBus
 from signals.envelope import Event
 from signals.events import ChildSpawned, NodeFailed, NodeFinished, NodeSkipped, NodeStarted, RunFinished, RunStarted
+
+OUTCOME_PATCH = "foldline-node-outcome-as-result"
+"""The :func:`workflow.patched` id of nodes' last items coming as their workflow's result (flows started before it
+replay with every outcome by signal)."""
+
+SPAWN_PATCH = "foldline-emitter-applies-spawn-rule"
+"""The :func:`workflow.patched` id of emitters applying the spawn rule themselves when the limit cannot be reached
+(flows started before it replay with every spawn answered by the flow)."""
 
 
 @attrs.frozen
@@ -112,6 +122,11 @@ class FlowScheduler:
     results: dict[str, list[Any]] = attrs.field(factory=dict)
     """Each finished node's ``[status, reason, digest of its result text in the body store, seed of its completed
     view (digests; only when a node inherits from it)]``: what its dependents read (:mod:`runtime.flows.start`)."""
+    by_result: list[str] | None = None
+    """Nodes this run started whose last items (events, outcome) come as their workflow's result, until told
+    otherwise (:meth:`report_by_signal`); None: every node sends them by signal (a run from before results)."""
+    emitters_decide: bool = False
+    """Whether an emitter applies the spawn rule itself (:data:`~runtime.temporal.node_host.SPAWNS_BY_EMITTER`)."""
     queue: str | None = None
     """The task queue the node workflows run on (:func:`runtime.temporal.flow_host.node_queue`; None: the flow's)."""
     limiter: anyio.CapacityLimiter = attrs.field(init=False)
@@ -167,6 +182,8 @@ class FlowScheduler:
         while True:
             await workflow.wait_condition(lambda: bool(self.inbox) or self.closing or self.can_cut())
             if not self.inbox:
+                if not self.closing and await self.report_by_signal():
+                    continue  # look again: a node may have ended meanwhile
                 if not self.closing:
                     assert self.running is not None
                     self.cut = True
@@ -238,13 +255,20 @@ class FlowScheduler:
             arg["evidence"] = shared_evidence(books).to_json()
             if node.spawned_by is None and node.reads:  # its dependencies' results, for its first request
                 arg["inputs"] = [[d, *self.results[d][:3]] for d in node.reads]
-            await workflow.start_child_workflow(
+            if self.by_result is not None:
+                arg["outcome"] = OUTCOME_BY_RESULT
+            if self.emitters_decide:
+                arg["spawns"] = SPAWNS_BY_EMITTER
+            handle = await workflow.start_child_workflow(
                 NODE_WORKFLOW,
                 arg,
                 id=node_workflow_id(workflow.info().workflow_id, node.id),
                 task_queue=self.queue or workflow.info().task_queue,
                 parent_close_policy=ParentClosePolicy.ABANDON,  # it outlives a run of the flow that continues as new
             )
+            if self.by_result is not None:
+                self.by_result.append(node.id)
+                handle.add_done_callback(lambda done: self.take_result(node.id, done))
             self.started.append(node.id)
             self.seeds.pop(node.id, None)
             self.steps -= 1
@@ -269,6 +293,45 @@ class FlowScheduler:
                 return
         await self.finished_ok(node, outcome)
 
+    def take_result(self, node_id: str, handle: Any) -> None:
+        """A node workflow ended (its handle's callback): its last items join the inbox, after every batch it
+        signalled before (a signal is applied before the child's end in the same workflow task).
+
+        A node told to send them by signal (:meth:`report_by_signal`) gives none here
+        (:func:`~runtime.temporal.node_end.items_of_end`).
+        """
+        if self.by_result is not None and node_id in self.by_result:
+            self.by_result.remove(node_id)
+        items = items_of_end(handle)
+        if items is not None:
+            self.inbox.append({"node": node_id, "items": items})
+
+    async def report_by_signal(self) -> bool:
+        """Before the run continues as new: tell each node whose last items would come as its result to send
+        them by signal (the next run is not its parent); return whether any was told.
+
+        A node told so sends them by signal (the signal is in its history before it ends: an end completed
+        meanwhile is refused by the server and worked again with the signal); a node that ended first fails
+        the signal, and this waits for its result (it comes to this run, which may not cut before it has it).
+        """
+        if not self.by_result:
+            return False
+        async with anyio.create_task_group() as tg:
+            for node_id in list(self.by_result):
+                tg.start_soon(self._tell, node_id)
+        return True
+
+    async def _tell(self, node_id: str) -> None:
+        assert self.by_result is not None
+        target = node_workflow_id(workflow.info().workflow_id, node_id)
+        try:
+            await workflow.get_external_workflow_handle(target).signal(REPORT_SIGNAL)
+        except FailureError:  # it has ended: its result is on its way to this run
+            await workflow.wait_condition(lambda: self.by_result is None or node_id not in self.by_result)
+            return
+        if node_id in self.by_result:  # its result (no items: they go by signal) may have come already
+            self.by_result.remove(node_id)
+
     async def outcome_of(self, node: Node) -> dict[str, Any]:
         """The outcome the node's workflow sent as its last item; from here on a step is under way."""
         await workflow.wait_condition(lambda: node.id in self.finished)
@@ -292,6 +355,8 @@ class FlowScheduler:
         """Answer an emitter's spawn request; on yes, start the child from the seed it sent (digests only)."""
         child_id = str(request["child"])
         refused = spawn_refusal(self.nodes, emitter.id, child_id, self.spawned, self.flow.spawn_limit)
+        if refused is not None and request.get("decided"):  # the emitter applied the same rule: a bug
+            raise RuntimeError(f"node {emitter.id!r} spawned {child_id!r}, which the flow refuses: {refused}")
         answer: dict[str, Any] = {"ref": request["ref"]}
         if refused is not None:
             answer["refused"] = refused
@@ -306,7 +371,9 @@ class FlowScheduler:
             await self.publish(spawned, emitter.id, self.branch_ids[emitter.id])
             assert self.running is not None
             self.running.start_soon(self.supervise, child)
-            answer["ok"] = f"spawned child node {child_id!r}"
+            answer["ok"] = spawn_accepted(child_id)
+        if request.get("decided"):  # the emitter does not wait for an answer
+            return
         # To the emitter's current run (it may have continued as new since it started).
         target = node_workflow_id(workflow.info().workflow_id, emitter.id)
         await workflow.get_external_workflow_handle(target).signal(ANSWER_SIGNAL, answer)
@@ -387,6 +454,11 @@ async def run_flow_workflow(arg: Mapping[str, Any], inbox: list[dict[str, Any]])
 
             requests = pump.take_request if pump is not None else lambda _: None
             scheduler = FlowScheduler(flow, bus, _node_arg(arg), ids, inbox, requests, quiet, limit, lost=feed.lost)
+            if workflow.patched(OUTCOME_PATCH):  # a history from before it replays as it ran
+                scheduler.by_result = []
+            if workflow.patched(SPAWN_PATCH):
+                declared = sum(1 for n in flow.nodes if n.spawned_by is not None)
+                scheduler.emitters_decide = declared <= flow.spawn_limit
             if carry:
                 scheduler.restore(carry["scheduler"])
             else:

@@ -15,6 +15,7 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from runtime.errors import FoldlineError
+    from runtime.temporal.node_end import REPORT_SIGNAL, SIGNALLED, failed_outcome
     from runtime.temporal.node_host import (
         ANSWER_SIGNAL,
         ITEMS_SIGNAL,
@@ -28,8 +29,8 @@ with workflow.unsafe.imports_passed_through():
 FLOW_WORKFLOW = "foldline.Flow"
 
 
-def _failed(exc: FoldlineError) -> ApplicationError:
-    return ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True)
+def _failed(exc: FoldlineError, *details: object) -> ApplicationError:
+    return ApplicationError(str(exc), *details, type=type(exc).__name__, non_retryable=True)
 
 
 @workflow.defn(name=FLOW_WORKFLOW)
@@ -70,12 +71,17 @@ class NodeWorkflow:
         """The flow's answer to one of this node's spawn requests."""
         self.host.answer(arg)
 
+    @workflow.signal(name=REPORT_SIGNAL)
+    def report_by_signal(self) -> None:
+        """The flow continues as new: the node's last items go by signal (its next run is not this one's parent)."""
+        self.host.told = True
+
     @workflow.run
     async def run(self, arg: dict[str, Any]) -> dict[str, Any]:
         try:
             return await run_node_workflow(self.host, arg)
         except FoldlineError as exc:  # the flow hears of it as of any node's failure, then the workflow fails
-            message = str(exc) or type(exc).__name__
-            failed = {"status": "failed", "error_type": type(exc).__name__, "message": message, "unrecoverable": 0}
-            await send_outcome(str(arg["node"]), failed)
-            raise _failed(exc) from exc
+            if not self.host.by_signal:  # the flow reads the failure as the node's outcome
+                raise _failed(exc) from exc
+            await send_outcome(str(arg["node"]), failed_outcome(type(exc).__name__, str(exc)))
+            raise _failed(exc, SIGNALLED) from exc
