@@ -12,6 +12,7 @@ import subprocess
 import sys
 from typing import Any
 
+import anyio
 import pytest
 
 from runtime.contract.provider import AttemptFailed, ProviderError
@@ -143,7 +144,11 @@ def test_an_unknown_client_is_refused_naming_the_value_and_the_choices() -> None
 
 
 def test_outside_an_event_loop_auto_is_httpx_and_aiohttp_is_refused() -> None:
-    assert type(http_client("auto", connections=1, timeout=1.0)) is anthropic.DefaultAsyncHttpxClient
+    client = http_client("auto", connections=1, timeout=1.0)
+    try:
+        assert type(client) is anthropic.DefaultAsyncHttpxClient
+    finally:
+        anyio.run(client.aclose)
     with pytest.raises(ProviderError, match="runs on asyncio only; this runs on no event loop"):
         http_client("aiohttp", connections=1, timeout=1.0)
 
