@@ -49,6 +49,7 @@ from runtime.contract.retry import INITIAL_RETRY_DELAY, MAX_RETRY_DELAY
 from runtime.providers.openai_wire import session_key
 from runtime.request.compiler import Request
 from runtime.temporal.activities import reply_from_wire
+from runtime.temporal.settle import settled
 from runtime.values.image_rules import CHAT_IMAGES, MESSAGES_IMAGES, ImageRule
 from signals.bus import Gap
 from signals.envelope import Event
@@ -112,12 +113,14 @@ async def node_queue(affinity: str | None, wait: timedelta) -> str:
     if affinity is None or affinity == own:
         return own
     with contextlib.suppress(ActivityError):  # a worker without the local check: the probe decides
-        if await workflow.execute_local_activity(
-            "foldline.serving", affinity, start_to_close_timeout=QUICK_TIMEOUT, retry_policy=NO_RETRY
+        if await settled(
+            workflow.start_local_activity(
+                "foldline.serving", affinity, start_to_close_timeout=QUICK_TIMEOUT, retry_policy=NO_RETRY
+            )
         ):
             return affinity
     try:
-        await workflow.execute_activity(
+        probe = workflow.start_activity(
             "foldline.serves",
             affinity,
             task_queue=affinity,
@@ -125,6 +128,7 @@ async def node_queue(affinity: str | None, wait: timedelta) -> str:
             start_to_close_timeout=QUICK_TIMEOUT,
             retry_policy=NO_RETRY,
         )
+        await settled(probe)
     except ActivityError as error:
         cause = error.cause
         if isinstance(cause, TimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_START:
@@ -149,20 +153,22 @@ class ActivityRoute:
 
     async def execute(self, name: str, arg: dict[str, Any], retry_policy: RetryPolicy) -> Any:
         """Run activity ``name`` (one that heartbeats) on the node workflow's own task queue."""
-        return await workflow.execute_activity(
-            name,
-            arg,
-            start_to_close_timeout=ATTEMPT_TIMEOUT,
-            heartbeat_timeout=self.heartbeat,
-            retry_policy=retry_policy,
+        return await settled(
+            workflow.start_activity(
+                name,
+                arg,
+                start_to_close_timeout=ATTEMPT_TIMEOUT,
+                heartbeat_timeout=self.heartbeat,
+                retry_policy=retry_policy,
+            )
         )
 
     async def local(
         self, name: str, arg: dict[str, Any], retry_policy: RetryPolicy, timeout: timedelta = QUICK_TIMEOUT
     ) -> Any:
         """Run activity ``name`` as a local activity of the node's worker (each try bounded by ``timeout``)."""
-        return await workflow.execute_local_activity(
-            name, arg, start_to_close_timeout=timeout, retry_policy=retry_policy
+        return await settled(
+            workflow.start_local_activity(name, arg, start_to_close_timeout=timeout, retry_policy=retry_policy)
         )
 
 
@@ -304,7 +310,7 @@ class EventPump:
             batch, self.pending = self.pending[:EVENT_BATCH], self.pending[EVENT_BATCH:]
             requests, self.requests = self.requests[:EVENT_BATCH], self.requests[EVENT_BATCH:]
             self.writing = True
-            self.written += await workflow.execute_local_activity(  # by the flow's worker, in its workflow task
+            write = workflow.start_local_activity(  # by the flow's worker, in its workflow task
                 "foldline.write_events",
                 {"path": self.path, "events_db": self.events_db, "events": batch, "requests": requests},
                 start_to_close_timeout=timedelta(minutes=1),
@@ -313,4 +319,5 @@ class EventPump:
                 ),
                 result_type=int,
             )
+            self.written += await settled(write)  # a failing flow cancels a write it waits on (retried meanwhile)
             self.writing = False
