@@ -48,6 +48,7 @@ from runtime.contract.provider import AttemptFailed, CountUnavailable, ProviderE
 from runtime.contract.retry import INITIAL_RETRY_DELAY, MAX_RETRY_DELAY
 from runtime.providers.openai_wire import session_key
 from runtime.request.compiler import Request
+from runtime.temporal import DEFAULT_HEARTBEAT_S
 from runtime.temporal.activities import reply_from_wire
 from runtime.temporal.settle import settled
 from runtime.values.image_rules import CHAT_IMAGES, MESSAGES_IMAGES, ImageRule
@@ -62,8 +63,9 @@ QUICK_TIMEOUT = timedelta(seconds=15)
 """The whole time of one try of a quick local activity (a count, body reads and writes). A worker lost while it runs
 one loses the workflow task with it: the task, and the local activity, run again on another worker after the
 workflow task timeout."""
-HEARTBEAT_TIMEOUT = timedelta(seconds=5)
-"""A worker that stops heartbeating this long is taken as lost; its attempt moves to another worker."""
+HEARTBEAT_TIMEOUT = timedelta(seconds=DEFAULT_HEARTBEAT_S)
+"""A worker that stops heartbeating this long is taken as lost; its attempt moves to another worker (a flow's
+``heartbeat_s`` sets another, ``--heartbeat-timeout``)."""
 AFFINITY_WAIT = timedelta(seconds=5)
 """How long a flow waits for a worker on its affinity queue (:func:`node_queue`) before its nodes run on the shared one."""
 AFFINITY_SLOTS = 4
