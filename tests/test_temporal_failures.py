@@ -166,3 +166,54 @@ async def test_a_bad_signal_while_the_event_pump_writes_fails_the_flow_with_its_
             await _end_nodes(client, flow_id)
         assert message == f"the flow's node_items signal from node 'slow': {REASON}"
         assert await _task_failures(flow) == []
+
+
+NODES = ("lead", "child")
+EVENT = {"type": "NodeStarted", "data": {}, "node_id": "lead", "branch_id": "b", "request_id": None}
+
+
+def test_a_node_items_batch_a_node_sends_is_read_as_it_came() -> None:
+    from runtime.temporal.node_items import checked_batch
+
+    items = [
+        {"event": EVENT},
+        {"request": {"branch_id": "b", "record": "{}"}},
+        {"lost": 2},
+        {"spawn": {"child": "child", "ref": 1, "seed": None}},
+        {"finished": {"status": "ok", "unrecoverable": 0, "rounds": 1, "answer_chars": 5}},
+        {"finished": {"status": "failed", "unrecoverable": 0, "error_type": "E", "message": "m"}},
+    ]
+    assert checked_batch({"node": "lead", "items": items}, NODES) == ("lead", items)
+
+
+@pytest.mark.parametrize(
+    ("batch", "message"),
+    [
+        ([1], "the flow's node_items signal: [1] is an array, not a table with node and items"),
+        ({"node": "x", "items": []}, 'the flow\'s node_items signal.node: "x" is not a node of the flow (child, lead)'),
+        ({"node": "lead", "items": {}}, "from node 'lead': items: {  } is a table, not a list"),
+        ({"node": "lead", "items": [{"lost": -1}]}, "items[0].lost: -1 is not a number of tries >= 0"),
+        ({"node": "lead", "items": [{"lost": True}]}, "items[0].lost: true is not a number of tries >= 0"),
+        ({"node": "lead", "items": [{"event": EVENT, "lost": 1}]}, "got ['event', 'lost']"),
+        ({"node": "lead", "items": [{"event": []}]}, "items[0].event: [] is an array, not a table"),
+        (
+            {"node": "lead", "items": [{"event": EVENT | {"data": 1}}]},
+            "items[0].event.data: 1 is an integer, not a table",
+        ),
+        ({"node": "lead", "items": [{"event": EVENT | {"node_id": 1}}]}, "items[0].event.node_id: 1 is an integer"),
+        (
+            {"node": "lead", "items": [{"finished": {"status": "done"}}]},
+            'items[0].finished.status: "done" is not ok or',
+        ),
+        ({"node": "lead", "items": [{"finished": {"status": "ok", "unrecoverable": 0}}]}, "finished.rounds: null is"),
+        ({"node": "lead", "items": [{"spawn": {"child": "other", "ref": 1}}]}, 'spawn.child: "other" is not a node'),
+        ({"node": "lead", "items": [{"spawn": {"child": "child", "ref": "1"}}]}, 'spawn.ref: "1" is a string'),
+    ],
+)
+def test_a_node_items_batch_no_node_sends_is_refused_naming_where(batch: Any, message: str) -> None:
+    from runtime.errors import ConfigError
+    from runtime.temporal.node_items import checked_batch
+
+    with pytest.raises(ConfigError) as refused:
+        checked_batch(batch, NODES)
+    assert message in str(refused.value)
