@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_temporal import needs_server
 
 pytest.importorskip("temporalio")
+
+from test_temporal_outcomes import on_temporal
 
 SLOW = """
 schema = "foldline.scenario/v1"
@@ -46,12 +47,6 @@ BAD_ITEMS = {"node": "slow", "items": [{"bogus": 1}]}
 REASON = "items[0]: an item has one of the keys event, finished, lost, request, spawn; got ['bogus']"
 FAIL_WITHIN_S = 30.0
 """A bound for the failure to arrive (the deadlock detector fires after 2 s and the task is retried for ever)."""
-
-
-def on_temporal(test: Any) -> Any:
-    """A slow test against the session's dev server, on asyncio only (Temporal's workflows are)."""
-    marked = pytest.mark.anyio(pytest.mark.parametrize("anyio_backend", ["asyncio"])(test))
-    return needs_server(pytest.mark.slow(marked))
 
 
 @contextlib.asynccontextmanager
