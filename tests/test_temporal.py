@@ -501,9 +501,14 @@ def _ready(worker: subprocess.Popen[str]) -> subprocess.Popen[str]:
     return worker
 
 
-def _submit(scenario: Path, server: str, bodies: Path, tmp_path: Path) -> subprocess.Popen[str]:
+FAILOVER_HEARTBEAT_S = 2.0
+"""The killed-worker tests' ``--heartbeat-timeout``: the failover waits this long, not the default 5 s (no shorter:
+a loaded 2-core machine must not lose its live workers)."""
+
+
+def _submit(scenario: Path, server: str, bodies: Path, tmp_path: Path, *extra: str) -> subprocess.Popen[str]:
     argv = [sys.executable, "-m", "runtime.cli", "--log-level", "error", "run", str(scenario), "--engine", "temporal"]
-    argv += ["--temporal", server, "--bodies", str(bodies), "--no-worker", "--quiet"]
+    argv += ["--temporal", server, "--bodies", str(bodies), "--no-worker", "--quiet", *extra]
     argv += ["--signals", str(tmp_path / "signals.jsonl"), "--report", str(tmp_path / "report.json")]
     return subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -516,7 +521,8 @@ def test_a_killed_worker_is_replaced_and_nothing_completed_is_repeated(server: s
     sim_url, served = sim(scenario)
     bodies = tmp_path / "bodies"
     first = _worker(server, bodies, sim_url, tmp_path / "first.count", crash=4, ready=False)
-    run = _submit(scenario, server, bodies, tmp_path)  # starts up beside the worker: the flow waits for it
+    heartbeat = ("--heartbeat-timeout", str(FAILOVER_HEARTBEAT_S))
+    run = _submit(scenario, server, bodies, tmp_path, *heartbeat)  # starts up beside the worker: the flow waits for it
     _ready(first)
     assert first.wait(timeout=180) == -9  # SIGKILLed after its 4th provider response
     second = _cli_worker(server, bodies, sim_url)  # the `foldline worker` command takes over
@@ -544,6 +550,33 @@ def test_a_killed_worker_is_replaced_and_nothing_completed_is_repeated(server: s
     assert len(completed) == report["attempts"]  # every call the provider answered is in the report
     seqs = [event.seq for event in read_jsonl(tmp_path / "signals.jsonl")]
     assert seqs == list(range(1, len(seqs) + 1))
+    run_id = re.search(r"temporal: run (run-[0-9a-f]+)", err)
+    assert run_id is not None, err[-1000:]
+    assert _attempt_heartbeats(server, bodies, run_id[1], report["nodes"]) == {FAILOVER_HEARTBEAT_S}
+
+
+def _attempt_heartbeats(server: str, bodies: Path, run_id: str, nodes: dict[str, Any]) -> set[float]:
+    """The heartbeat timeouts (seconds) of every provider attempt the run's node workflows (the report's nodes that
+    ran) scheduled."""
+    import anyio
+
+    from runtime.temporal.node_host import node_workflow_id
+    from runtime.temporal.worker import connect
+
+    async def read() -> set[float]:
+        client = await connect(server, DirectoryBodyStore(bodies))
+        timeouts = set()
+        for node in (n for n, figures in nodes.items() if figures["status"] != "skipped"):
+            history = await client.get_workflow_handle(node_workflow_id(f"foldline-{run_id}", node)).fetch_history()
+            for event in history.events:
+                scheduled = event.activity_task_scheduled_event_attributes
+                if event.HasField("activity_task_scheduled_event_attributes") and (
+                    scheduled.activity_type.name == "foldline.provider_attempt"
+                ):
+                    timeouts.add(scheduled.heartbeat_timeout.ToTimedelta().total_seconds())
+        return timeouts
+
+    return anyio.run(read)
 
 
 @pytest.fixture(scope="module")

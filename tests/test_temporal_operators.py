@@ -183,6 +183,13 @@ def test_bad_operator_input_exits_2(tmp_path: Path) -> None:
         (["run", scenario, "--reconnect-for", "5"], "--reconnect-for: only with --engine temporal"),
         (["run", scenario, "--engine", "temporal", "--reconnect-for", "-1"], "--reconnect-for: -1.0 is not a number"),
         (["run", scenario, "--engine", "temporal", "--reconnect-for", "nan"], "--reconnect-for: nan is not a number"),
+        (["run", scenario, "--heartbeat-timeout", "3"], "--heartbeat-timeout: only with --engine temporal"),
+        (
+            ["run", scenario, "--engine", "temporal", "--heartbeat-timeout", "1.5"],
+            "--heartbeat-timeout: 1.5 is not a number of seconds from 2 to 600",
+        ),
+        (["run", scenario, "--engine", "temporal", "--heartbeat-timeout", "601"], "--heartbeat-timeout: 601.0 is not"),
+        (["run", scenario, "--engine", "temporal", "--heartbeat-timeout", "nan"], "--heartbeat-timeout: nan is not"),
         (
             ["worker", "--temporal", "h:1", "--bodies", "b", "--wait-for-server", "1e9"],
             "--wait-for-server: 1000000000.0",
@@ -199,6 +206,14 @@ def test_bad_operator_input_exits_2(tmp_path: Path) -> None:
         err = io.StringIO()
         assert main(argv, out=io.StringIO(), err=err) == 2, argv
         assert message in err.getvalue(), (argv, err.getvalue())
+
+
+def test_a_heartbeat_timeout_that_is_not_a_number_exits_2_naming_it(capsys: pytest.CaptureFixture[str]) -> None:
+    scenario = str(ROOT / "scenarios" / "quickstart.toml")
+    with pytest.raises(SystemExit) as exited:
+        main(["run", scenario, "--engine", "temporal", "--heartbeat-timeout", "soon"], out=io.StringIO())
+    assert exited.value.code == 2
+    assert "argument --heartbeat-timeout: invalid float value: 'soon'" in capsys.readouterr().err
 
 
 # -- events --follow on a store the workers write ----------------------------------------------------
@@ -284,7 +299,9 @@ def test_follow_on_a_local_store_no_one_writes_ends_at_once(tmp_path: Path) -> N
 
 from temporal_dev import free_port, start_dev_server  # noqa: E402
 from test_temporal import (  # noqa: E402  (the Temporal module's fixtures and helpers, after its importorskip)
+    FAILOVER_HEARTBEAT_S,
     _assert_same_contract,
+    _attempt_heartbeats,
     _cli_worker,
     _digests,
     _local_run,
@@ -455,7 +472,8 @@ def test_a_killed_workers_node_goes_on_at_the_next_workers_own_simulator(server:
     second_url, second_served = sim(scenario)
     bodies = tmp_path / "bodies"
     first = _worker(server, bodies, first_url, tmp_path / "first.count", crash=3, ready=False)
-    run, _ = _submit(scenario, server, tmp_path, "--report", str(tmp_path / "report.json"))  # beside the worker
+    heartbeat = ("--heartbeat-timeout", str(FAILOVER_HEARTBEAT_S))
+    run, run_id = _submit(scenario, server, tmp_path, "--report", str(tmp_path / "report.json"), *heartbeat)
     _ready(first)
     assert first.wait(timeout=180) == -signal.SIGKILL  # killed right after its simulator's 3rd response
     second = _cli_worker(server, bodies, second_url)
@@ -471,6 +489,7 @@ def test_a_killed_workers_node_goes_on_at_the_next_workers_own_simulator(server:
     assert _digests(tmp_path / "signals.jsonl") == _digests(tmp_path / "local.jsonl")  # the same requests, in order
     assert report["requests"] == local.report["requests"]
     assert any(s["status"] == 200 for s in second_served())  # the second simulator answered the rest
+    assert _attempt_heartbeats(server, bodies, run_id, report["nodes"]) == {FAILOVER_HEARTBEAT_S}
 
 
 @needs_server

@@ -228,9 +228,21 @@ def test_a_followed_table_gives_each_event_once_in_seq_order_up_to_the_runs_fina
     reader.close()
 
 
+def _sigint_by_default() -> None:
+    """In the follower before it starts: SIGINT at its default, as a terminal's foreground command has it.
+
+    A test run started as a background job of a shell without job control (``pytest ... &`` in a script)
+    inherits SIGINT ignored; so would the follower, which Python then leaves ignored: the Ctrl-C test's
+    SIGINT did nothing and the follower followed until the test's 60 s timeout."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _follow(cluster: str, run_id: str, *extra: str) -> subprocess.Popen[str]:
     argv = [sys.executable, "-m", "runtime.cli", "events", cluster, "--run", run_id, "--follow", *extra]
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pipe = subprocess.PIPE
+    return subprocess.Popen(argv, stdout=pipe, stderr=pipe, text=True, preexec_fn=_sigint_by_default)
 
 
 def test_events_follow_prints_a_postgres_run_as_it_is_written_and_exits_at_its_final_event(cluster: str) -> None:
@@ -261,6 +273,11 @@ def test_events_follow_of_a_postgres_run_stops_on_ctrl_c(cluster: str) -> None:
     follow = _follow(cluster, run)
     assert follow.stdout is not None and json.loads(follow.stdout.readline())["seq"] == 1  # following, no end yet
     follow.send_signal(signal.SIGINT)
-    rest, err = follow.communicate(timeout=60)
+    try:
+        rest, err = follow.communicate(timeout=60)
+    finally:
+        if follow.poll() is None:  # it ignored the signal: end it, so it does not outlive the test
+            follow.kill()
+            follow.wait()
     assert follow.returncode == 0 and rest == "" and "Traceback" not in err, err
     sink.close()

@@ -8,7 +8,15 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
-from runtime.temporal import DEFAULT_HISTORY_LIMIT, DEFAULT_RECONNECT_S, DEFAULT_TASK_QUEUE, DEFAULT_WORKER_WAIT_S
+from runtime.temporal import (
+    DEFAULT_HEARTBEAT_S,
+    DEFAULT_HISTORY_LIMIT,
+    DEFAULT_RECONNECT_S,
+    DEFAULT_TASK_QUEUE,
+    DEFAULT_WORKER_WAIT_S,
+    MAX_HEARTBEAT_S,
+    MIN_HEARTBEAT_S,
+)
 
 
 def _add_reconnect_argument(parser: argparse.ArgumentParser) -> None:
@@ -39,12 +47,19 @@ def add_engine_arguments(run: argparse.ArgumentParser) -> None:
         help=f"a branch workflow continues as new at its next fold commit past this many history events "
         f"(default {DEFAULT_HISTORY_LIMIT})",
     )
+    run.add_argument(
+        "--heartbeat-timeout",
+        type=float,
+        metavar="SECONDS",
+        help=f"a worker that stops heartbeating a provider attempt this long is taken as lost and the attempt moves "
+        f"to another worker (from {MIN_HEARTBEAT_S:g} to {MAX_HEARTBEAT_S:g}; default {DEFAULT_HEARTBEAT_S:g})",
+    )
     _add_reconnect_argument(run)
 
 
 def local_engine_conflict(args: argparse.Namespace) -> str | None:
     """What a local run was given that only the Temporal engine takes (None: nothing)."""
-    names = ("temporal", "bodies", "events_db", "history_limit", "reconnect_for")
+    names = ("temporal", "bodies", "events_db", "history_limit", "reconnect_for", "heartbeat_timeout")
     given = [f"--{name.replace('_', '-')}" for name in names if getattr(args, name) is not None]
     given += ["--no-worker"] if args.no_worker else []
     return f"{', '.join(given)}: only with --engine temporal" if given else None
@@ -101,6 +116,7 @@ def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         store=args.store,
         history_limit=DEFAULT_HISTORY_LIMIT if args.history_limit is None else args.history_limit,
         reconnect_s=DEFAULT_RECONNECT_S if args.reconnect_for is None else args.reconnect_for,
+        heartbeat_s=DEFAULT_HEARTBEAT_S if args.heartbeat_timeout is None else args.heartbeat_timeout,
     )
     return run_temporal(options, out, err)
 

@@ -16,6 +16,14 @@ DEFAULT_RECONNECT_S = 600.0
 DEFAULT_WORKER_WAIT_S = 60.0
 """How long ``foldline worker`` waits for its server at the start before it exits 2 (``--wait-for-server``)."""
 MAX_RECONNECT_S = 86_400.0
+DEFAULT_HEARTBEAT_S = 5.0
+"""A worker that stops heartbeating a provider attempt or tool call this long is taken as lost; the attempt moves
+to another worker (``--heartbeat-timeout``)."""
+MIN_HEARTBEAT_S = 2.0
+"""Twice the interval the activities heartbeat at (``runtime.temporal.activities.HEARTBEAT_EVERY_S``): a shorter
+timeout would take a live worker on a loaded machine for lost."""
+MAX_HEARTBEAT_S = 600.0
+"""The bound of one provider attempt (``runtime.temporal.flow_host.ATTEMPT_TIMEOUT``): a longer timeout never fires."""
 
 
 def require_temporal() -> None:

@@ -41,12 +41,15 @@ from runtime.config.checks import check_int
 from runtime.errors import ConfigError, FoldlineError
 from runtime.store.errors import StoreInUse, StorePathRefused
 from runtime.temporal import (
+    DEFAULT_HEARTBEAT_S,
     DEFAULT_HISTORY_LIMIT,
     DEFAULT_RECONNECT_S,
     DEFAULT_TASK_QUEUE,
     DEFAULT_WORKER_WAIT_S,
+    MAX_HEARTBEAT_S,
     MAX_HISTORY_LIMIT,
     MAX_RECONNECT_S,
+    MIN_HEARTBEAT_S,
     require_temporal,
 )
 from runtime.temporal.histories import branch_histories, run_histories, say_histories
@@ -84,6 +87,8 @@ class EngineOptions:
     """A branch workflow continues as new at its next fold commit once its history holds this many events."""
     reconnect_s: float = DEFAULT_RECONNECT_S
     """How long the client keeps trying to reach a server it lost before it gives up."""
+    heartbeat_s: float = DEFAULT_HEARTBEAT_S
+    """How long a worker may go without heartbeating an attempt before the attempt moves to another worker."""
 
 
 @attrs.frozen
@@ -121,10 +126,10 @@ def finish(code: int, out: TextIO, err: TextIO) -> int:
     return code
 
 
-def check_seconds(value: float, flag: str, maximum: float) -> float:
-    """A number of seconds from 0 to ``maximum`` (a flag's value), or a ConfigError naming the flag."""
-    if not 0 <= value <= maximum:  # NaN fails both comparisons
-        raise ConfigError(f"{flag}: {value!r} is not a number of seconds from 0 to {maximum:g}")
+def check_seconds(value: float, flag: str, maximum: float, minimum: float = 0.0) -> float:
+    """A number of seconds from ``minimum`` to ``maximum`` (a flag's value), or a ConfigError naming the flag."""
+    if not minimum <= value <= maximum:  # NaN fails both comparisons
+        raise ConfigError(f"{flag}: {value!r} is not a number of seconds from {minimum:g} to {maximum:g}")
     return value
 
 
@@ -250,6 +255,7 @@ async def submit_on(
         "events_db": _events_location(events_db),
         "history_limit": args.history_limit,
         "keep_branch": bool(args.store),
+        "heartbeat_s": args.heartbeat_s,
     }
     if args.signals:
         Path(args.signals).write_text("", encoding="utf-8")
@@ -295,6 +301,7 @@ def _check_engine_options(args: EngineOptions) -> None:
             expected=f"a number of history events from 1 to {MAX_HISTORY_LIMIT}",
         )
     check_seconds(args.reconnect_s, "--reconnect-for", MAX_RECONNECT_S)
+    check_seconds(args.heartbeat_s, "--heartbeat-timeout", MAX_HEARTBEAT_S, MIN_HEARTBEAT_S)
     if args.store and args.events_db:
         raise ConfigError("--events-db: not with --store (the store holds the run's events)")
     if args.events_db is not None:

@@ -48,7 +48,9 @@ from runtime.contract.provider import AttemptFailed, CountUnavailable, ProviderE
 from runtime.contract.retry import INITIAL_RETRY_DELAY, MAX_RETRY_DELAY
 from runtime.providers.openai_wire import session_key
 from runtime.request.compiler import Request
+from runtime.temporal import DEFAULT_HEARTBEAT_S
 from runtime.temporal.activities import reply_from_wire
+from runtime.temporal.settle import settled
 from runtime.values.image_rules import CHAT_IMAGES, MESSAGES_IMAGES, ImageRule
 from signals.bus import Gap
 from signals.envelope import Event
@@ -61,8 +63,9 @@ QUICK_TIMEOUT = timedelta(seconds=15)
 """The whole time of one try of a quick local activity (a count, body reads and writes). A worker lost while it runs
 one loses the workflow task with it: the task, and the local activity, run again on another worker after the
 workflow task timeout."""
-HEARTBEAT_TIMEOUT = timedelta(seconds=5)
-"""A worker that stops heartbeating this long is taken as lost; its attempt moves to another worker."""
+HEARTBEAT_TIMEOUT = timedelta(seconds=DEFAULT_HEARTBEAT_S)
+"""A worker that stops heartbeating this long is taken as lost; its attempt moves to another worker (a flow's
+``heartbeat_s`` sets another, ``--heartbeat-timeout``)."""
 AFFINITY_WAIT = timedelta(seconds=5)
 """How long a flow waits for a worker on its affinity queue (:func:`node_queue`) before its nodes run on the shared one."""
 AFFINITY_SLOTS = 4
@@ -112,12 +115,14 @@ async def node_queue(affinity: str | None, wait: timedelta) -> str:
     if affinity is None or affinity == own:
         return own
     with contextlib.suppress(ActivityError):  # a worker without the local check: the probe decides
-        if await workflow.execute_local_activity(
-            "foldline.serving", affinity, start_to_close_timeout=QUICK_TIMEOUT, retry_policy=NO_RETRY
+        if await settled(
+            workflow.start_local_activity(
+                "foldline.serving", affinity, start_to_close_timeout=QUICK_TIMEOUT, retry_policy=NO_RETRY
+            )
         ):
             return affinity
     try:
-        await workflow.execute_activity(
+        probe = workflow.start_activity(
             "foldline.serves",
             affinity,
             task_queue=affinity,
@@ -125,6 +130,7 @@ async def node_queue(affinity: str | None, wait: timedelta) -> str:
             start_to_close_timeout=QUICK_TIMEOUT,
             retry_policy=NO_RETRY,
         )
+        await settled(probe)
     except ActivityError as error:
         cause = error.cause
         if isinstance(cause, TimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_START:
@@ -149,20 +155,22 @@ class ActivityRoute:
 
     async def execute(self, name: str, arg: dict[str, Any], retry_policy: RetryPolicy) -> Any:
         """Run activity ``name`` (one that heartbeats) on the node workflow's own task queue."""
-        return await workflow.execute_activity(
-            name,
-            arg,
-            start_to_close_timeout=ATTEMPT_TIMEOUT,
-            heartbeat_timeout=self.heartbeat,
-            retry_policy=retry_policy,
+        return await settled(
+            workflow.start_activity(
+                name,
+                arg,
+                start_to_close_timeout=ATTEMPT_TIMEOUT,
+                heartbeat_timeout=self.heartbeat,
+                retry_policy=retry_policy,
+            )
         )
 
     async def local(
         self, name: str, arg: dict[str, Any], retry_policy: RetryPolicy, timeout: timedelta = QUICK_TIMEOUT
     ) -> Any:
         """Run activity ``name`` as a local activity of the node's worker (each try bounded by ``timeout``)."""
-        return await workflow.execute_local_activity(
-            name, arg, start_to_close_timeout=timeout, retry_policy=retry_policy
+        return await settled(
+            workflow.start_local_activity(name, arg, start_to_close_timeout=timeout, retry_policy=retry_policy)
         )
 
 
@@ -304,7 +312,7 @@ class EventPump:
             batch, self.pending = self.pending[:EVENT_BATCH], self.pending[EVENT_BATCH:]
             requests, self.requests = self.requests[:EVENT_BATCH], self.requests[EVENT_BATCH:]
             self.writing = True
-            self.written += await workflow.execute_local_activity(  # by the flow's worker, in its workflow task
+            write = workflow.start_local_activity(  # by the flow's worker, in its workflow task
                 "foldline.write_events",
                 {"path": self.path, "events_db": self.events_db, "events": batch, "requests": requests},
                 start_to_close_timeout=timedelta(minutes=1),
@@ -313,4 +321,5 @@ class EventPump:
                 ),
                 result_type=int,
             )
+            self.written += await settled(write)  # a failing flow cancels a write it waits on (retried meanwhile)
             self.writing = False

@@ -58,6 +58,7 @@ from runtime.temporal.flow_host import EVENT_BATCH, ActivityProvider, ActivityRo
 from runtime.temporal.node_end import LAST_ITEMS, OUTCOME_BY_RESULT
 from runtime.temporal.parsed import default_pricing, scenario_of
 from runtime.temporal.seed import branch_from_seed, seed_digests, seed_of
+from runtime.temporal.settle import shielded
 from runtime.values.canonical import sha256_hex
 from runtime.values.ids import CountingIds, use_ids
 from signals.bus import Gap, SignalBus
@@ -161,7 +162,7 @@ class Outbox:
             for start in range(0, len(items), EVENT_BATCH):
                 batch = items[start : start + EVENT_BATCH]
                 self.sent += len(batch)
-                await handle.signal(ITEMS_SIGNAL, {"node": self.node_id, "items": batch})
+                await shielded(handle.signal(ITEMS_SIGNAL, {"node": self.node_id, "items": batch}))
 
 
 @attrs.define(eq=False)

@@ -37,7 +37,9 @@ from runtime.temporal.flow_carry import report_state, restore_report
 from runtime.temporal.flow_host import AFFINITY_SLOTS, AFFINITY_WAIT, EventPump, affinity_queue, node_queue
 from runtime.temporal.node_end import OUTCOME_BY_RESULT, REPORT_SIGNAL, items_of_end
 from runtime.temporal.node_host import ANSWER_SIGNAL, NODE_WORKFLOW, SPAWNS_BY_EMITTER, node_workflow_id
+from runtime.temporal.node_items import checked_batch
 from runtime.temporal.parsed import default_pricing, scenario_of
+from runtime.temporal.settle import shielded
 from runtime.values.ids import CountingIds
 from signals.bus import Gap, SignalBus
 from signals.envelope import Event
@@ -189,9 +191,8 @@ class FlowScheduler:
                     self.cut = True
                     self.running.cancel_scope.cancel()
                 return
-            batch = self.inbox.pop(0)
-            node_id = str(batch["node"])
-            for item in batch["items"]:
+            node_id, items = checked_batch(self.inbox.pop(0), self.nodes)
+            for item in items:
                 if "request" in item:
                     self.requests(item["request"])
                 elif "event" in item:
@@ -259,13 +260,14 @@ class FlowScheduler:
                 arg["outcome"] = OUTCOME_BY_RESULT
             if self.emitters_decide:
                 arg["spawns"] = SPAWNS_BY_EMITTER
-            handle = await workflow.start_child_workflow(
+            start = workflow.start_child_workflow(
                 NODE_WORKFLOW,
                 arg,
                 id=node_workflow_id(workflow.info().workflow_id, node.id),
                 task_queue=self.queue or workflow.info().task_queue,
                 parent_close_policy=ParentClosePolicy.ABANDON,  # it outlives a run of the flow that continues as new
             )
+            handle = await shielded(start)
             if self.by_result is not None:
                 self.by_result.append(node.id)
                 handle.add_done_callback(lambda done: self.take_result(node.id, done))
@@ -325,7 +327,7 @@ class FlowScheduler:
         assert self.by_result is not None
         target = node_workflow_id(workflow.info().workflow_id, node_id)
         try:
-            await workflow.get_external_workflow_handle(target).signal(REPORT_SIGNAL)
+            await shielded(workflow.get_external_workflow_handle(target).signal(REPORT_SIGNAL))
         except FailureError:  # it has ended: its result is on its way to this run
             await workflow.wait_condition(lambda: self.by_result is None or node_id not in self.by_result)
             return
@@ -376,7 +378,7 @@ class FlowScheduler:
             return
         # To the emitter's current run (it may have continued as new since it started).
         target = node_workflow_id(workflow.info().workflow_id, emitter.id)
-        await workflow.get_external_workflow_handle(target).signal(ANSWER_SIGNAL, answer)
+        await shielded(workflow.get_external_workflow_handle(target).signal(ANSWER_SIGNAL, answer))
 
 
 @attrs.define(eq=False)

@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
         run_node_workflow,
         send_outcome,
     )
+    from runtime.temporal.reconnect import sole_error
     from runtime.temporal.scheduler import run_flow_workflow
 
 FLOW_WORKFLOW = "foldline.Flow"
@@ -38,9 +39,10 @@ class FlowWorkflow:
     """One flow: foldline's scheduler, run deterministically; each node's branch a child workflow.
 
     A foldline error that escapes the flow (a scenario the workflow cannot
-    load, a refused setting) fails the workflow with its message; any other
-    exception is a bug and fails only the workflow task, which Temporal
-    retries (a fixed worker then carries the flow on).
+    load, a refused setting, a ``node_items`` signal it cannot read), alone in
+    the task groups' exception groups, fails the workflow with its message;
+    any other exception is a bug and fails only the workflow task, which
+    Temporal retries (a fixed worker then carries the flow on).
     """
 
     def __init__(self) -> None:
@@ -55,8 +57,11 @@ class FlowWorkflow:
     async def run(self, arg: dict[str, Any]) -> dict[str, Any]:
         try:
             return await run_flow_workflow(arg, self.inbox)
-        except FoldlineError as exc:
-            raise _failed(exc) from exc
+        except Exception as raised:
+            exc = sole_error(raised)
+            if isinstance(exc, FoldlineError):
+                raise _failed(exc) from exc
+            raise
 
 
 @workflow.defn(name=NODE_WORKFLOW)
