@@ -14,7 +14,8 @@ response carries a fresh ``request-id`` (``req_`` + 24 random characters).
 Who answers a ``/v1/messages`` request: the policy of the node its
 ``x-foldline-node`` header names (a script advances per conversation, see
 :mod:`runtime.sim.conversations`); with no header, the registry's default
-policy (``foldline sim`` makes it :class:`~runtime.sim.default_model.DefaultModel`;
+policy (``foldline sim`` makes it :class:`~runtime.scripted.default_model.DefaultModel`, one tool per
+instruction;
 a registry without one refuses such requests with a 400).
 
 Generation limits (:mod:`runtime.sim.generation`): ``stop_sequences`` cut
@@ -47,7 +48,7 @@ from runtime.sim.compaction import CompactEdit, compact_edit, compacted, compact
 from runtime.sim.config import SimConfig
 from runtime.sim.context_edits import check_betas
 from runtime.sim.conversations import ConversationScripts
-from runtime.sim.default_model import DefaultModel, with_request_tool_ids
+from runtime.scripted.default_model import DefaultModel, with_request_tool_ids
 from runtime.sim.diagnostics import FingerprintLog, cache_miss_reason, fingerprint, previous_id
 from runtime.sim.errors import SimAPIError, invalid_request
 from runtime.sim.generation import finish
