@@ -30,11 +30,11 @@ from runtime.contract.progress import reporting_progress
 from runtime.contract.provider import AttemptFailed, ProviderError
 from runtime.providers.anthropic import AnthropicProvider
 from runtime.providers.sse_reply import SseDecoder, stream_events
+from runtime.scripted.default_model import DefaultModel
 from runtime.scripted.policies import PolicyRegistry, ScriptPolicy, ScriptStep
 from runtime.sim.app import protocol_error_response
 from runtime.sim.clock import ManualClock
 from runtime.sim.config import SimConfig
-from runtime.scripted.default_model import DefaultModel
 from runtime.sim.http import HttpRequest, StreamingResponse, serve_connection
 from runtime.sim.server import serve_simulator
 from runtime.sim.streaming import encode_sse

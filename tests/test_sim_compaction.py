@@ -28,10 +28,10 @@ import anthropic
 import pytest
 from sdk_sim import default_model_client
 
+from runtime.scripted.default_model import DefaultModel
 from runtime.scripted.policies import PolicyRegistry, ScriptPolicy, ScriptStep
 from runtime.sim.clock import ManualClock
 from runtime.sim.config import SimConfig
-from runtime.scripted.default_model import DefaultModel
 from runtime.sim.server import serve_simulator
 
 pytestmark = pytest.mark.anyio

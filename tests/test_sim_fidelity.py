@@ -13,15 +13,15 @@ import anyio
 import h11
 import pytest
 
+from runtime.scripted.default_model import DefaultModel
 from runtime.scripted.policies import PolicyRegistry, Reply, ScriptStep
 from runtime.sim import models as models_module
 from runtime.sim.clock import ManualClock
-from runtime.scripted.default_model import DefaultModel
-from runtime.values.json_schema import example_value
 from runtime.sim.generation import finish
 from runtime.sim.models import display_name, sdk_model_ids, served_models, table_model_ids
 from runtime.sim.server import SimConfig, SimServer, serve_simulator
 from runtime.sim.tokens import SimTokenCounter
+from runtime.values.json_schema import example_value
 
 pytestmark = pytest.mark.anyio
 

@@ -19,8 +19,8 @@ import anyio.abc
 import pytest
 
 from runtime.measuring.tokenizer import count_tokens
-from runtime.scripted.policies import PolicyRegistry
 from runtime.scripted.default_model import DefaultModel
+from runtime.scripted.policies import PolicyRegistry
 from runtime.sim.server import SimConfig, SimServer, serve_simulator
 from runtime.sim.tokens import SimTokenCounter
 from tests.sim_process import foldline_sim

@@ -17,9 +17,9 @@ import pytest
 from anthropic import beta_async_tool
 from sdk_sim import default_model_client
 
+from runtime.scripted.default_model import DefaultModel
 from runtime.scripted.policies import PolicyRegistry
 from runtime.sim.clock import ManualClock
-from runtime.scripted.default_model import DefaultModel
 from runtime.sim.sdk_fields import block_types, create_keys
 from runtime.sim.server import SimConfig, serve_simulator
 

@@ -18,8 +18,8 @@ import anyio.abc
 import httpx2
 import pytest
 
-from runtime.scripted.policies import PolicyRegistry
 from runtime.scripted.default_model import DefaultModel
+from runtime.scripted.policies import PolicyRegistry
 from runtime.sim.server import SimConfig, SimServer, serve_simulator
 
 pytestmark = pytest.mark.anyio

@@ -11,10 +11,10 @@ import anyio
 import anyio.to_thread
 import pytest
 
+from runtime.scripted.default_model import DefaultModel
 from runtime.scripted.faults import FaultRule
 from runtime.scripted.policies import PolicyRegistry
 from runtime.sim.clock import ManualClock
-from runtime.scripted.default_model import DefaultModel
 from runtime.sim.server import SimConfig, SimServer, serve_simulator
 from runtime.sim.streaming import chunks, encode_sse, message_events
 

@@ -24,10 +24,10 @@ from runtime.config.output_schema import OutputInvalid
 from runtime.errors import ConfigError
 from runtime.models.limits import ModelTable, default_model_table
 from runtime.providers.anthropic import AnthropicProvider
+from runtime.scripted.default_model import DefaultModel
 from runtime.scripted.policies import PolicyRegistry
 from runtime.sim.clock import ManualClock
 from runtime.sim.config import SimConfig
-from runtime.scripted.default_model import DefaultModel
 from runtime.sim.server import serve_simulator
 from runtime.store.run import run_scenario_stored
 from runtime.values.messages import Instruction, ToolResult

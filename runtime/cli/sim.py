@@ -45,12 +45,12 @@ from typing import Any, TextIO
 import anyio
 
 from runtime.errors import ConfigError
+from runtime.scripted.default_model import DefaultModel
 from runtime.scripted.faults import FaultRule
 from runtime.scripted.policies import PolicyRegistry, ScriptPolicy, ScriptStep
 from runtime.sim.admin import ADVANCE_PATH, Admin
 from runtime.sim.clock import ManualClock, frozen_sleep
 from runtime.sim.config import SimConfig
-from runtime.scripted.default_model import DefaultModel
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 SCRIPT_SCHEMA = "foldline.sim-script/v1"

@@ -38,6 +38,7 @@ import anyio.to_thread
 import attrs
 
 from runtime.logs import get_logger
+from runtime.scripted.default_model import DefaultModel, with_request_tool_ids
 from runtime.scripted.faults import ERROR_KINDS, ERROR_MESSAGES, ERROR_TYPES, FaultRule, FaultSchedule
 from runtime.scripted.policies import PolicyExhausted, PolicyRegistry, Reply, ScriptPolicy, UnknownPolicy
 from runtime.sim.admin import ADMIN_PREFIX, Admin
@@ -48,7 +49,6 @@ from runtime.sim.compaction import CompactEdit, compact_edit, compacted, compact
 from runtime.sim.config import SimConfig
 from runtime.sim.context_edits import check_betas
 from runtime.sim.conversations import ConversationScripts
-from runtime.scripted.default_model import DefaultModel, with_request_tool_ids
 from runtime.sim.diagnostics import FingerprintLog, cache_miss_reason, fingerprint, previous_id
 from runtime.sim.errors import SimAPIError, invalid_request
 from runtime.sim.generation import finish

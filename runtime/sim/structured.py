@@ -30,8 +30,8 @@ from typing import Any
 from runtime.models.limits import default_model_table
 from runtime.scripted.policies import Reply
 from runtime.sim.errors import SimAPIError, invalid_request
-from runtime.values.json_schema import SchemaError, check_schema, example_value
 from runtime.values.canonical import canonical_json
+from runtime.values.json_schema import SchemaError, check_schema, example_value
 
 OUTPUT_CONFIG_KEYS = ("effort", "format")
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
