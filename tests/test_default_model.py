@@ -103,17 +103,19 @@ def test_each_calls_a_tool_offered_later_in_the_turn() -> None:
     assert [b["name"] for b in later.content] == ["b"]
 
 
-def test_one_calls_the_first_tool_once_per_instruction() -> None:
-    model = DefaultModel(calls="one")
+@pytest.mark.parametrize(("calls", "called"), [("one", ["t0"]), ("each", [f"t{i}" for i in range(40)])])
+def test_text_beside_tool_results_is_no_new_instruction(calls: Any, called: list[str]) -> None:
+    model = DefaultModel(calls=calls)
     many = [tool(f"t{i}") for i in range(40)]
     first = model.respond({"messages": [user("Go.")], "tools": many})
-    assert first.stop_reason == "tool_use" and [b["name"] for b in first.content] == ["t0"]
+    assert first.stop_reason == "tool_use" and [b["name"] for b in first.content] == called
     assistant = {"role": "assistant", "content": list(first.content)}
     # A client that puts text beside its tool results has not given a new instruction.
-    back = results((first.content[0]["id"], "sunny, 21 C"), extra_text="<system-reminder>x</system-reminder>")
+    answers = [(b["id"], "sunny, 21 C") for b in first.content]
+    back = results(*answers, extra_text="<system-reminder>x</system-reminder>")
     second = model.respond({"messages": [user("Go."), assistant, back], "tools": many})
     assert second.stop_reason == "end_turn"
-    assert second.content[0]["text"] == "Simulated answer after 1 tool result(s): sunny, 21 C"
+    assert second.content[0]["text"] == f"Simulated answer after {len(called)} tool result(s): sunny, 21 C"
 
 
 @pytest.mark.parametrize("calls", ["each", "one"])
