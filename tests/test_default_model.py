@@ -216,3 +216,29 @@ def test_tool_arguments_always_validate_against_the_input_schema(props: dict[str
     for calls in ("each", "one"):
         reply = DefaultModel(calls=calls).respond({"messages": [user("Go.")], "tools": [tool("t", schema)]})  # type: ignore[arg-type]
         assert violation(reply.content[0]["input"], schema) is None
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("unique", [True, False])
+async def test_over_the_simulator_tool_ids_are_per_request_only_when_asked(unique: bool) -> None:
+    import anthropic
+
+    from runtime.scripted.policies import PolicyRegistry
+    from runtime.sim.clock import ManualClock
+    from runtime.sim.server import SimConfig, serve_simulator
+
+    model = DefaultModel(request_unique_ids=unique)
+    payload = {"messages": [user("Go.")], "tools": TOOLS[:2]}
+    in_process = [b["id"] for b in model.respond(payload).content]
+    clock = ManualClock()
+    async with serve_simulator(SimConfig(), PolicyRegistry(default=model), clock, sleep=clock.sleep) as sim:
+        async with anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="k", max_retries=0) as client:
+            replies = [
+                await client.messages.create(model="claude-haiku-5-5", max_tokens=1024, **payload)  # type: ignore[arg-type]
+                for _ in range(2)
+            ]
+    served = [[block.id for block in reply.content] for reply in replies]
+    if unique:  # identical conversations never share a tool-use id
+        assert set(served[0]).isdisjoint(served[1]) and in_process not in served
+    else:  # the ids of the same run in process, so a scenario's digests match either way
+        assert served == [in_process, in_process]

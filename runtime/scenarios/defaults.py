@@ -22,7 +22,7 @@ def default_policies() -> PolicyRegistry:
     """Every node answered by :class:`DefaultModel`; fold summary requests by the extractive summarizer."""
     from runtime.sim.summary_policy import FoldSummaryPolicy
 
-    return PolicyRegistry(default=FoldSummaryPolicy(), fallback=DefaultModel(calls="each"))
+    return PolicyRegistry(default=FoldSummaryPolicy(), fallback=DefaultModel(calls="each", request_unique_ids=False))
 
 
 @asynccontextmanager

@@ -64,7 +64,7 @@ def build_policies(scenario: Scenario) -> PolicyRegistry:
     return PolicyRegistry(
         {spec.id: ScriptPolicy(spec.id, spec.script) for spec in scenario.nodes if spec.script},
         default=FoldSummaryPolicy(),
-        fallback=DefaultModel(calls="each"),
+        fallback=DefaultModel(calls="each", request_unique_ids=False),
     )
 
 

@@ -28,9 +28,15 @@ only at the request, by these rules:
    :func:`runtime.values.json_schema.example_value` (a default, the first
    ``enum`` value, ``const``, a ``"<name>"`` string, the minimum or 1, true,
    one array item, nested objects; a local ``$ref`` is followed), so they
-   validate against the schema. Tool-use ids derive from the turn's request
-   (the same request always gets the same ids; the simulator mixes in its
-   request id: :func:`with_request_tool_ids`). ``stop_reason = "tool_use"``.
+   validate against the schema. Tool-use ids derive from the request's
+   messages (the same request always gets the same ids). The second choice,
+   :attr:`DefaultModel.request_unique_ids`, is the simulator's: when true (the
+   default; ``foldline sim``) it mixes its request id into each tool-use id
+   (:func:`with_request_tool_ids`), as the API's ids are unique and a client's
+   parallel subagents may send identical messages; the scenario runner and
+   :func:`runtime.open_simulated` set it false, so a run over HTTP gets the
+   ids, and so the record digests, of the same run in process.
+   ``stop_reason = "tool_use"``.
 2. **Otherwise answer with text**: after tool results (the last message
    carries them), ``"Simulated answer after N tool result(s): <the last
    result's first 80 characters>"``; else ``"Simulated answer to: <the first
@@ -69,9 +75,12 @@ class DefaultModel:
     """The default model (the rules are the module doc's); a :class:`runtime.scripted.policies.Policy`.
 
     ``calls`` is how many tools it calls per instruction: ``"each"`` offered
-    tool once, or ``"one"`` (for clients that offer many tools)."""
+    tool once, or ``"one"`` (for clients that offer many tools);
+    ``request_unique_ids`` whether the simulator mixes its request id into the
+    tool-use ids (in process there is no request id and it changes nothing)."""
 
     calls: ToolCalls = attrs.field(default="each", kw_only=True, validator=_check_calls)
+    request_unique_ids: bool = attrs.field(default=True, kw_only=True, validator=attrs.validators.instance_of(bool))
 
     def respond(self, payload: Mapping[str, Any]) -> Reply:
         messages = [m for m in payload.get("messages") or () if isinstance(m, Mapping) and m.get("role") != "system"]

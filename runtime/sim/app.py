@@ -427,7 +427,7 @@ class SimApp:
             if isinstance(policy, ScriptPolicy):
                 return refuse_server_tool_calls(self._scripts.respond(policy, payload), payload), True
             reply = structured_reply(policy.respond(payload), payload)
-            if isinstance(policy, DefaultModel):
+            if isinstance(policy, DefaultModel) and policy.request_unique_ids:
                 # Its ids derive from the messages; two conversations with the same messages must not share them.
                 reply = with_request_tool_ids(reply, request_id)
             return reply, False
