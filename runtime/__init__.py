@@ -60,7 +60,7 @@ _EXPORTS = {
     "ToolRegistry": "actors.tools",
     "BUILTIN_TOOLS": "actors.tools",
     "workspace_tools": "actors.tools",
-    "DefaultModel": "runtime.scenarios.defaults",
+    "DefaultModel": "runtime.scripted.default_model",
     "default_policies": "runtime.scenarios.defaults",
     "open_simulated": "runtime.scenarios.defaults",
     "InputCeilingExceeded": "runtime.errors",

@@ -14,10 +14,10 @@ from support import ProviderWrapper, node
 from runtime.config.operation import Operation
 from runtime.flows.flow import Flow
 from runtime.providers.anthropic import AnthropicProvider
+from runtime.scripted.default_model import DefaultModel
 from runtime.scripted.policies import Policy, PolicyRegistry, Reply, ScriptPolicy, ScriptStep
 from runtime.sim.clock import ManualClock
 from runtime.sim.config import SimConfig
-from runtime.sim.default_model import DefaultModel
 from runtime.sim.server import SimServer, serve_simulator
 
 
@@ -73,7 +73,9 @@ class Generated:
 async def default_model_client() -> AsyncIterator[tuple[SimServer, anthropic.AsyncAnthropic]]:
     """The simulator answered by its default model on a virtual clock, and a raw SDK client for it."""
     clock = ManualClock()
-    async with serve_simulator(SimConfig(), PolicyRegistry(default=DefaultModel()), clock, sleep=clock.sleep) as sim:
+    async with serve_simulator(
+        SimConfig(), PolicyRegistry(default=DefaultModel(calls="one")), clock, sleep=clock.sleep
+    ) as sim:
         client = anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="sk-sim", max_retries=0)
         try:
             yield sim, client

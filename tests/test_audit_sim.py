@@ -16,10 +16,10 @@ import anyio
 import httpx2
 import pytest
 
+from runtime.scripted.default_model import DefaultModel
 from runtime.scripted.policies import PolicyRegistry
 from runtime.sim.admin import Admin
 from runtime.sim.clock import ManualClock
-from runtime.sim.default_model import DefaultModel
 from runtime.sim.server import SimConfig, SimServer, serve_simulator
 
 pytestmark = pytest.mark.anyio
@@ -36,7 +36,9 @@ PATHS = ("/v1/messages", "/v1/messages/count_tokens", "/v1/chat/completions")
 
 @asynccontextmanager
 async def running() -> AsyncIterator[SimServer]:
-    async with serve_simulator(SimConfig(), PolicyRegistry(default=DefaultModel()), anyio.current_time) as sim:
+    async with serve_simulator(
+        SimConfig(), PolicyRegistry(default=DefaultModel(calls="one")), anyio.current_time
+    ) as sim:
         yield sim
 
 
@@ -116,7 +118,9 @@ async def test_a_tool_choice_name_of_the_wrong_type_is_a_400_naming_it(name: Any
 )
 async def test_the_virtual_clock_stays_a_date_and_its_body_has_one_key(body: bytes, message: str) -> None:
     clock = ManualClock(now=1000.0)
-    async with serve_simulator(SimConfig(), PolicyRegistry(default=DefaultModel()), clock, admin=Admin(clock)) as sim:
+    async with serve_simulator(
+        SimConfig(), PolicyRegistry(default=DefaultModel(calls="one")), clock, admin=Admin(clock)
+    ) as sim:
         status, envelope = await post(sim, "/_foldline/clock/advance", body)
     assert status == 400, envelope
     assert envelope["error"]["message"].startswith(message)

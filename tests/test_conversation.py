@@ -15,7 +15,8 @@ from runtime.errors import InputCeilingExceeded
 from runtime.flows.flow import Flow, Node
 from runtime.providers.scripted import ScriptedProvider
 from runtime.runtime import Runtime
-from runtime.scenarios.defaults import DefaultModel, default_policies
+from runtime.scenarios.defaults import default_policies
+from runtime.scripted.default_model import DefaultModel
 from runtime.scripted.policies import PolicyRegistry, ScriptPolicy
 from runtime.sim.clock import ManualClock
 from runtime.values.messages import AssistantResponse, Instruction, ToolResult
@@ -45,12 +46,12 @@ async def test_run_is_the_tool_loop_and_chat_one_bounded_request() -> None:
         branch = rt.branch(Profile(system="You double numbers.", tools=[double]))
         assert isinstance(branch, Conversation) and branch.name == "branch-1"
         answer = await branch.run("Double 1.")
-        assert answer == "I called double (1 characters): 2."
+        assert answer == "Simulated answer after 1 tool result(s): 2"
         assert branch.last is not None and branch.last.rounds == 2 and branch.last.requests == 2
         bare = rt.branch(Profile(system="You talk."))
         assert bare.name == "branch-2"
         reply = await bare.chat("Hello there, how are you?")
-        assert reply == "You asked: 'Hello there, how are you?'. I have no tools to call, so this is my whole answer."
+        assert reply == "Simulated answer to: Hello there, how are you?"
         report = rt.report()
     assert report["nodes"]["branch-1"]["status"] == "ok" and report["nodes"]["branch-1"]["requests"] == 2
     assert report["nodes"]["branch-2"]["requests"] == 1

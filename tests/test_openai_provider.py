@@ -225,9 +225,9 @@ async def test_a_dropped_connection_is_retried_and_a_malformed_body_is_final() -
 
 async def test_a_fork_names_the_session_of_its_root_and_another_root_its_own() -> None:
     from runtime.runtime import Runtime
-    from runtime.sim.default_model import DefaultModel
+    from runtime.scripted.default_model import DefaultModel
 
-    async with chat_simulated({}, fallback=DefaultModel()) as (sim, capture, clock):
+    async with chat_simulated({}, fallback=DefaultModel(calls="one")) as (sim, capture, clock):
         async with Runtime(provider=capture, clock=clock, monotonic=clock, model="gpt-sim") as rt:  # type: ignore[arg-type]
             lead = rt.branch(LOOP)
             await lead.run("Read doc.md.")

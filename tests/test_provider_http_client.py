@@ -17,7 +17,7 @@ import pytest
 
 from runtime.contract.provider import AttemptFailed, ProviderError
 from runtime.request.compiler import RequestSettings, compile_request
-from runtime.scenarios.defaults import DefaultModel
+from runtime.scripted.default_model import DefaultModel
 from runtime.scripted.faults import FaultRule
 from runtime.scripted.policies import PolicyRegistry
 from runtime.sim.clock import ManualClock

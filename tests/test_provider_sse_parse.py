@@ -30,11 +30,11 @@ from runtime.contract.progress import reporting_progress
 from runtime.contract.provider import AttemptFailed, ProviderError
 from runtime.providers.anthropic import AnthropicProvider
 from runtime.providers.sse_reply import SseDecoder, stream_events
+from runtime.scripted.default_model import DefaultModel
 from runtime.scripted.policies import PolicyRegistry, ScriptPolicy, ScriptStep
 from runtime.sim.app import protocol_error_response
 from runtime.sim.clock import ManualClock
 from runtime.sim.config import SimConfig
-from runtime.sim.default_model import DefaultModel
 from runtime.sim.http import HttpRequest, StreamingResponse, serve_connection
 from runtime.sim.server import serve_simulator
 from runtime.sim.streaming import encode_sse
@@ -117,7 +117,7 @@ async def _simulator_bodies() -> dict[str, tuple[bytes, dict[str, Any]]]:
     """Each scenario's stream as the simulator sent it, and the payload that asked for it."""
     clock = ManualClock()
     steps = {name: [ScriptStep.from_obj(step, name)] for name, (step, _) in SCRIPTED.items()}
-    policies = PolicyRegistry({n: ScriptPolicy(n, s) for n, s in steps.items()}, default=DefaultModel())
+    policies = PolicyRegistry({n: ScriptPolicy(n, s) for n, s in steps.items()}, default=DefaultModel(calls="one"))
     bodies: dict[str, tuple[bytes, dict[str, Any]]] = {}
     async with serve_simulator(SimConfig(), policies, clock, sleep=clock.sleep) as sim:
         async with anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="sk-sim", max_retries=0) as client:

@@ -49,7 +49,7 @@ async def test_the_provider_reports_a_mid_stream_error_as_a_retryable_failed_att
     from runtime.contract.retry import should_retry
     from runtime.providers.anthropic import AnthropicProvider
     from runtime.request.compiler import RequestSettings, compile_request
-    from runtime.scenarios.defaults import DefaultModel
+    from runtime.scripted.default_model import DefaultModel
     from runtime.scripted.faults import FaultRule
     from runtime.scripted.policies import PolicyRegistry
     from runtime.sim.clock import ManualClock

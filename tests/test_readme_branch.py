@@ -102,7 +102,7 @@ def test_the_tool_example_prints_the_answer_and_the_report(
 ) -> None:
     run_example(TOOL_EXAMPLE, backend, monkeypatch)
     lines = [line for line in capsys.readouterr().out.splitlines() if not line.startswith("20")]
-    assert lines[0] == "I called word_count (1 characters): 1."
+    assert lines[0] == "Simulated answer after 1 tool result(s): 1"
     assert lines[1].startswith("2 {'calls': 1, 'errors': 0, 'result_bytes': 1} ")  # requests, tools, output tokens
     assert int(lines[1].rsplit(" ", 1)[1]) > 0
 
@@ -114,7 +114,7 @@ def test_the_fork_example_runs_two_children_concurrently(
 ) -> None:
     run_example(FORK_EXAMPLE, backend, monkeypatch)
     lines = [line for line in capsys.readouterr().out.splitlines() if not line.startswith("20")]
-    assert lines[0].startswith("I called lookup (")
-    assert '"term":"example"' in lines[0]
+    assert lines[0].startswith("Simulated answer after 1 tool result(s): {")
+    assert '"term":"<term>"' in lines[0]
     assert lines[1] == "['long', 'short']"
     assert lines[2] == "{'lead': 2, 'long': 2, 'short': 2}"

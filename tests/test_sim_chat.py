@@ -12,12 +12,12 @@ from hypothesis import strategies as st
 
 openai = pytest.importorskip("openai")
 
+from runtime.scripted.default_model import DefaultModel  # noqa: E402
 from runtime.scripted.faults import FaultRule  # noqa: E402
 from runtime.scripted.policies import PolicyRegistry  # noqa: E402
 from runtime.sim.chat.cache import INCREMENT, MIN_CACHED_TOKENS, ChatPrefixCache  # noqa: E402
 from runtime.sim.clock import ManualClock  # noqa: E402
 from runtime.sim.config import SimConfig  # noqa: E402
-from runtime.sim.default_model import DefaultModel  # noqa: E402
 from runtime.sim.server import SimServer, serve_simulator  # noqa: E402
 
 pytestmark = pytest.mark.anyio
@@ -38,7 +38,7 @@ TOOLS = [
 async def chat_sim(**config: Any) -> AsyncIterator[tuple[SimServer, Any]]:
     clock = ManualClock()
     async with serve_simulator(
-        SimConfig(api_keys=frozenset({KEY}), **config), PolicyRegistry({}, default=DefaultModel()), clock
+        SimConfig(api_keys=frozenset({KEY}), **config), PolicyRegistry({}, default=DefaultModel(calls="one")), clock
     ) as sim:
         client = openai.AsyncOpenAI(api_key=KEY, base_url=sim.base_url + "/v1", max_retries=0)
         try:

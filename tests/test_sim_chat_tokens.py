@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 openai = pytest.importorskip("openai")
 
 from runtime.measuring.tokenizer import count_tokens  # noqa: E402
+from runtime.scripted.default_model import DefaultModel  # noqa: E402
 from runtime.scripted.policies import PolicyRegistry  # noqa: E402
 from runtime.sim.chat.cache import INCREMENT, MIN_CACHED_TOKENS  # noqa: E402
 from runtime.sim.chat.tokens import (  # noqa: E402
@@ -34,7 +35,6 @@ from runtime.sim.chat.tokens import (  # noqa: E402
 )
 from runtime.sim.clock import ManualClock  # noqa: E402
 from runtime.sim.config import SimConfig  # noqa: E402
-from runtime.sim.default_model import DefaultModel  # noqa: E402
 from runtime.sim.server import SimServer, serve_simulator  # noqa: E402
 from tests.test_sim_chat import TOOLS  # noqa: E402  (the chat face tests' one tool)
 
@@ -83,7 +83,7 @@ def _texts(value: Any) -> list[str]:
 async def chat_sim(factor: float) -> AsyncIterator[tuple[SimServer, Any]]:
     async with serve_simulator(
         SimConfig(api_keys=frozenset({KEY}), token_factor=factor),
-        PolicyRegistry({}, default=DefaultModel()),
+        PolicyRegistry({}, default=DefaultModel(calls="one")),
         ManualClock(),
     ) as sim:
         client = openai.AsyncOpenAI(api_key=KEY, base_url=sim.base_url + "/v1", max_retries=0)

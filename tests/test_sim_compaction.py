@@ -28,10 +28,10 @@ import anthropic
 import pytest
 from sdk_sim import default_model_client
 
+from runtime.scripted.default_model import DefaultModel
 from runtime.scripted.policies import PolicyRegistry, ScriptPolicy, ScriptStep
 from runtime.sim.clock import ManualClock
 from runtime.sim.config import SimConfig
-from runtime.sim.default_model import DefaultModel
 from runtime.sim.server import serve_simulator
 
 pytestmark = pytest.mark.anyio
@@ -144,7 +144,7 @@ async def test_a_streamed_compaction_matches_the_whole_response() -> None:
 
 async def test_a_script_gives_the_summary_and_its_step_answers_after_the_pause() -> None:
     steps = [ScriptStep(text="The last entry is 5,000.", compaction="<summary>ledger of 5,000 entries</summary>")]
-    policies = PolicyRegistry({"n": ScriptPolicy("n", steps)}, default=DefaultModel())
+    policies = PolicyRegistry({"n": ScriptPolicy("n", steps)}, default=DefaultModel(calls="one"))
     clock = ManualClock()
     async with serve_simulator(SimConfig(), policies, clock, sleep=clock.sleep) as sim:
         client = anthropic.AsyncAnthropic(

@@ -13,14 +13,15 @@ import anyio
 import h11
 import pytest
 
+from runtime.scripted.default_model import DefaultModel
 from runtime.scripted.policies import PolicyRegistry, Reply, ScriptStep
 from runtime.sim import models as models_module
 from runtime.sim.clock import ManualClock
-from runtime.sim.default_model import DefaultModel, example_value
 from runtime.sim.generation import finish
 from runtime.sim.models import display_name, sdk_model_ids, served_models, table_model_ids
 from runtime.sim.server import SimConfig, SimServer, serve_simulator
 from runtime.sim.tokens import SimTokenCounter
+from runtime.values.json_schema import example_value
 
 pytestmark = pytest.mark.anyio
 
@@ -31,7 +32,7 @@ MODEL = "claude-haiku-5-5"
 async def running(policies: PolicyRegistry | None = None) -> AsyncIterator[tuple[SimServer, anthropic.AsyncAnthropic]]:
     clock = ManualClock()
     async with serve_simulator(
-        SimConfig(), policies or PolicyRegistry(default=DefaultModel()), clock, sleep=clock.sleep
+        SimConfig(), policies or PolicyRegistry(default=DefaultModel(calls="one")), clock, sleep=clock.sleep
     ) as sim:
         client = anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="sk-sim", max_retries=0)
         try:
@@ -189,7 +190,7 @@ def test_the_default_model_builds_arguments_from_the_schema() -> None:
 
 
 def test_the_default_model_calls_a_tool_then_answers_from_its_result() -> None:
-    model = DefaultModel()
+    model = DefaultModel(calls="one")
     tools = [
         {"name": "first", "input_schema": {"type": "object"}},
         {"name": "second", "input_schema": {"type": "object"}},

@@ -19,8 +19,8 @@ import anyio.abc
 import pytest
 
 from runtime.measuring.tokenizer import count_tokens
+from runtime.scripted.default_model import DefaultModel
 from runtime.scripted.policies import PolicyRegistry
-from runtime.sim.default_model import DefaultModel
 from runtime.sim.server import SimConfig, SimServer, serve_simulator
 from runtime.sim.tokens import SimTokenCounter
 from tests.sim_process import foldline_sim
@@ -34,7 +34,7 @@ HEAD = "POST /v1/messages HTTP/1.1\r\nhost: x\r\nx-api-key: k\r\nanthropic-versi
 @asynccontextmanager
 async def running(config: SimConfig | None = None) -> AsyncIterator[SimServer]:
     async with serve_simulator(
-        config or SimConfig(), PolicyRegistry(default=DefaultModel()), anyio.current_time
+        config or SimConfig(), PolicyRegistry(default=DefaultModel(calls="one")), anyio.current_time
     ) as sim:
         yield sim
 

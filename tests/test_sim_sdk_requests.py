@@ -17,9 +17,9 @@ import pytest
 from anthropic import beta_async_tool
 from sdk_sim import default_model_client
 
+from runtime.scripted.default_model import DefaultModel
 from runtime.scripted.policies import PolicyRegistry
 from runtime.sim.clock import ManualClock
-from runtime.sim.default_model import DefaultModel
 from runtime.sim.sdk_fields import block_types, create_keys
 from runtime.sim.server import SimConfig, serve_simulator
 
@@ -208,7 +208,7 @@ async def test_a_script_calling_a_server_tool_is_told_it_is_not_simulated() -> N
     from runtime.scripted.policies import ScriptCall, ScriptPolicy, ScriptStep
 
     step = ScriptStep(tool_calls=(ScriptCall.create("web_search", {"query": "rain"}),))
-    policies = PolicyRegistry({"n": ScriptPolicy("n", [step])}, default=DefaultModel())
+    policies = PolicyRegistry({"n": ScriptPolicy("n", [step])}, default=DefaultModel(calls="one"))
     clock = ManualClock()
     web = {"type": "web_search_20250305", "name": "web_search"}
     async with serve_simulator(SimConfig(), policies, clock, sleep=clock.sleep) as sim:

@@ -18,8 +18,8 @@ import anyio.abc
 import httpx2
 import pytest
 
+from runtime.scripted.default_model import DefaultModel
 from runtime.scripted.policies import PolicyRegistry
-from runtime.sim.default_model import DefaultModel
 from runtime.sim.server import SimConfig, SimServer, serve_simulator
 
 pytestmark = pytest.mark.anyio
@@ -30,7 +30,7 @@ SLOW = CAP + 20
 
 @asynccontextmanager
 async def running(config: SimConfig) -> AsyncIterator[SimServer]:
-    async with serve_simulator(config, PolicyRegistry(default=DefaultModel()), anyio.current_time) as sim:
+    async with serve_simulator(config, PolicyRegistry(default=DefaultModel(calls="one")), anyio.current_time) as sim:
         yield sim
 
 

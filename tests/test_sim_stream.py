@@ -11,10 +11,10 @@ import anyio
 import anyio.to_thread
 import pytest
 
+from runtime.scripted.default_model import DefaultModel
 from runtime.scripted.faults import FaultRule
 from runtime.scripted.policies import PolicyRegistry
 from runtime.sim.clock import ManualClock
-from runtime.sim.default_model import DefaultModel
 from runtime.sim.server import SimConfig, SimServer, serve_simulator
 from runtime.sim.streaming import chunks, encode_sse, message_events
 
@@ -46,7 +46,7 @@ QUESTION = "Tell me, in a few words, what the weather will be like in the coming
 async def running(config: SimConfig | None = None) -> AsyncIterator[SimServer]:
     clock = ManualClock()
     async with serve_simulator(
-        config or SimConfig(), PolicyRegistry(default=DefaultModel()), clock, sleep=clock.sleep
+        config or SimConfig(), PolicyRegistry(default=DefaultModel(calls="one")), clock, sleep=clock.sleep
     ) as sim:
         yield sim
 

@@ -22,11 +22,11 @@ import pytest
 from hypothesis import given, settings
 
 from runtime.errors import ConfigError
+from runtime.scripted.default_model import DefaultModel
 from runtime.scripted.policies import PolicyRegistry, ScriptPolicy, ScriptStep
 from runtime.sim.clock import ManualClock
-from runtime.sim.default_model import DefaultModel
-from runtime.sim.json_schema import SchemaError, check_schema, example_value, violation
 from runtime.sim.server import SimConfig, SimServer, serve_simulator
+from runtime.values.json_schema import SchemaError, check_schema, example_value, violation
 
 pytestmark = pytest.mark.anyio
 
@@ -57,7 +57,7 @@ class Person(pydantic.BaseModel):
 @asynccontextmanager
 async def running(policies: PolicyRegistry | None = None) -> AsyncIterator[tuple[SimServer, anthropic.AsyncAnthropic]]:
     clock = ManualClock()
-    registry = policies or PolicyRegistry(default=DefaultModel())
+    registry = policies or PolicyRegistry(default=DefaultModel(calls="one"))
     async with serve_simulator(SimConfig(), registry, clock, sleep=clock.sleep) as sim:
         client = anthropic.AsyncAnthropic(base_url=sim.base_url, api_key="sk-sim", max_retries=0)
         try:
@@ -189,7 +189,9 @@ async def test_changing_the_format_invalidates_the_cached_prefix() -> None:
 async def test_the_openai_sdk_parse_on_the_chat_face() -> None:
     openai = pytest.importorskip("openai", reason="the openai extra (the chat face's own SDK)")
     clock = ManualClock()
-    async with serve_simulator(SimConfig(), PolicyRegistry(default=DefaultModel()), clock, sleep=clock.sleep) as sim:
+    async with serve_simulator(
+        SimConfig(), PolicyRegistry(default=DefaultModel(calls="one")), clock, sleep=clock.sleep
+    ) as sim:
         client = openai.AsyncOpenAI(base_url=sim.base_url + "/v1", api_key="sk-sim", max_retries=0)
         try:
             parsed = await client.chat.completions.parse(

@@ -24,10 +24,10 @@ from runtime.config.output_schema import OutputInvalid
 from runtime.errors import ConfigError
 from runtime.models.limits import ModelTable, default_model_table
 from runtime.providers.anthropic import AnthropicProvider
+from runtime.scripted.default_model import DefaultModel
 from runtime.scripted.policies import PolicyRegistry
 from runtime.sim.clock import ManualClock
 from runtime.sim.config import SimConfig
-from runtime.sim.default_model import DefaultModel
 from runtime.sim.server import serve_simulator
 from runtime.store.run import run_scenario_stored
 from runtime.values.messages import Instruction, ToolResult
@@ -83,7 +83,7 @@ async def test_a_model_without_structured_outputs_answers_through_the_final_tool
 @pytest.mark.anyio
 async def test_the_simulators_default_model_fills_the_final_tool_from_the_schema() -> None:
     clock = ManualClock(1_000.0)
-    async with serve_simulator(SimConfig(), PolicyRegistry(fallback=DefaultModel()), clock) as sim:
+    async with serve_simulator(SimConfig(), PolicyRegistry(fallback=DefaultModel(calls="one")), clock) as sim:
         provider = AnthropicProvider.create(api_key="sim-final", base_url=sim.base_url, max_retries=0)
         capture = Capture(provider)
         try:
@@ -98,7 +98,7 @@ async def test_the_simulators_default_model_fills_the_final_tool_from_the_schema
 @pytest.mark.anyio
 async def test_the_simulator_refuses_structured_outputs_for_a_model_marked_without_them() -> None:
     clock = ManualClock(1_000.0)
-    async with serve_simulator(SimConfig(), PolicyRegistry(fallback=DefaultModel()), clock) as sim:
+    async with serve_simulator(SimConfig(), PolicyRegistry(fallback=DefaultModel(calls="one")), clock) as sim:
         client = anthropic.AsyncAnthropic(api_key="sim-final", base_url=sim.base_url, max_retries=0)
         fmt = {"format": {"type": "json_schema", "schema": {"type": "object", "additionalProperties": False}}}
         with pytest.raises(anthropic.BadRequestError, match="structured outputs are not supported by the model"):

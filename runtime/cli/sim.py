@@ -5,10 +5,11 @@ Options (see ``foldline sim --help``):
 - ``--host`` / ``--port`` (``--port 0`` picks a free port; the URL served is
   printed on stderr once it listens);
 - who answers: with no option, the default model
-  (:mod:`runtime.sim.default_model`) answers every request; ``--scenario
+  (:mod:`runtime.scripted.default_model`, calling one tool per
+  instruction) answers every request; ``--scenario
   FILE`` answers as that scenario's run in process does (its nodes' scripts,
   fold summaries by the extractive summarizer, nodes without a script by the
-  scenario default model) and ``--script FILE`` scripts nodes from a script
+  default model calling each offered tool once) and ``--script FILE`` scripts nodes from a script
   file; requests with an ``x-foldline-node`` header are answered by that node's
   script, the others by the default model;
 - time: ``--clock wall`` (default) or ``--clock virtual``: time starts at the
@@ -44,12 +45,12 @@ from typing import Any, TextIO
 import anyio
 
 from runtime.errors import ConfigError
+from runtime.scripted.default_model import DefaultModel
 from runtime.scripted.faults import FaultRule
 from runtime.scripted.policies import PolicyRegistry, ScriptPolicy, ScriptStep
 from runtime.sim.admin import ADVANCE_PATH, Admin
 from runtime.sim.clock import ManualClock, frozen_sleep
 from runtime.sim.config import SimConfig
-from runtime.sim.default_model import DefaultModel
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 SCRIPT_SCHEMA = "foldline.sim-script/v1"
@@ -146,8 +147,9 @@ def _policies(args: argparse.Namespace) -> PolicyRegistry:
     """Who answers: with ``--scenario``, exactly as that scenario's run in process (``build_policies``).
 
     That is its nodes' scripts, fold summary requests by the extractive summarizer, a node without a
-    script by the scenario default model. ``--script`` nodes are added on top. Without a scenario, every
-    request that a script does not answer goes to the default model.
+    script by the default model calling each offered tool once. ``--script`` nodes are added on top.
+    Without a scenario, every request that a script does not answer goes to the default model calling one
+    tool per instruction (a client such as Claude Code offers dozens).
     """
     scripts = load_script_file(args.script) if args.script else {}
     if args.scenario:
@@ -159,7 +161,7 @@ def _policies(args: argparse.Namespace) -> PolicyRegistry:
 
         registry = build_policies(load_scenario(args.scenario, tool_names=tool_names_for_loading()))
         return attrs.evolve(registry, policies={**registry.policies, **scripts})
-    return PolicyRegistry(scripts, default=DefaultModel())
+    return PolicyRegistry(scripts, default=DefaultModel(calls="one"))
 
 
 def build_config(args: argparse.Namespace) -> SimConfig:

@@ -24,7 +24,7 @@ from runtime.config.operation import Operation
 from runtime.flows.flow import Flow, FlowResult, Node
 from runtime.providers.factory import open_provider
 from runtime.runtime import Runtime
-from runtime.scenarios.defaults import DefaultModel
+from runtime.scripted.default_model import DefaultModel
 from runtime.scripted.policies import PolicyRegistry, ScriptPolicy
 from runtime.sim.summary_policy import FoldSummaryPolicy
 from signals.bus import Gap, SignalBus
@@ -59,12 +59,12 @@ def build_flow(scenario: Scenario) -> Flow:
 
 def build_policies(scenario: Scenario) -> PolicyRegistry:
     """One script policy per node with a ``script``; a node without one is answered
-    by the default model (:mod:`runtime.scenarios.defaults`); fold summary requests
+    by the default model (:mod:`runtime.scripted.default_model`, each offered tool once); fold summary requests
     (which name no node) by the deterministic extractive summarizer."""
     return PolicyRegistry(
         {spec.id: ScriptPolicy(spec.id, spec.script) for spec in scenario.nodes if spec.script},
         default=FoldSummaryPolicy(),
-        fallback=DefaultModel(),
+        fallback=DefaultModel(calls="each", request_unique_ids=False),
     )
 
 

@@ -270,7 +270,7 @@ class PolicyRegistry:
     node the registry does not know is an error even when a default is set
     (a misspelt node id must not be answered silently by another script),
     unless a ``fallback`` is set: it answers every node without a policy of
-    its own (e.g. :class:`runtime.scenarios.defaults.DefaultModel`).
+    its own (e.g. :class:`runtime.scripted.default_model.DefaultModel`).
     """
 
     policies: Mapping[str, Policy] = attrs.field(factory=dict, converter=_freeze_policies)

@@ -4,7 +4,6 @@ Modules: ``server`` (serve_simulator, serve_forever, SimConfig), ``app``
 (routes, auth, faults, who answers), ``http`` (h11 over anyio, with limits),
 ``connections`` (the connection cap, the accept loop), ``streaming`` (the
 server-sent event encoder), ``generation`` (max_tokens and stop_sequences),
-``default_model`` (what answers a request that names no node),
 ``conversations`` (scripts that advance per conversation), ``prepare``
 (JSON decoding with a depth bound, validation and layout), ``validation``,
 ``layout`` and ``cache_engine`` (the pure caching rules), ``tokens`` (its own

@@ -14,7 +14,8 @@ response carries a fresh ``request-id`` (``req_`` + 24 random characters).
 Who answers a ``/v1/messages`` request: the policy of the node its
 ``x-foldline-node`` header names (a script advances per conversation, see
 :mod:`runtime.sim.conversations`); with no header, the registry's default
-policy (``foldline sim`` makes it :class:`~runtime.sim.default_model.DefaultModel`;
+policy (``foldline sim`` makes it :class:`~runtime.scripted.default_model.DefaultModel`, one tool per
+instruction;
 a registry without one refuses such requests with a 400).
 
 Generation limits (:mod:`runtime.sim.generation`): ``stop_sequences`` cut
@@ -37,6 +38,7 @@ import anyio.to_thread
 import attrs
 
 from runtime.logs import get_logger
+from runtime.scripted.default_model import DefaultModel, with_request_tool_ids
 from runtime.scripted.faults import ERROR_KINDS, ERROR_MESSAGES, ERROR_TYPES, FaultRule, FaultSchedule
 from runtime.scripted.policies import PolicyExhausted, PolicyRegistry, Reply, ScriptPolicy, UnknownPolicy
 from runtime.sim.admin import ADMIN_PREFIX, Admin
@@ -47,7 +49,6 @@ from runtime.sim.compaction import CompactEdit, compact_edit, compacted, compact
 from runtime.sim.config import SimConfig
 from runtime.sim.context_edits import check_betas
 from runtime.sim.conversations import ConversationScripts
-from runtime.sim.default_model import DefaultModel, with_request_tool_ids
 from runtime.sim.diagnostics import FingerprintLog, cache_miss_reason, fingerprint, previous_id
 from runtime.sim.errors import SimAPIError, invalid_request
 from runtime.sim.generation import finish
@@ -426,7 +427,7 @@ class SimApp:
             if isinstance(policy, ScriptPolicy):
                 return refuse_server_tool_calls(self._scripts.respond(policy, payload), payload), True
             reply = structured_reply(policy.respond(payload), payload)
-            if isinstance(policy, DefaultModel):
+            if isinstance(policy, DefaultModel) and policy.request_unique_ids:
                 # Its ids derive from the messages; two conversations with the same messages must not share them.
                 reply = with_request_tool_ids(reply, request_id)
             return reply, False

@@ -6,7 +6,7 @@ answered with one text block holding JSON that is valid for the schema, as
 the API's constrained decoding guarantees:
 
 - a policy that is not a script (the default model) answers the value built
-  from the schema (:func:`runtime.sim.json_schema.example_value`: defaults,
+  from the schema (:func:`runtime.values.json_schema.example_value`: defaults,
   first enum values, ``<name>`` strings, minimums), as canonical JSON; a
   reply that calls tools is left as it is (the output comes on the turn that
   answers in text);
@@ -30,8 +30,8 @@ from typing import Any
 from runtime.models.limits import default_model_table
 from runtime.scripted.policies import Reply
 from runtime.sim.errors import SimAPIError, invalid_request
-from runtime.sim.json_schema import SchemaError, check_schema, example_value
 from runtime.values.canonical import canonical_json
+from runtime.values.json_schema import SchemaError, check_schema, example_value
 
 OUTPUT_CONFIG_KEYS = ("effort", "format")
 EFFORTS = ("low", "medium", "high", "xhigh", "max")

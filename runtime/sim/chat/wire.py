@@ -36,10 +36,10 @@ import attrs
 
 from runtime.sim.chat.fields import STANDARD_FIELDS, FieldError, check_standard_fields
 from runtime.sim.errors import SimAPIError
-from runtime.sim.json_schema import SchemaError, check_schema
 from runtime.values.canonical import canonical_json
 from runtime.values.chat_images import chat_image_tokens
 from runtime.values.images import ImageError, decode_base64_image, inspect_image
+from runtime.values.json_schema import SchemaError, check_schema
 
 MAX_MESSAGES = 100_000
 MAX_TOOLS = 128
