@@ -83,7 +83,7 @@ async def _payloads() -> list[dict[str, Any]]:
 
 async def _reply(payload: dict[str, Any]) -> bytes:
     """The simulator's streamed answer to ``payload`` over real HTTP: the response body's bytes."""
-    import httpx
+    import httpx2  # the SDK's own HTTP package (plain httpx may not be installed)
 
     from runtime import PolicyRegistry, ScriptPolicy
     from runtime.config import ProviderSpec
@@ -93,7 +93,7 @@ async def _reply(payload: dict[str, Any]) -> bytes:
     key = "sdk-floor"
     config = sim_config_for(ProviderSpec(kind="simulated", model=payload["model"]), api_key=key)
     policies = PolicyRegistry({"n0": ScriptPolicy("n0", _script("n0"))})
-    async with serve_simulator(config, policies, time.time) as sim, httpx.AsyncClient() as client:
+    async with serve_simulator(config, policies, time.time) as sim, httpx2.AsyncClient() as client:
         headers = {"x-api-key": key, "anthropic-version": "2023-06-01", "x-foldline-node": "n0"}
         response = await client.post(f"{sim.base_url}/v1/messages", json={**payload, "stream": True}, headers=headers)
         if response.status_code != 200 or b"message_stop" not in response.content:
