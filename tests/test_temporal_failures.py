@@ -197,6 +197,12 @@ def test_a_node_items_batch_a_node_sends_is_read_as_it_came() -> None:
         ),
         ({"node": "lead", "items": [{"event": EVENT | {"node_id": 1}}]}, "items[0].event.node_id: 1 is an integer"),
         (
+            {"node": "lead", "items": [{"event": {k: v for k, v in EVENT.items() if k != "branch_id"}}]},
+            "items[0].event.branch_id: null is",
+        ),
+        ({"node": "lead", "items": [{"request": {"branch_id": "b"}}]}, "items[0].request.record: null is"),
+        ({"node": "lead", "items": [{"request": {"branch_id": 2, "record": "{}"}}]}, "request.branch_id: 2 is an"),
+        (
             {"node": "lead", "items": [{"finished": {"status": "done"}}]},
             'items[0].finished.status: "done" is not ok or',
         ),

@@ -57,9 +57,12 @@ def _check_item(item: Any, nodes: Collection[str], where: str, path: str) -> Non
     if kind == "event":
         _field(value, "type", str, where, path)
         _field(value, "data", Mapping, where, path)
-        for key in EVENT_IDS:
-            if value.get(key) is not None:
+        for key in EVENT_IDS:  # each present (the scheduler reads all three), a string or null
+            if key not in value or value[key] is not None:
                 _field(value, key, str, where, path)
+    elif kind == "request":
+        _field(value, "branch_id", str, where, path)
+        _field(value, "record", str, where, path)
     elif kind == "finished":
         status = _field(value, "status", str, where, path)
         if status not in ("ok", "failed"):
