@@ -71,6 +71,20 @@ def _script(node_id: str) -> list[Any]:
     return [*steps, ScriptStep.from_obj({"text": f"{node_id}: read {ROUNDS} files."}, node_id)]
 
 
+def flow_of(nodes: int, concurrency: int) -> tuple[Any, Any]:
+    """The flow of ``nodes`` independent nodes ``n0``, ``n1``, ... and the policies holding their scripts."""
+    from runtime import Flow, Node, Operation, PolicyRegistry, Profile, ScriptPolicy
+
+    profile = Profile(system="You read files and answer briefly.", tools=("synthetic_read",), max_input_tokens=50_000)
+    ids = [f"n{i}" for i in range(nodes)]
+    policies = PolicyRegistry({nid: ScriptPolicy(nid, _script(nid)) for nid in ids})
+    flow = Flow(
+        [Node(nid, Operation("iterative", (f"Read your {ROUNDS} files.",)), profile=profile) for nid in ids],
+        concurrency=concurrency,
+    )
+    return flow, policies
+
+
 class _GcTimer:
     """CPU the cyclic collector takes, through ``gc.callbacks``."""
 
@@ -92,17 +106,11 @@ async def _one(
 ) -> dict[str, Any]:
     import attrs
 
-    from runtime import Flow, Node, Operation, PolicyRegistry, Profile, Runtime, ScriptPolicy
+    from runtime import Runtime
     from runtime.config import ProviderSpec
     from runtime.providers.factory import open_provider
 
-    profile = Profile(system="You read files and answer briefly.", tools=("synthetic_read",), max_input_tokens=50_000)
-    ids = [f"n{i}" for i in range(nodes)]
-    policies = PolicyRegistry({nid: ScriptPolicy(nid, _script(nid)) for nid in ids})
-    flow = Flow(
-        [Node(nid, Operation("iterative", (f"Read your {ROUNDS} files.",)), profile=profile) for nid in ids],
-        concurrency=concurrency,
-    )
+    flow, policies = flow_of(nodes, concurrency)
     # The bound is an HTTP provider's: the scripted one has no connections (and refuses the key).
     limits = {} if in_flight is None or provider_kind == "scripted" else {"max_in_flight": in_flight}
     spec = ProviderSpec(kind=provider_kind, model="claude-haiku-5-5", **limits)

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scale import _script  # the same node scale.py runs
+from scale import flow_of  # the same node scale.py runs
 
 ROOT = Path(__file__).resolve().parent.parent
 WARM_UP = 200
@@ -56,10 +56,11 @@ async def _payloads() -> list[dict[str, Any]]:
     """The create payloads of one ``scale.py`` node, as the runtime compiled them (scripted, in process)."""
     import time as clock
 
-    from runtime import Flow, Node, Operation, PolicyRegistry, Profile, Runtime, ScriptedProvider, ScriptPolicy
+    from runtime import Runtime, ScriptedProvider
 
     kept: list[dict[str, Any]] = []
-    scripted = ScriptedProvider(PolicyRegistry({"n0": ScriptPolicy("n0", _script("n0"))}), clock=clock.time)
+    flow, policies = flow_of(1, 1)
+    scripted = ScriptedProvider(policies, clock=clock.time)
 
     class Keeping:  # the scripted provider, keeping what it was sent
         name, caches_by_prefix, max_retries, counts_tokens = "scripted", True, 0, True
@@ -74,8 +75,6 @@ async def _payloads() -> list[dict[str, Any]]:
         async def aclose(self) -> None:
             await scripted.aclose()
 
-    profile = Profile(system="You read files and answer briefly.", tools=("synthetic_read",), max_input_tokens=50_000)
-    flow = Flow([Node("n0", Operation("iterative", ("Read your 3 files.",)), profile=profile)])
     async with Runtime(provider=Keeping(), model="claude-haiku-5-5") as rt:  # type: ignore[arg-type]
         await rt.run(flow)
     return kept
@@ -85,14 +84,13 @@ async def _reply(payload: dict[str, Any]) -> bytes:
     """The simulator's streamed answer to ``payload`` over real HTTP: the response body's bytes."""
     import httpx2  # the SDK's own HTTP package (plain httpx may not be installed)
 
-    from runtime import PolicyRegistry, ScriptPolicy
     from runtime.config import ProviderSpec
     from runtime.providers.factory import sim_config_for
     from runtime.sim.server import serve_simulator
 
     key = "sdk-floor"
     config = sim_config_for(ProviderSpec(kind="simulated", model=payload["model"]), api_key=key)
-    policies = PolicyRegistry({"n0": ScriptPolicy("n0", _script("n0"))})
+    _, policies = flow_of(1, 1)
     async with serve_simulator(config, policies, time.time) as sim, httpx2.AsyncClient() as client:
         headers = {"x-api-key": key, "anthropic-version": "2023-06-01", "x-foldline-node": "n0"}
         response = await client.post(f"{sim.base_url}/v1/messages", json={**payload, "stream": True}, headers=headers)
